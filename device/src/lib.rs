@@ -1,0 +1,1 @@
+//! vrnic device backend.

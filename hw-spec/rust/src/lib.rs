@@ -1,0 +1,1 @@
+//! vrnic hardware interface.
