@@ -503,7 +503,7 @@ struct vrnic_cmd_modify_qp {
 	struct vrnic_aq_header hdr;
 	__le32 qpn; /* 8: The QP. */
 	__le32 attr_mask; /* 12: MODIFY_QP: enum qp_attr_mask bits. QUERY_QP: 0. */
-	struct vrnic_qp_attr attr; /* 16: MODIFY_QP: the attributes named by attr_mask (others must be zero). QUERY_QP: zero. */
+	struct vrnic_qp_attr attr; /* 16: MODIFY_QP: the attributes named by attr_mask (the device ignores the others, but reserved0 must be zero). QUERY_QP: zero. */
 	__le64 out_addr; /* 80: QUERY_QP: guest address receiving a qp_attr. MODIFY_QP: 0. */
 	__le32 out_len; /* 88: QUERY_QP: bytes available at out_addr. */
 	__le32 uctx; /* 92: The context the caller acts for. */

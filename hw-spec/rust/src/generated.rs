@@ -1906,7 +1906,7 @@ pub struct CmdModifyQp {
     pub qpn: Le32,
     /// MODIFY_QP: enum qp_attr_mask bits. QUERY_QP: 0.
     pub attr_mask: Le32,
-    /// MODIFY_QP: the attributes named by attr_mask (others must be zero). QUERY_QP: zero.
+    /// MODIFY_QP: the attributes named by attr_mask (the device ignores the others, but reserved0 must be zero). QUERY_QP: zero.
     pub attr: QpAttr,
     /// QUERY_QP: guest address receiving a qp_attr. MODIFY_QP: 0.
     pub out_addr: Le64,
