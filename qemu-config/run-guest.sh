@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Boot one guest (TCG) from the cached kernel and guest image (provisioning first if needed).
+# Usage: run-guest.sh [options] [-- extra QEMU args]
+#   --name N             hostname and QEMU -name                         [vrnic-guest]
+#   --mem SIZE           RAM, memfd-backed and shared (vfio-user DMA)    [2G]
+#   --smp N              vCPUs                                           [2]
+#   --vrnic-socket PATH  attach a vfio-user-pci device served on PATH; repeatable.
+#                        The server must already listen (QEMU connects once, at start).
+#   --job DIR            share DIR as 9p tag "job": the guest runs DIR/run.sh, writes
+#                        DIR/output.log and DIR/exit_code, and powers off
+#   --ip ADDR/PFX        eth0 address; link-local 169.254.x.x only
+#   --net-listen PATH    eth0 = point-to-point link; this guest listens on UNIX socket PATH
+#   --net-connect PATH   eth0 = point-to-point link to the guest listening on PATH
+#   --timeout SECS       kill QEMU after SECS and exit 124                [no limit]
+#   --log FILE           serial console to FILE (default: this terminal, interactive;
+#                        Ctrl-A X quits)
+#   --initrd FILE        guest image (default: the cache's guest.cpio; see pack-guest.sh)
+#   --append ARGS        extra kernel command line
+#   --accel A            QEMU accelerator: tcg, or kvm:tcg where KVM works [tcg]
+# Exit status: QEMU's (0 when the guest powered off), 124 on timeout.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+usage() { sed -n '2,21s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
+name=vrnic-guest mem=2G smp=2 timeout=0 accel=tcg
+job='' ip='' listen='' connect='' logf='' initrd='' append=''
+sockets=() extra=()
+while (($#)); do
+  case $1 in
+    --name) name=${2:?}; shift 2 ;;
+    --mem) mem=${2:?}; shift 2 ;;
+    --smp) smp=${2:?}; shift 2 ;;
+    --vrnic-socket) sockets+=("$(realpath -m "${2:?}")"); shift 2 ;;
+    --job) job=$(realpath "${2:?}"); shift 2 ;;
+    --ip) ip=${2:?}; shift 2 ;;
+    --net-listen) listen=$(realpath -m "${2:?}"); shift 2 ;;
+    --net-connect) connect=$(realpath -m "${2:?}"); shift 2 ;;
+    --timeout) timeout=${2:?}; shift 2 ;;
+    --log) logf=${2:?}; shift 2 ;;
+    --initrd) initrd=$(realpath "${2:?}"); shift 2 ;;
+    --append) append=${2:?}; shift 2 ;;
+    --accel) accel=${2:?}; shift 2 ;;
+    -h | --help) usage ;;
+    --) shift; extra=("$@"); break ;;
+    *) echo "unknown option: $1" >&2; usage 2 ;;
+  esac
+done
+[[ -z $ip || $ip =~ ^169\.254\.[0-9]+\.[0-9]+/[0-9]+$ ]] || die "--ip must be link-local 169.254.x.x/PFX, got '$ip'"
+[[ -z $listen || -z $connect ]] || die "--net-listen and --net-connect exclude each other"
+[[ -z $job || -d $job ]] || die "--job: no such directory: $job"
+
+VRNIC_QUIET=1 "$QC_DIR/provision.sh" qemu guest
+[[ -n $initrd ]] || initrd=$GUEST_CPIO
+
+cmdline="console=ttyS0 rdinit=/init vrnic.name=$name${ip:+ vrnic.ip=$ip}${append:+ $append}"
+args=(-name "$name" -machine "q35,accel=$accel,memory-backend=mem" -cpu max -smp "$smp" -m "$mem"
+  -object "memory-backend-memfd,id=mem,size=$mem,share=on"
+  -nodefaults -no-user-config -display none -no-reboot
+  -kernel "$KERNEL_IMAGE" -initrd "$initrd" -append "$cmdline"
+  -device pvpanic-pci -action panic=exit-failure)
+if [[ -n $logf ]]; then args+=(-serial "file:$logf"); else args+=(-serial mon:stdio); fi
+
+i=0
+for s in "${sockets[@]}"; do
+  [[ $s != *[\"\\]* ]] || die "unsupported character in socket path: $s"
+  args+=(-device "{\"driver\":\"vfio-user-pci\",\"id\":\"vrnic$i\",\"rombar\":0,\"x-msg-timeout\":10000,\"socket\":{\"type\":\"unix\",\"path\":\"$s\"}}")
+  i=$((i + 1))
+done
+if [[ -n $job ]]; then
+  # shellcheck disable=SC2054
+  args+=(-fsdev "local,id=jobfs,path=$job,security_model=none"
+    -device virtio-9p-pci,fsdev=jobfs,mount_tag=job)
+fi
+if [[ -n $listen$connect ]]; then
+  # MAC from the IP (or the name) so the two ends of a link differ.
+  if [[ -n $ip ]]; then IFS=./ read -r _ _ a b _ <<<"$ip"; else a=$(($(cksum <<<"$name" | cut -d' ' -f1) % 256)) b=1; fi
+  mac=$(printf '52:54:00:fe:%02x:%02x' "$a" "$b")
+  if [[ -n $listen ]]; then
+    rm -f "$listen"
+    net="server=on,addr.type=unix,addr.path=$listen"
+  else
+    net="server=off,addr.type=unix,addr.path=$connect,reconnect-ms=200"
+  fi
+  args+=(-netdev "stream,id=n0,$net" -device "virtio-net-pci,netdev=n0,mac=$mac,romfile=")
+fi
+
+log "booting $name (${#sockets[@]} vrnic device(s)${job:+, job $job}${ip:+, ip $ip}${logf:+, console $logf})"
+rc=0
+if ((timeout > 0)); then
+  timeout --foreground -k 10 "$timeout" "$QC_DIR/qemu.sh" "${args[@]}" "${extra[@]}" || rc=$?
+else
+  "$QC_DIR/qemu.sh" "${args[@]}" "${extra[@]}" || rc=$?
+fi
+case $rc in
+  0) log "$name powered off" ;;
+  124 | 137) log "$name: timeout after ${timeout}s, QEMU killed"; rc=124 ;;
+  *) log "$name: QEMU exited with $rc (a guest panic exits 1)" ;;
+esac
+exit $rc

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# End-to-end check of qemu-config/ (provisions first if needed):
+#  1. one guest runs a job: uname -r, lspci -nn, ibv_devices, ip addr;
+#  2. two guests joined by -netdev stream ping each other (169.254.100.1 <-> .2) and
+#     pass a line over TCP port 18515 (the port perftest exchanges QP data on).
+# Usage: selftest.sh       Ends with "N passed, N failed"; exit 0 when all passed.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+"$QC_DIR/provision.sh" qemu guest
+tmp=$(mktemp -d /tmp/vrnic-selftest.XXXXXX)
+at_exit "rm -rf '$tmp'"
+pass=0 fail=0
+result() { if "${@:2}"; then pass=$((pass + 1)); log "PASS $1"; else fail=$((fail + 1)); log "FAIL $1"; fi; }
+
+# --- 1: one guest
+cat >"$tmp/smoke.sh" <<'EOF'
+#!/bin/sh
+echo "job started at guest uptime $(cut -d' ' -f1 /proc/uptime) s"
+uname -r; lspci -nn; ibv_devices; ip addr
+EOF
+t0=$(date +%s%N)
+rc=0; "$QC_DIR/run-job.sh" "$tmp/smoke.sh" --name smoke --ip 169.254.100.1/24 >"$tmp/smoke.out" || rc=$?
+t1=$(date +%s%N)
+cat "$tmp/smoke.out"
+ms=$(((t1 - t0) / 1000000))
+log "smoke guest: $((ms / 1000)).$((ms % 1000 / 100)) s from run-job start to power-off"
+result "single guest job" [ $rc = 0 ]
+result "guest runs kernel $KERNEL_VERSION" grep -qx "$KERNEL_VERSION" "$tmp/smoke.out"
+result "9p job share visible in lspci" grep -q 'Virtio filesystem' "$tmp/smoke.out"
+
+# --- 2: two guests on a point-to-point link
+cat >"$tmp/a.sh" <<'EOF'
+#!/bin/sh
+n=0; until busybox ping -c 1 -W 1 169.254.100.2 >/dev/null 2>&1; do
+  n=$((n + 1)); [ $n -lt 120 ] || { echo "peer never answered"; exit 2; }; done
+busybox ping -c 3 169.254.100.2 || exit 3
+busybox timeout 60 busybox nc -l -p 18515 >/tmp/got || exit 4
+echo "received: $(cat /tmp/got)"; grep -q hello-from-b /tmp/got
+EOF
+cat >"$tmp/b.sh" <<'EOF'
+#!/bin/sh
+n=0; until busybox ping -c 1 -W 1 169.254.100.1 >/dev/null 2>&1; do
+  n=$((n + 1)); [ $n -lt 120 ] || { echo "peer never answered"; exit 2; }; done
+busybox ping -c 3 169.254.100.1 || exit 3
+n=0; until echo hello-from-b | busybox nc -w 2 169.254.100.1 18515; do
+  n=$((n + 1)); [ $n -lt 60 ] || exit 4; sleep 1; done
+echo "sent hello-from-b"
+EOF
+sock=$tmp/link.sock ra=0 rb=0
+"$QC_DIR/run-job.sh" "$tmp/a.sh" --name guest-a --ip 169.254.100.1/24 --net-listen "$sock" >"$tmp/a.out" 2>&1 &
+pa=$!
+"$QC_DIR/run-job.sh" "$tmp/b.sh" --name guest-b --ip 169.254.100.2/24 --net-connect "$sock" >"$tmp/b.out" 2>&1 &
+pb=$!
+wait $pa || ra=$?
+wait $pb || rb=$?
+sed 's/^/[guest-a] /' "$tmp/a.out"
+sed 's/^/[guest-b] /' "$tmp/b.out"
+result "guest-a pinged guest-b and got a TCP line" [ $ra = 0 ]
+result "guest-b pinged guest-a and sent a TCP line" [ $rb = 0 ]
+
+echo "qemu-config selftest: $pass passed, $fail failed"
+((fail == 0))
