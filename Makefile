@@ -1,0 +1,20 @@
+# vrnic: the two commands a fresh machine needs.
+#   make demo  - provision everything, start vrnic and two guests, run ib_write_bw between them
+#   make test  - provision everything, then run every check and test (what CI runs)
+
+.PHONY: demo test check provision
+
+demo:
+	bash tests/demo.sh
+
+test:
+	bash tests/run-all.sh
+
+# Static checks only: formatting, lints, generated files current.
+check:
+	cargo fmt --all --check
+	cargo clippy --workspace --all-targets -- -D warnings
+	cargo run -q -p vrnic-hwgen -- --check
+
+provision:
+	bash qemu-config/provision.sh all

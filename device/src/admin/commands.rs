@@ -1,0 +1,272 @@
+//! Decoding and dispatch of admin commands, and the small ones: queries, contexts, PDs.
+
+use super::error::{
+    bad_field, bad_handle, bad_size, busy, no_resources, permission, CmdError, CmdResult,
+};
+use crate::guest_memory::RamSnapshot;
+use crate::objects::{Pd, Uctx};
+use crate::rnic::{Rnic, RnicState};
+use vm_memory::ByteValued;
+use vrnic_hw::*;
+
+/// Runs one command and returns its completion (never fails as a whole).
+pub fn execute(rnic: &Rnic, st: &mut RnicState, mem: &RamSnapshot, cmd: &[u8]) -> AqCompletion {
+    let hdr: AqHeader = parse(cmd);
+    let outcome = match AqOpcode::try_from(hdr.opcode) {
+        Ok(opcode) => run(rnic, st, mem, opcode, cmd),
+        Err(_) => Err(CmdError::new(AqStatus::BadOpcode, AqHeader::OPCODE_OFF)),
+    };
+    match &outcome {
+        Ok(r) => log::trace!(
+            "{}: admin {:#x} id {} -> ok {r:x?}",
+            rnic.name(),
+            hdr.opcode,
+            hdr.cmd_id.to_native()
+        ),
+        Err(e) => log::debug!(
+            "{}: admin {:#x} id {} -> {e}",
+            rnic.name(),
+            hdr.opcode,
+            hdr.cmd_id.to_native()
+        ),
+    }
+    super::completion(hdr.cmd_id.to_native(), hdr.opcode, outcome)
+}
+
+fn run(
+    rnic: &Rnic,
+    st: &mut RnicState,
+    mem: &RamSnapshot,
+    opcode: AqOpcode,
+    cmd: &[u8],
+) -> CmdResult<[u32; 4]> {
+    use AqOpcode::*;
+    match opcode {
+        QueryDevice => query_device(rnic, mem, &checked(cmd)?),
+        QueryPort => query_port(rnic, mem, &checked(cmd)?),
+        AllocUctx => alloc_uctx(rnic, st, &checked(cmd)?),
+        DeallocUctx => dealloc_uctx(rnic, st, &checked(cmd)?),
+        AllocPd => alloc_pd(st, &checked(cmd)?),
+        DeallocPd => dealloc_pd(st, &checked(cmd)?),
+        RegMr => super::memory::reg_mr(st, mem, &checked(cmd)?),
+        DeregMr => super::memory::dereg_mr(st, &checked(cmd)?),
+        CreateCq => super::queues::create_cq(rnic, st, mem, &checked(cmd)?),
+        DestroyCq => super::queues::destroy_cq(rnic, st, &checked(cmd)?),
+        CreateEq => super::queues::create_eq(rnic, st, mem, &checked(cmd)?),
+        DestroyEq => super::queues::destroy_eq(rnic, st, &checked(cmd)?),
+        CreateQp => super::qp::create_qp(rnic, st, mem, &checked(cmd)?),
+        ModifyQp => super::qp::modify_qp(rnic, st, &checked(cmd)?),
+        QueryQp => super::qp::query_qp(st, mem, &checked(cmd)?),
+        DestroyQp => super::qp::destroy_qp(rnic, st, &checked(cmd)?),
+    }
+}
+
+/// Copies the leading bytes of `bytes` into a `T` (no alignment needed).
+pub fn parse<T: ByteValued + Default>(bytes: &[u8]) -> T {
+    let mut value = T::default();
+    let dst = value.as_mut_slice();
+    let n = dst.len().min(bytes.len());
+    dst[..n].copy_from_slice(&bytes[..n]);
+    value
+}
+
+/// Types with a generated reserved-field check.
+pub trait Reserved {
+    fn first_nonzero_reserved(&self) -> Option<(&'static str, usize)>;
+}
+
+macro_rules! reserved {
+    ($($t:ty),*) => {$(impl Reserved for $t {
+        fn first_nonzero_reserved(&self) -> Option<(&'static str, usize)> {
+            self.nonzero_reserved()
+        }
+    })*};
+}
+reserved!(
+    CmdQuery,
+    CmdHandle,
+    CmdRegMr,
+    CmdCreateCq,
+    CmdCreateEq,
+    CmdCreateQp,
+    CmdModifyQp
+);
+
+/// Decodes a command, refusing non-zero reserved fields.
+fn checked<T: ByteValued + Default + Reserved>(cmd: &[u8]) -> CmdResult<T> {
+    let value: T = parse(cmd);
+    match value.first_nonzero_reserved() {
+        Some((_, offset)) => Err(bad_field(offset)),
+        None => Ok(value),
+    }
+}
+
+/// Writes an answer struct to the guest buffer a query named.
+pub fn write_out<T: ByteValued>(
+    mem: &RamSnapshot,
+    addr: u64,
+    len: u32,
+    value: &T,
+    addr_off: usize,
+    len_off: usize,
+) -> CmdResult<()> {
+    if (len as usize) < std::mem::size_of::<T>() {
+        return Err(bad_size(len_off));
+    }
+    mem.write_obj(addr, value)
+        .map_err(|_| CmdError::new(AqStatus::BadAddress, addr_off))
+}
+
+/// The context a command names must exist.
+pub fn uctx_exists(st: &RnicState, uctx: u32, field: usize) -> CmdResult<()> {
+    st.objects
+        .uctxs
+        .get(uctx)
+        .map(|_| ())
+        .ok_or(bad_handle(field))
+}
+
+/// An object owned by `owner` may be used on behalf of `caller` if they match or the
+/// caller is the kernel.
+pub fn owned(owner: u32, caller: u32, field: usize) -> CmdResult<()> {
+    if owner == caller || caller == KERNEL_UCTX {
+        Ok(())
+    } else {
+        Err(permission(field))
+    }
+}
+
+fn query_device(rnic: &Rnic, mem: &RamSnapshot, cmd: &CmdQuery) -> CmdResult<[u32; 4]> {
+    if cmd.port != 0 {
+        return Err(bad_field(CmdQuery::PORT_OFF));
+    }
+    let ids = &rnic.config.ids;
+    let attr = DeviceAttr {
+        fw_ver: (1u64 << 32).into(),
+        node_guid: rnic.node_guid.to_be().into(),
+        sys_image_guid: rnic.node_guid.to_be().into(),
+        max_mr_size: (u64::from(bar0::MAX_MR_SIZE_HI_RESET) << 32
+            | u64::from(bar0::MAX_MR_SIZE_LO_RESET))
+        .into(),
+        page_size_cap: u64::from(bar0::PAGE_SIZE_CAP_RESET).into(),
+        vendor_id: u32::from(ids.vendor).into(),
+        vendor_part_id: u32::from(ids.device).into(),
+        hw_ver: PCI_REVISION.into(),
+        max_qp: bar0::MAX_QP_RESET.into(),
+        max_qp_wr: bar0::MAX_QP_WR_RESET.into(),
+        max_sge: bar0::MAX_SGE_RESET.into(),
+        max_cq: bar0::MAX_CQ_RESET.into(),
+        max_cqe: bar0::MAX_CQE_RESET.into(),
+        max_mr: bar0::MAX_MR_RESET.into(),
+        max_pd: bar0::MAX_PD_RESET.into(),
+        max_qp_rd_atom: bar0::MAX_QP_RD_ATOM_RESET.into(),
+        max_qp_init_rd_atom: bar0::MAX_QP_RD_ATOM_RESET.into(),
+        max_inline: bar0::MAX_INLINE_RESET.into(),
+        max_msg_size: bar0::MAX_MSG_SIZE_RESET.into(),
+        max_eq: bar0::MAX_EQ_RESET.into(),
+        max_uctx: bar0::MAX_UCTX_RESET.into(),
+        num_comp_vectors: (MSIX_VECTORS - 1).into(),
+        phys_port_cnt: 1,
+        ..Default::default()
+    };
+    write_out(
+        mem,
+        cmd.out_addr.to_native(),
+        cmd.out_len.to_native(),
+        &attr,
+        CmdQuery::OUT_ADDR_OFF,
+        CmdQuery::OUT_LEN_OFF,
+    )?;
+    Ok([0; 4])
+}
+
+fn query_port(rnic: &Rnic, mem: &RamSnapshot, cmd: &CmdQuery) -> CmdResult<[u32; 4]> {
+    if u32::from(cmd.port) != PORT_NUM {
+        return Err(bad_field(CmdQuery::PORT_OFF));
+    }
+    let mut gid = [0u8; 16];
+    gid[0] = 0xfe;
+    gid[1] = 0x80;
+    gid[8..].copy_from_slice(&rnic.node_guid.to_be_bytes());
+    let attr = PortAttr {
+        state: PortState::Active.into(),
+        max_mtu: Mtu::Size4096.into(),
+        active_mtu: Mtu::Size4096.into(),
+        phys_state: 5,
+        lid: rnic.lid().into(),
+        max_msg_sz: bar0::MAX_MSG_SIZE_RESET.into(),
+        gid_tbl_len: 1.into(),
+        pkey_tbl_len: 1.into(),
+        active_width: 2,
+        active_speed: 32,
+        link_layer: 1,
+        gid,
+        ..Default::default()
+    };
+    write_out(
+        mem,
+        cmd.out_addr.to_native(),
+        cmd.out_len.to_native(),
+        &attr,
+        CmdQuery::OUT_ADDR_OFF,
+        CmdQuery::OUT_LEN_OFF,
+    )?;
+    Ok([0; 4])
+}
+
+fn alloc_uctx(rnic: &Rnic, st: &mut RnicState, cmd: &CmdHandle) -> CmdResult<[u32; 4]> {
+    if cmd.handle.to_native() != 0 {
+        return Err(bad_field(CmdHandle::HANDLE_OFF));
+    }
+    if cmd.uctx.to_native() != KERNEL_UCTX {
+        return Err(permission(CmdHandle::UCTX_OFF));
+    }
+    let index = st.objects.uctxs.free_index(1).ok_or_else(no_resources)?;
+    st.objects.uctxs.insert_at(index, Uctx::new());
+    rnic.doorbells.clear_page(index as u32);
+    Ok([index as u32, 0, 0, 0])
+}
+
+fn dealloc_uctx(rnic: &Rnic, st: &mut RnicState, cmd: &CmdHandle) -> CmdResult<[u32; 4]> {
+    let uctx = cmd.handle.to_native();
+    if uctx == KERNEL_UCTX {
+        return Err(bad_handle(CmdHandle::HANDLE_OFF));
+    }
+    owned(uctx, cmd.uctx.to_native(), CmdHandle::UCTX_OFF)?;
+    uctx_exists(st, uctx, CmdHandle::HANDLE_OFF)?;
+    let o = &st.objects;
+    let in_use = o.pds.iter().any(|(_, pd)| pd.uctx == uctx)
+        || o.cqs.iter().any(|(_, cq)| cq.uctx == uctx)
+        || o.qps.iter().any(|(_, qp)| qp.uctx == uctx);
+    if in_use {
+        return Err(busy(CmdHandle::HANDLE_OFF));
+    }
+    st.objects.uctxs.remove(uctx);
+    rnic.doorbells.clear_page(uctx);
+    Ok([0; 4])
+}
+
+fn alloc_pd(st: &mut RnicState, cmd: &CmdHandle) -> CmdResult<[u32; 4]> {
+    let uctx = cmd.handle.to_native();
+    uctx_exists(st, uctx, CmdHandle::HANDLE_OFF)?;
+    owned(uctx, cmd.uctx.to_native(), CmdHandle::UCTX_OFF)?;
+    let pdn = st.objects.pds.free_index(0).ok_or_else(no_resources)?;
+    st.objects.pds.insert_at(pdn, Pd { uctx });
+    Ok([pdn as u32, 0, 0, 0])
+}
+
+fn dealloc_pd(st: &mut RnicState, cmd: &CmdHandle) -> CmdResult<[u32; 4]> {
+    let pdn = cmd.handle.to_native();
+    let pd = st
+        .objects
+        .pds
+        .get(pdn)
+        .ok_or(bad_handle(CmdHandle::HANDLE_OFF))?;
+    owned(pd.uctx, cmd.uctx.to_native(), CmdHandle::UCTX_OFF)?;
+    let o = &st.objects;
+    if o.mrs.iter().any(|(_, mr)| mr.pdn == pdn) || o.qps.iter().any(|(_, qp)| qp.pdn == pdn) {
+        return Err(busy(CmdHandle::HANDLE_OFF));
+    }
+    st.objects.pds.remove(pdn);
+    Ok([0; 4])
+}

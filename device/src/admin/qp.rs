@@ -1,0 +1,352 @@
+//! CREATE_QP, MODIFY_QP (the IBTA state machine), QUERY_QP and DESTROY_QP.
+
+use super::commands::{owned, uctx_exists, write_out};
+use super::error::{bad_field, bad_handle, bad_size, no_resources, CmdError, CmdResult};
+use super::queues::{read_ring, release_slot, take_slot};
+use crate::datapath::events::post_async;
+use crate::guest_memory::RamSnapshot;
+use crate::objects::qp::{mask, transition};
+use crate::objects::{Qp, WorkQueue};
+use crate::rnic::{Rnic, RnicState};
+use vrnic_hw::*;
+
+const MAX_WR_LOG2: u8 = bar0::MAX_QP_WR_RESET.trailing_zeros() as u8;
+
+pub fn create_qp(
+    rnic: &Rnic,
+    st: &mut RnicState,
+    mem: &RamSnapshot,
+    cmd: &CmdCreateQp,
+) -> CmdResult<[u32; 4]> {
+    let uctx = cmd.uctx.to_native();
+    uctx_exists(st, uctx, CmdCreateQp::UCTX_OFF)?;
+    let pdn = cmd.pdn.to_native();
+    let pd = st
+        .objects
+        .pds
+        .get(pdn)
+        .ok_or(bad_handle(CmdCreateQp::PDN_OFF))?;
+    owned(pd.uctx, uctx, CmdCreateQp::PDN_OFF)?;
+    for (cqn, off) in [
+        (cmd.send_cqn.to_native(), CmdCreateQp::SEND_CQN_OFF),
+        (cmd.recv_cqn.to_native(), CmdCreateQp::RECV_CQN_OFF),
+    ] {
+        let cq = st.objects.cqs.get(cqn).ok_or(bad_handle(off))?;
+        owned(cq.uctx, uctx, off)?;
+    }
+    match QpType::try_from(cmd.qp_type) {
+        Ok(QpType::Rc) => {}
+        Ok(_) => {
+            return Err(CmdError::new(
+                AqStatus::NotSupported,
+                CmdCreateQp::QP_TYPE_OFF,
+            ))
+        }
+        Err(_) => return Err(bad_field(CmdCreateQp::QP_TYPE_OFF)),
+    }
+    for (depth, off) in [
+        (cmd.sq_depth_log2, CmdCreateQp::SQ_DEPTH_LOG2_OFF),
+        (cmd.rq_depth_log2, CmdCreateQp::RQ_DEPTH_LOG2_OFF),
+    ] {
+        if !(1..=MAX_WR_LOG2).contains(&depth) {
+            return Err(bad_size(off));
+        }
+    }
+    let max_sge = bar0::MAX_SGE_RESET;
+    if u32::from(cmd.max_send_sge) > max_sge {
+        return Err(bad_size(CmdCreateQp::MAX_SEND_SGE_OFF));
+    }
+    if u32::from(cmd.max_recv_sge) > max_sge {
+        return Err(bad_size(CmdCreateQp::MAX_RECV_SGE_OFF));
+    }
+    let max_inline = cmd.max_inline.to_native();
+    if max_inline > bar0::MAX_INLINE_RESET {
+        return Err(bad_size(CmdCreateQp::MAX_INLINE_OFF));
+    }
+    let send_need =
+        SendWqeHeader::SIZE + (Sge::SIZE * usize::from(cmd.max_send_sge)).max(max_inline as usize);
+    let sq_shift = u32::from(cmd.sq_wqe_shift);
+    if !(SEND_WQE_SHIFT_MIN..=SEND_WQE_SHIFT_MAX).contains(&sq_shift) || send_need > 1 << sq_shift {
+        return Err(bad_size(CmdCreateQp::SQ_WQE_SHIFT_OFF));
+    }
+    let recv_need = RecvWqeHeader::SIZE + Sge::SIZE * usize::from(cmd.max_recv_sge);
+    let rq_shift = u32::from(cmd.rq_wqe_shift);
+    if !(RECV_WQE_SHIFT_MIN..=RECV_WQE_SHIFT_MAX).contains(&rq_shift) || recv_need > 1 << rq_shift {
+        return Err(bad_size(CmdCreateQp::RQ_WQE_SHIFT_OFF));
+    }
+    let sq = read_ring(
+        mem,
+        &cmd.sq_ring,
+        CmdCreateQp::SQ_RING_OFF,
+        cmd.sq_depth_log2,
+        1 << sq_shift,
+    )?;
+    let rq = read_ring(
+        mem,
+        &cmd.rq_ring,
+        CmdCreateQp::RQ_RING_OFF,
+        cmd.rq_depth_log2,
+        1 << rq_shift,
+    )?;
+    let index = st.objects.qps.free_index(0).ok_or_else(no_resources)?;
+    let qpn = index as u32 + QPN_MIN;
+    let db_slot = take_slot(rnic, st, uctx)?;
+    st.objects.qps.insert_at(
+        index,
+        Qp {
+            qpn,
+            uctx,
+            pdn,
+            send_cqn: cmd.send_cqn.to_native(),
+            recv_cqn: cmd.recv_cqn.to_native(),
+            state: QpState::Reset,
+            attr: QpAttr::default(),
+            sq: WorkQueue { ring: sq, ci: 0 },
+            rq: WorkQueue { ring: rq, ci: 0 },
+            db_slot,
+            max_send_sge: cmd.max_send_sge,
+            max_recv_sge: cmd.max_recv_sge,
+            max_inline,
+            waiting: None,
+            comm_established: false,
+        },
+    );
+    log::debug!(
+        "{}: QP {qpn} created (uctx {uctx}, slot {db_slot})",
+        rnic.name()
+    );
+    Ok([qpn, db_slot, 0, 0])
+}
+
+/// Byte offset of a qp_attr field within MODIFY_QP.
+const fn attr_off(field: usize) -> usize {
+    CmdModifyQp::ATTR_OFF + field
+}
+
+/// Checks the values of the attributes named by `m`.
+fn validate(attr: &QpAttr, m: u32) -> CmdResult<()> {
+    let checks: [(u32, bool, usize); 12] = [
+        (
+            mask::PATH_MTU,
+            Mtu::try_from(attr.path_mtu).is_ok(),
+            QpAttr::PATH_MTU_OFF,
+        ),
+        (mask::TIMEOUT, attr.timeout <= 31, QpAttr::TIMEOUT_OFF),
+        (mask::RETRY_CNT, attr.retry_cnt <= 7, QpAttr::RETRY_CNT_OFF),
+        (mask::RNR_RETRY, attr.rnr_retry <= 7, QpAttr::RNR_RETRY_OFF),
+        (
+            mask::MIN_RNR_TIMER,
+            attr.min_rnr_timer <= 31,
+            QpAttr::MIN_RNR_TIMER_OFF,
+        ),
+        (
+            mask::MAX_QP_RD_ATOMIC,
+            u32::from(attr.max_rd_atomic) <= bar0::MAX_QP_RD_ATOM_RESET,
+            QpAttr::MAX_RD_ATOMIC_OFF,
+        ),
+        (
+            mask::MAX_DEST_RD_ATOMIC,
+            u32::from(attr.max_dest_rd_atomic) <= bar0::MAX_QP_RD_ATOM_RESET,
+            QpAttr::MAX_DEST_RD_ATOMIC_OFF,
+        ),
+        (
+            mask::PORT,
+            u32::from(attr.port_num) == PORT_NUM,
+            QpAttr::PORT_NUM_OFF,
+        ),
+        (
+            mask::PKEY_INDEX,
+            attr.pkey_index.to_native() == 0,
+            QpAttr::PKEY_INDEX_OFF,
+        ),
+        (
+            mask::ACCESS_FLAGS,
+            attr.qp_access_flags.to_native() & !ACCESS_SUPPORTED_MASK == 0,
+            QpAttr::QP_ACCESS_FLAGS_OFF,
+        ),
+        (
+            mask::DEST_QPN,
+            attr.dest_qp_num.to_native() <= QPN_MAX,
+            QpAttr::DEST_QP_NUM_OFF,
+        ),
+        (
+            mask::AV,
+            attr.sl <= 15 && attr.is_global <= 1,
+            QpAttr::SL_OFF,
+        ),
+    ];
+    for (bit, ok, off) in checks {
+        if m & bit != 0 && !ok {
+            return Err(bad_field(attr_off(off)));
+        }
+    }
+    for (bit, psn, off) in [
+        (mask::RQ_PSN, attr.rq_psn, QpAttr::RQ_PSN_OFF),
+        (mask::SQ_PSN, attr.sq_psn, QpAttr::SQ_PSN_OFF),
+    ] {
+        if m & bit != 0 && psn.to_native() > 0xFF_FFFF {
+            return Err(bad_field(attr_off(off)));
+        }
+    }
+    Ok(())
+}
+
+/// Copies the attributes named by `m` from `new` into `cur`.
+fn apply(cur: &mut QpAttr, new: &QpAttr, m: u32) {
+    let set = |bit: u32| m & bit != 0;
+    if set(mask::ACCESS_FLAGS) {
+        cur.qp_access_flags = new.qp_access_flags;
+    }
+    if set(mask::PKEY_INDEX) {
+        cur.pkey_index = new.pkey_index;
+    }
+    if set(mask::PORT) {
+        cur.port_num = new.port_num;
+    }
+    if set(mask::QKEY) {
+        cur.qkey = new.qkey;
+    }
+    if set(mask::AV) {
+        cur.dlid = new.dlid;
+        cur.sl = new.sl;
+        cur.src_path_bits = new.src_path_bits;
+        cur.static_rate = new.static_rate;
+        cur.is_global = new.is_global;
+        cur.sgid_index = new.sgid_index;
+        cur.dgid = new.dgid;
+        cur.flow_label = new.flow_label;
+        cur.hop_limit = new.hop_limit;
+        cur.traffic_class = new.traffic_class;
+    }
+    type Copy = fn(&mut QpAttr, &QpAttr);
+    let fields: [(u32, Copy); 11] = [
+        (mask::PATH_MTU, |c, n| c.path_mtu = n.path_mtu),
+        (mask::TIMEOUT, |c, n| c.timeout = n.timeout),
+        (mask::RETRY_CNT, |c, n| c.retry_cnt = n.retry_cnt),
+        (mask::RNR_RETRY, |c, n| c.rnr_retry = n.rnr_retry),
+        (mask::RQ_PSN, |c, n| c.rq_psn = n.rq_psn),
+        (mask::SQ_PSN, |c, n| c.sq_psn = n.sq_psn),
+        (mask::MAX_QP_RD_ATOMIC, |c, n| {
+            c.max_rd_atomic = n.max_rd_atomic
+        }),
+        (mask::MAX_DEST_RD_ATOMIC, |c, n| {
+            c.max_dest_rd_atomic = n.max_dest_rd_atomic
+        }),
+        (mask::MIN_RNR_TIMER, |c, n| {
+            c.min_rnr_timer = n.min_rnr_timer
+        }),
+        (mask::DEST_QPN, |c, n| c.dest_qp_num = n.dest_qp_num),
+        (mask::EN_SQD_ASYNC_NOTIFY, |c, n| {
+            c.en_sqd_async_notify = n.en_sqd_async_notify
+        }),
+    ];
+    for (bit, copy) in fields {
+        if set(bit) {
+            copy(cur, new);
+        }
+    }
+}
+
+pub fn modify_qp(rnic: &Rnic, st: &mut RnicState, cmd: &CmdModifyQp) -> CmdResult<[u32; 4]> {
+    let qpn = cmd.qpn.to_native();
+    let qp = st.objects.qp(qpn).ok_or(bad_handle(CmdModifyQp::QPN_OFF))?;
+    owned(qp.uctx, cmd.uctx.to_native(), CmdModifyQp::UCTX_OFF)?;
+    if cmd.out_addr.to_native() != 0 || cmd.out_len.to_native() != 0 {
+        return Err(bad_field(CmdModifyQp::OUT_ADDR_OFF));
+    }
+    let m = cmd.attr_mask.to_native();
+    let unsupported = mask::ALT_PATH | mask::PATH_MIG_STATE | mask::CAP;
+    if m & !mask::ALL != 0 || m & unsupported != 0 {
+        return Err(bad_field(CmdModifyQp::ATTR_MASK_OFF));
+    }
+    let attr = &cmd.attr;
+    let current = qp.state;
+    if m & mask::CUR_STATE != 0 && QpState::try_from(attr.cur_qp_state) != Ok(current) {
+        return Err(CmdError::new(
+            AqStatus::BadState,
+            attr_off(QpAttr::CUR_QP_STATE_OFF),
+        ));
+    }
+    let target = if m & mask::STATE != 0 {
+        QpState::try_from(attr.qp_state).map_err(|_| bad_field(attr_off(QpAttr::QP_STATE_OFF)))?
+    } else {
+        current
+    };
+    let (required, optional) = transition(current, target).ok_or(CmdError::new(
+        AqStatus::BadState,
+        attr_off(QpAttr::QP_STATE_OFF),
+    ))?;
+    let given = m & !(mask::STATE | mask::CUR_STATE);
+    if given & required != required || given & !(required | optional) != 0 {
+        return Err(bad_field(CmdModifyQp::ATTR_MASK_OFF));
+    }
+    validate(attr, m)?;
+    let qp = st
+        .objects
+        .qp_mut(qpn)
+        .ok_or(bad_handle(CmdModifyQp::QPN_OFF))?;
+    apply(&mut qp.attr, attr, m);
+    qp.state = target;
+    let (uctx, slot, notify) = (qp.uctx, qp.db_slot, qp.attr.en_sqd_async_notify != 0);
+    match target {
+        QpState::Reset => {
+            qp.sq.ci = 0;
+            qp.rq.ci = 0;
+            qp.waiting = None;
+            qp.comm_established = false;
+            qp.attr = QpAttr::default();
+            rnic.doorbells.set_slot_word(uctx, slot, 0, 0);
+            rnic.doorbells.set_slot_word(uctx, slot, 1, 0);
+        }
+        QpState::Sqd if current != QpState::Sqd && notify => {
+            // WQEs execute to completion as they start, so the queue is drained at once.
+            post_async(rnic, st, EventType::SqDrained, qpn, 0);
+        }
+        _ => {}
+    }
+    log::debug!(
+        "{}: QP {qpn} {current:?} -> {target:?} (mask {m:#x})",
+        rnic.name()
+    );
+    Ok([0; 4])
+}
+
+pub fn query_qp(st: &mut RnicState, mem: &RamSnapshot, cmd: &CmdModifyQp) -> CmdResult<[u32; 4]> {
+    let qp = st
+        .objects
+        .qp(cmd.qpn.to_native())
+        .ok_or(bad_handle(CmdModifyQp::QPN_OFF))?;
+    owned(qp.uctx, cmd.uctx.to_native(), CmdModifyQp::UCTX_OFF)?;
+    if cmd.attr_mask.to_native() != 0 {
+        return Err(bad_field(CmdModifyQp::ATTR_MASK_OFF));
+    }
+    let mut attr = qp.attr;
+    attr.qp_state = qp.state.into();
+    attr.cur_qp_state = qp.state.into();
+    attr.sq_draining = 0;
+    write_out(
+        mem,
+        cmd.out_addr.to_native(),
+        cmd.out_len.to_native(),
+        &attr,
+        CmdModifyQp::OUT_ADDR_OFF,
+        CmdModifyQp::OUT_LEN_OFF,
+    )?;
+    Ok([0; 4])
+}
+
+pub fn destroy_qp(rnic: &Rnic, st: &mut RnicState, cmd: &CmdHandle) -> CmdResult<[u32; 4]> {
+    let qpn = cmd.handle.to_native();
+    let qp = st
+        .objects
+        .qp(qpn)
+        .ok_or(bad_handle(CmdHandle::HANDLE_OFF))?;
+    owned(qp.uctx, cmd.uctx.to_native(), CmdHandle::UCTX_OFF)?;
+    let (uctx, slot) = (qp.uctx, qp.db_slot);
+    st.objects.qps.remove(qpn - QPN_MIN);
+    release_slot(st, uctx, slot);
+    rnic.doorbells.set_slot_word(uctx, slot, 0, 0);
+    rnic.doorbells.set_slot_word(uctx, slot, 1, 0);
+    log::debug!("{}: QP {qpn} destroyed", rnic.name());
+    Ok([0; 4])
+}

@@ -1,0 +1,172 @@
+//! CREATE/DESTROY of completion queues and event queues.
+
+use super::commands::{owned, uctx_exists};
+use super::error::{bad_field, bad_handle, bad_size, busy, no_resources, CmdResult};
+use crate::guest_memory::RamSnapshot;
+use crate::objects::{page_list, Cq, Eq, Ring};
+use crate::rnic::{Rnic, RnicState};
+use vrnic_hw::{
+    bar0, CmdCreateCq, CmdCreateEq, CmdHandle, Cqe, Eqe, PageList, EQ_FLAG_ASYNC, KERNEL_UCTX,
+    MSIX_VECTORS,
+};
+
+/// Largest log2 depth of a CQ or EQ.
+const MAX_DEPTH_LOG2: u8 = bar0::MAX_CQE_RESET.trailing_zeros() as u8;
+
+/// Reads a ring's page list; `at` is the page list's offset in the command.
+pub fn read_ring(
+    mem: &RamSnapshot,
+    pl: &PageList,
+    at: usize,
+    depth_log2: u8,
+    entry_size: usize,
+) -> CmdResult<Ring> {
+    let entry_shift = entry_size.trailing_zeros() as u8;
+    let bytes = 1u64 << (u32::from(depth_log2) + u32::from(entry_shift));
+    let pages = page_list::read(mem, pl, at, 0, bytes)?;
+    Ok(Ring {
+        pages,
+        depth_log2,
+        entry_shift,
+    })
+}
+
+/// Takes a doorbell slot in `uctx`'s page and zeroes it.
+pub fn take_slot(rnic: &Rnic, st: &mut RnicState, uctx: u32) -> CmdResult<u32> {
+    let slot = st
+        .objects
+        .uctxs
+        .get_mut(uctx)
+        .and_then(|u| u.take_slot())
+        .ok_or_else(no_resources)?;
+    rnic.doorbells.set_slot_word(uctx, slot, 0, 0);
+    rnic.doorbells.set_slot_word(uctx, slot, 1, 0);
+    Ok(slot)
+}
+
+pub fn release_slot(st: &mut RnicState, uctx: u32, slot: u32) {
+    if let Some(u) = st.objects.uctxs.get_mut(uctx) {
+        u.release_slot(slot);
+    }
+}
+
+pub fn create_cq(
+    rnic: &Rnic,
+    st: &mut RnicState,
+    mem: &RamSnapshot,
+    cmd: &CmdCreateCq,
+) -> CmdResult<[u32; 4]> {
+    let uctx = cmd.uctx.to_native();
+    uctx_exists(st, uctx, CmdCreateCq::UCTX_OFF)?;
+    let eqn = cmd.eqn.to_native();
+    st.objects
+        .eqs
+        .get(eqn)
+        .ok_or(bad_handle(CmdCreateCq::EQN_OFF))?;
+    if !(1..=MAX_DEPTH_LOG2).contains(&cmd.depth_log2) {
+        return Err(bad_size(CmdCreateCq::DEPTH_LOG2_OFF));
+    }
+    let ring = read_ring(
+        mem,
+        &cmd.ring,
+        CmdCreateCq::RING_OFF,
+        cmd.depth_log2,
+        Cqe::SIZE,
+    )?;
+    let cqn = st.objects.cqs.free_index(0).ok_or_else(no_resources)?;
+    let db_slot = take_slot(rnic, st, uctx)?;
+    st.objects.cqs.insert_at(
+        cqn,
+        Cq {
+            uctx,
+            eqn,
+            ring,
+            db_slot,
+            pi: 0,
+            fired_seq: 0,
+            error: false,
+        },
+    );
+    Ok([cqn as u32, db_slot, 0, 0])
+}
+
+pub fn destroy_cq(_rnic: &Rnic, st: &mut RnicState, cmd: &CmdHandle) -> CmdResult<[u32; 4]> {
+    let cqn = cmd.handle.to_native();
+    let cq = st
+        .objects
+        .cqs
+        .get(cqn)
+        .ok_or(bad_handle(CmdHandle::HANDLE_OFF))?;
+    owned(cq.uctx, cmd.uctx.to_native(), CmdHandle::UCTX_OFF)?;
+    if st
+        .objects
+        .qps
+        .iter()
+        .any(|(_, qp)| qp.send_cqn == cqn || qp.recv_cqn == cqn)
+    {
+        return Err(busy(CmdHandle::HANDLE_OFF));
+    }
+    let (uctx, slot) = (cq.uctx, cq.db_slot);
+    st.objects.cqs.remove(cqn);
+    release_slot(st, uctx, slot);
+    Ok([0; 4])
+}
+
+pub fn create_eq(
+    rnic: &Rnic,
+    st: &mut RnicState,
+    mem: &RamSnapshot,
+    cmd: &CmdCreateEq,
+) -> CmdResult<[u32; 4]> {
+    if !(1..=MAX_DEPTH_LOG2).contains(&cmd.depth_log2) {
+        return Err(bad_size(CmdCreateEq::DEPTH_LOG2_OFF));
+    }
+    if u32::from(cmd.flags) & !EQ_FLAG_ASYNC != 0 {
+        return Err(bad_field(CmdCreateEq::FLAGS_OFF));
+    }
+    let is_async = u32::from(cmd.flags) & EQ_FLAG_ASYNC != 0;
+    if is_async && st.objects.async_eq().is_some() {
+        return Err(busy(CmdCreateEq::FLAGS_OFF));
+    }
+    let vector = cmd.msix_vector.to_native();
+    if u32::from(vector) >= MSIX_VECTORS {
+        return Err(bad_field(CmdCreateEq::MSIX_VECTOR_OFF));
+    }
+    let ring = read_ring(
+        mem,
+        &cmd.ring,
+        CmdCreateEq::RING_OFF,
+        cmd.depth_log2,
+        Eqe::SIZE,
+    )?;
+    let eqn = st.objects.eqs.free_index(0).ok_or_else(no_resources)?;
+    let db_slot = take_slot(rnic, st, KERNEL_UCTX)?;
+    st.objects.eqs.insert_at(
+        eqn,
+        Eq {
+            ring,
+            vector,
+            is_async,
+            db_slot,
+            pi: 0,
+        },
+    );
+    Ok([eqn as u32, db_slot, 0, 0])
+}
+
+pub fn destroy_eq(_rnic: &Rnic, st: &mut RnicState, cmd: &CmdHandle) -> CmdResult<[u32; 4]> {
+    let eqn = cmd.handle.to_native();
+    let eq = st
+        .objects
+        .eqs
+        .get(eqn)
+        .ok_or(bad_handle(CmdHandle::HANDLE_OFF))?;
+    owned(KERNEL_UCTX, cmd.uctx.to_native(), CmdHandle::UCTX_OFF)?;
+    if st.objects.cqs.iter().any(|(_, cq)| cq.eqn == eqn) {
+        return Err(busy(CmdHandle::HANDLE_OFF));
+    }
+    let slot = eq.db_slot;
+    st.objects.eqs.remove(eqn);
+    release_slot(st, KERNEL_UCTX, slot);
+    Ok([0; 4])
+}

@@ -1,0 +1,371 @@
+//! The target side of a request: checks the rkey or consumes a receive WQE, places the data
+//! and completes the receive (SPEC "Send queue processing", "Data placement").
+
+use super::completion::post_cqe;
+use super::copy::{copy, Fault, Pieces};
+use super::events::post_async;
+use super::sge;
+use crate::guest_memory::RamSnapshot;
+use crate::rnic::{Rnic, RnicState};
+use vrnic_hw::{
+    Access, Cqe, EventType, QpState, RecvWqeHeader, VendorErr, WcFlags, WcOpcode, WcStatus,
+    WrOpcode, CQE_FLAG_RECV, CQE_FLAG_SOLICITED,
+};
+
+/// A request travelling from a requester QP to its target.
+pub struct Request<'a> {
+    pub opcode: WrOpcode,
+    pub src_qpn: u32,
+    pub dest_qpn: u32,
+    pub solicited: bool,
+    pub imm: Option<[u8; 4]>,
+    pub remote_addr: u64,
+    pub rkey: u32,
+    pub len: u64,
+    /// The requester's local pieces (source of WRITE/SEND, destination of READ).
+    pub pieces: &'a Pieces,
+    pub mem: &'a RamSnapshot,
+}
+
+/// What the requester learns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Response {
+    Done,
+    /// No receive WQE: retry after the target's RNR timer (the code).
+    Rnr(u8),
+    /// No such QP, or not ready to receive.
+    Unreachable,
+    /// The target refused or failed the request.
+    Remote(WcStatus, VendorErr),
+    /// The requester's own memory faulted during the transfer.
+    LocalFault,
+}
+
+/// Handles `req` at the target device `rnic` (whose state is `st`).
+pub fn respond(rnic: &Rnic, st: &mut RnicState, req: &Request) -> Response {
+    let Some(mem) = st.mem() else {
+        return Response::Unreachable;
+    };
+    let Some(qp) = st.objects.qp(req.dest_qpn) else {
+        return Response::Unreachable;
+    };
+    if !qp.receives_allowed() {
+        return Response::Unreachable;
+    }
+    if qp.state == QpState::Rtr && !qp.comm_established {
+        if let Some(qp) = st.objects.qp_mut(req.dest_qpn) {
+            qp.comm_established = true;
+        }
+        post_async(rnic, st, EventType::CommEst, req.dest_qpn, 0);
+    }
+    match req.opcode {
+        WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm => write(rnic, st, &mem, req),
+        WrOpcode::Send | WrOpcode::SendWithImm => send(rnic, st, &mem, req),
+        WrOpcode::RdmaRead => read(rnic, st, &mem, req),
+        WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd => fail(
+            rnic,
+            st,
+            req.dest_qpn,
+            EventType::QpReqErr,
+            WcStatus::RemInvReqErr,
+            VendorErr::BadOpcode,
+        ),
+    }
+}
+
+/// The target QP moves to ERR with an async event; the requester gets `status`.
+fn fail(
+    rnic: &Rnic,
+    st: &mut RnicState,
+    qpn: u32,
+    event: EventType,
+    status: WcStatus,
+    why: VendorErr,
+) -> Response {
+    log::warn!(
+        "{}: QP {qpn} refused a request ({why:?}); moving to ERR",
+        rnic.name()
+    );
+    if let Some(qp) = st.objects.qp_mut(qpn) {
+        qp.state = QpState::Err;
+    }
+    post_async(rnic, st, event, qpn, u32::from(u8::from(why)));
+    Response::Remote(status, why)
+}
+
+/// The pieces of the target MR range named by rkey, checked for `access` (SPEC: key, PD,
+/// access of MR and QP, bounds).
+fn remote_range(st: &RnicState, req: &Request, access: Access) -> Result<Pieces, VendorErr> {
+    let qp = st.objects.qp(req.dest_qpn).ok_or(VendorErr::Unreachable)?;
+    let mr = st.objects.mr_by_key(req.rkey).ok_or(VendorErr::BadRkey)?;
+    if mr.pdn != qp.pdn {
+        return Err(VendorErr::PdMismatch);
+    }
+    let bit = u32::from(access);
+    if !mr.allows(bit) || qp.attr.qp_access_flags.to_native() & bit == 0 {
+        return Err(VendorErr::RemoteAccess);
+    }
+    Ok(mr
+        .range(req.remote_addr, req.len)
+        .ok_or(VendorErr::RemoteBounds)?
+        .collect())
+}
+
+fn write(rnic: &Rnic, st: &mut RnicState, mem: &RamSnapshot, req: &Request) -> Response {
+    let dst = match remote_range(st, req, Access::RemoteWrite) {
+        Ok(p) => p,
+        Err(why) => {
+            return fail(
+                rnic,
+                st,
+                req.dest_qpn,
+                EventType::QpAccessErr,
+                WcStatus::RemAccessErr,
+                why,
+            )
+        }
+    };
+    if req.imm.is_some() && !receive_posted(rnic, st, req.dest_qpn) {
+        return rnr(st, req.dest_qpn);
+    }
+    match copy(mem, &dst, req.mem, req.pieces, req.len) {
+        Ok(()) => {}
+        Err(Fault::Source) => return Response::LocalFault,
+        Err(Fault::Destination) => {
+            return fail(
+                rnic,
+                st,
+                req.dest_qpn,
+                EventType::QpFatal,
+                WcStatus::RemOpErr,
+                VendorErr::RemoteDmaFault,
+            )
+        }
+    }
+    match req.imm {
+        Some(_) => complete_receive(rnic, st, mem, req, WcOpcode::RecvRdmaWithImm),
+        None => Response::Done,
+    }
+}
+
+fn send(rnic: &Rnic, st: &mut RnicState, mem: &RamSnapshot, req: &Request) -> Response {
+    if !receive_posted(rnic, st, req.dest_qpn) {
+        return rnr(st, req.dest_qpn);
+    }
+    let (dst, capacity) = match receive_buffers(st, mem, req.dest_qpn) {
+        Ok(found) => found,
+        Err((status, why)) => {
+            finish_receive(rnic, st, mem, req, WcOpcode::Recv, status, why, 0);
+            return fail(
+                rnic,
+                st,
+                req.dest_qpn,
+                EventType::QpFatal,
+                WcStatus::RemOpErr,
+                why,
+            );
+        }
+    };
+    if req.len > capacity {
+        finish_receive(
+            rnic,
+            st,
+            mem,
+            req,
+            WcOpcode::Recv,
+            WcStatus::LocLenErr,
+            VendorErr::Length,
+            0,
+        );
+        return fail(
+            rnic,
+            st,
+            req.dest_qpn,
+            EventType::QpReqErr,
+            WcStatus::RemInvReqErr,
+            VendorErr::Length,
+        );
+    }
+    match copy(mem, &dst, req.mem, req.pieces, req.len) {
+        Ok(()) => complete_receive(rnic, st, mem, req, WcOpcode::Recv),
+        Err(Fault::Source) => Response::LocalFault,
+        Err(Fault::Destination) => {
+            finish_receive(
+                rnic,
+                st,
+                mem,
+                req,
+                WcOpcode::Recv,
+                WcStatus::LocProtErr,
+                VendorErr::DmaFault,
+                0,
+            );
+            fail(
+                rnic,
+                st,
+                req.dest_qpn,
+                EventType::QpFatal,
+                WcStatus::RemOpErr,
+                VendorErr::RemoteDmaFault,
+            )
+        }
+    }
+}
+
+fn read(rnic: &Rnic, st: &mut RnicState, mem: &RamSnapshot, req: &Request) -> Response {
+    if st
+        .objects
+        .qp(req.dest_qpn)
+        .is_some_and(|qp| qp.attr.max_dest_rd_atomic == 0)
+    {
+        return fail(
+            rnic,
+            st,
+            req.dest_qpn,
+            EventType::QpReqErr,
+            WcStatus::RemInvReqErr,
+            VendorErr::RemoteAccess,
+        );
+    }
+    let src = match remote_range(st, req, Access::RemoteRead) {
+        Ok(p) => p,
+        Err(why) => {
+            return fail(
+                rnic,
+                st,
+                req.dest_qpn,
+                EventType::QpAccessErr,
+                WcStatus::RemAccessErr,
+                why,
+            )
+        }
+    };
+    match copy(req.mem, req.pieces, mem, &src, req.len) {
+        Ok(()) => Response::Done,
+        Err(Fault::Destination) => Response::LocalFault,
+        Err(Fault::Source) => fail(
+            rnic,
+            st,
+            req.dest_qpn,
+            EventType::QpFatal,
+            WcStatus::RemOpErr,
+            VendorErr::RemoteDmaFault,
+        ),
+    }
+}
+
+fn receive_posted(rnic: &Rnic, st: &RnicState, qpn: u32) -> bool {
+    st.objects
+        .qp(qpn)
+        .is_some_and(|qp| rnic.doorbells.slot_word(qp.uctx, qp.db_slot, 1) != qp.rq.ci)
+}
+
+fn rnr(st: &RnicState, qpn: u32) -> Response {
+    Response::Rnr(st.objects.qp(qpn).map_or(0, |qp| qp.attr.min_rnr_timer))
+}
+
+/// The buffers of the next receive WQE: pieces and total capacity.
+fn receive_buffers(
+    st: &RnicState,
+    mem: &RamSnapshot,
+    qpn: u32,
+) -> Result<(Pieces, u64), (WcStatus, VendorErr)> {
+    let bad_wqe = (WcStatus::LocQpOpErr, VendorErr::BadWqe);
+    let qp = st.objects.qp(qpn).ok_or(bad_wqe)?;
+    let addr = qp.rq.ring.entry_addr(qp.rq.ci).ok_or(bad_wqe)?;
+    let hdr: RecvWqeHeader = mem
+        .read_obj(addr)
+        .map_err(|_| (WcStatus::LocQpOpErr, VendorErr::DmaFault))?;
+    let stride = 1usize << qp.rq.ring.entry_shift;
+    let n = usize::from(hdr.num_sge);
+    if hdr.nonzero_reserved().is_some()
+        || n > usize::from(qp.max_recv_sge)
+        || RecvWqeHeader::SIZE + n * 16 > stride
+    {
+        return Err(bad_wqe);
+    }
+    let sges = sge::read(mem, addr + RecvWqeHeader::SIZE as u64, n)
+        .map_err(|_| (WcStatus::LocQpOpErr, VendorErr::DmaFault))?;
+    sge::resolve(&st.objects, qp.pdn, &sges, u32::from(Access::LocalWrite))
+}
+
+/// Completes the receive WQE at the head of the target's RQ with success.
+fn complete_receive(
+    rnic: &Rnic,
+    st: &mut RnicState,
+    mem: &RamSnapshot,
+    req: &Request,
+    opcode: WcOpcode,
+) -> Response {
+    let len = u32::try_from(req.len).unwrap_or(u32::MAX);
+    if finish_receive(
+        rnic,
+        st,
+        mem,
+        req,
+        opcode,
+        WcStatus::Success,
+        VendorErr::None,
+        len,
+    ) {
+        Response::Done
+    } else {
+        fail(
+            rnic,
+            st,
+            req.dest_qpn,
+            EventType::QpFatal,
+            WcStatus::RemOpErr,
+            VendorErr::RemoteError,
+        )
+    }
+}
+
+/// Consumes the head receive WQE of the target QP and writes its CQE. False if the CQ is broken.
+#[allow(clippy::too_many_arguments)]
+fn finish_receive(
+    rnic: &Rnic,
+    st: &mut RnicState,
+    mem: &RamSnapshot,
+    req: &Request,
+    opcode: WcOpcode,
+    status: WcStatus,
+    why: VendorErr,
+    byte_len: u32,
+) -> bool {
+    let Some(qp) = st.objects.qp_mut(req.dest_qpn) else {
+        return false;
+    };
+    let index = qp.rq.ci;
+    qp.rq.ci = index.wrapping_add(1);
+    let wr_id = qp
+        .rq
+        .ring
+        .entry_addr(index)
+        .and_then(|addr| mem.read_obj::<RecvWqeHeader>(addr).ok())
+        .map_or(0, |h| h.wr_id.to_native());
+    let mut flags = CQE_FLAG_RECV as u8;
+    if req.solicited {
+        flags |= CQE_FLAG_SOLICITED as u8;
+    }
+    let cqe = Cqe {
+        wr_id: wr_id.into(),
+        byte_len: byte_len.into(),
+        imm_data: req.imm.unwrap_or_default(),
+        qpn: req.dest_qpn.into(),
+        src_qp: req.src_qpn.into(),
+        wqe_index: ((index & (qp.rq.ring.depth() - 1)) as u16).into(),
+        opcode: opcode.into(),
+        status: status.into(),
+        wc_flags: if req.imm.is_some() {
+            WcFlags::WithImm.into()
+        } else {
+            0
+        },
+        vendor_err: why.into(),
+        flags,
+        ..Default::default()
+    };
+    let cqn = qp.recv_cqn;
+    post_cqe(rnic, st, mem, cqn, &cqe).is_ok()
+}

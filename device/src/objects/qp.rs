@@ -1,0 +1,141 @@
+//! RC queue pairs and the IBTA state machine of MODIFY_QP.
+
+use super::queues::WorkQueue;
+use std::time::Instant;
+use vrnic_hw::{QpAttr, QpState};
+
+/// Why a QP's send queue is waiting before it retries its current WQE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitReason {
+    /// The target had no receive WQE.
+    Rnr,
+    /// The target QP was missing or not ready.
+    Unreachable,
+}
+
+/// A send WQE waiting for a retry.
+#[derive(Debug, Clone, Copy)]
+pub struct Waiting {
+    pub reason: WaitReason,
+    pub retry_at: Instant,
+    /// Retries left after the coming one; None retries forever (rnr_retry 7).
+    pub retries_left: Option<u8>,
+}
+
+#[derive(Debug)]
+pub struct Qp {
+    pub qpn: u32,
+    pub uctx: u32,
+    pub pdn: u32,
+    pub send_cqn: u32,
+    pub recv_cqn: u32,
+    pub state: QpState,
+    /// Attributes set by MODIFY_QP (state fields are kept in `state`).
+    pub attr: QpAttr,
+    pub sq: WorkQueue,
+    pub rq: WorkQueue,
+    pub db_slot: u32,
+    pub max_send_sge: u8,
+    pub max_recv_sge: u8,
+    pub max_inline: u32,
+    pub waiting: Option<Waiting>,
+    /// COMM_EST has been reported (first message received in RTR).
+    pub comm_established: bool,
+}
+
+/// Attribute mask bits (values of ibv_qp_attr_mask).
+pub mod mask {
+    pub const STATE: u32 = 1 << 0;
+    pub const CUR_STATE: u32 = 1 << 1;
+    pub const EN_SQD_ASYNC_NOTIFY: u32 = 1 << 2;
+    pub const ACCESS_FLAGS: u32 = 1 << 3;
+    pub const PKEY_INDEX: u32 = 1 << 4;
+    pub const PORT: u32 = 1 << 5;
+    pub const QKEY: u32 = 1 << 6;
+    pub const AV: u32 = 1 << 7;
+    pub const PATH_MTU: u32 = 1 << 8;
+    pub const TIMEOUT: u32 = 1 << 9;
+    pub const RETRY_CNT: u32 = 1 << 10;
+    pub const RNR_RETRY: u32 = 1 << 11;
+    pub const RQ_PSN: u32 = 1 << 12;
+    pub const MAX_QP_RD_ATOMIC: u32 = 1 << 13;
+    pub const ALT_PATH: u32 = 1 << 14;
+    pub const MIN_RNR_TIMER: u32 = 1 << 15;
+    pub const SQ_PSN: u32 = 1 << 16;
+    pub const MAX_DEST_RD_ATOMIC: u32 = 1 << 17;
+    pub const PATH_MIG_STATE: u32 = 1 << 18;
+    pub const CAP: u32 = 1 << 19;
+    pub const DEST_QPN: u32 = 1 << 20;
+    /// Every bit the device knows.
+    pub const ALL: u32 = (1 << 21) - 1;
+}
+
+/// Attributes a transition requires and allows (RC), per IBTA 11.2.5 / ib_modify_qp_is_ok.
+/// `None` if the transition is not allowed.
+pub fn transition(from: QpState, to: QpState) -> Option<(u32, u32)> {
+    use mask::*;
+    use QpState::*;
+    let rts_optional = CUR_STATE | ACCESS_FLAGS | MIN_RNR_TIMER;
+    Some(match (from, to) {
+        (_, Reset) | (_, Err) => (0, 0),
+        (Reset, Init) => (PKEY_INDEX | PORT | ACCESS_FLAGS, 0),
+        (Init, Init) => (0, PKEY_INDEX | PORT | ACCESS_FLAGS),
+        (Init, Rtr) => (
+            AV | PATH_MTU | DEST_QPN | RQ_PSN | MAX_DEST_RD_ATOMIC | MIN_RNR_TIMER,
+            ACCESS_FLAGS | PKEY_INDEX,
+        ),
+        (Rtr, Rts) => (
+            SQ_PSN | TIMEOUT | RETRY_CNT | RNR_RETRY | MAX_QP_RD_ATOMIC,
+            rts_optional,
+        ),
+        (Rts, Rts) | (Sqd, Rts) => (0, rts_optional),
+        (Rts, Sqd) => (0, EN_SQD_ASYNC_NOTIFY),
+        (Sqd, Sqd) => (
+            0,
+            rts_optional
+                | AV
+                | PATH_MTU
+                | TIMEOUT
+                | RETRY_CNT
+                | RNR_RETRY
+                | MAX_QP_RD_ATOMIC
+                | MAX_DEST_RD_ATOMIC
+                | PKEY_INDEX
+                | PORT,
+        ),
+        (Sqe, Rts) => (0, CUR_STATE),
+        _ => return None,
+    })
+}
+
+impl Qp {
+    /// Whether the send queue is processed in this state.
+    pub fn sends_allowed(&self) -> bool {
+        matches!(self.state, QpState::Rts | QpState::Sqd)
+    }
+
+    /// Whether incoming requests are accepted in this state.
+    pub fn receives_allowed(&self) -> bool {
+        matches!(self.state, QpState::Rtr | QpState::Rts | QpState::Sqd)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rc_transitions_follow_ibta() {
+        use QpState::*;
+        assert_eq!(
+            transition(Reset, Init).map(|t| t.0),
+            Some(mask::PKEY_INDEX | mask::PORT | mask::ACCESS_FLAGS)
+        );
+        assert!(transition(Reset, Rtr).is_none());
+        assert!(transition(Init, Rts).is_none());
+        assert!(transition(Rtr, Rts).is_some());
+        assert!(transition(Rts, Init).is_none());
+        assert_eq!(transition(Err, Reset), Some((0, 0)));
+        assert!(transition(Err, Rts).is_none());
+    }
+}

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Runs every check and test: static checks, unit and harness tests (cargo test), and the
+# end-to-end tests that boot QEMU guests. Provisions QEMU and the guest image first (cached
+# under /var/cache/vrnic), so it works on a fresh machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "host packages"
+bash tests/host-deps.sh
+
+step "static checks"
+make -s check
+
+step "provisioning QEMU and the guest image"
+bash qemu-config/provision.sh all
+
+step "unit, harness and QEMU device tests"
+cargo test --workspace --release
