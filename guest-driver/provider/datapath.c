@@ -1,0 +1,333 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * vrnic rdma-core provider: data path (post send/recv, poll, arm).
+ * No system calls here: WQEs go to our rings, doorbells to the mapped
+ * doorbell page, and the trapped KICK register is written only when the
+ * device says it is not polling (SPEC.md, "Posting work").
+ */
+
+#include <errno.h>
+#include <string.h>
+
+#include <util/mmio.h>
+#include <util/udma_barrier.h>
+
+#include "vrnic.h"
+
+/* Entries posted and not yet retired by a CQE; never above depth. */
+static inline bool vrnic_wq_full(struct vrnic_wq *wq, uint32_t pi)
+{
+	return pi - __atomic_load_n(&wq->ci, __ATOMIC_ACQUIRE) >= wq->depth;
+}
+
+/*
+ * Doorbell protocol: WQE stores, release barrier, one aligned 32-bit store
+ * of the new producer index, full barrier (orders that store before the
+ * POLL_STATE load), then kick if the device may be asleep. Called with the
+ * queue lock held so producer indices reach the slot in order.
+ */
+static void vrnic_ring_doorbell(struct vrnic_context *ctx, struct vrnic_wq *wq,
+				uint32_t pi)
+{
+	uint32_t poll_state;
+
+	__atomic_store_n(&wq->pi, pi, __ATOMIC_RELAXED);
+	udma_to_device_barrier();
+	mmio_write32_le(wq->db, htole32(pi));
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	poll_state = le32toh(mmio_read32_le(ctx->db_page +
+					    VRNIC_DB_PAGE_POLL_STATE_OFF));
+	if (!(poll_state & VRNIC_DB_PAGE_POLL_STATE_POLLING_MASK))
+		mmio_write32_le(ctx->kick_page + VRNIC_KICK_PAGE_KICK_OFF,
+				htole32(1));
+}
+
+static inline void vrnic_set_sge(struct vrnic_sge *dst,
+				 const struct ibv_sge *src)
+{
+	dst->addr = htole64(src->addr);
+	dst->length = htole32(src->length);
+	dst->lkey = htole32(src->lkey);
+}
+
+/* Copy the SGEs' bytes after the header; fails when they exceed max_inline. */
+static int vrnic_copy_inline(struct vrnic_qp *qp, uint8_t *dst,
+			     const struct ibv_send_wr *wr, uint32_t *len)
+{
+	uint64_t total = 0;
+	int i;
+
+	for (i = 0; i < wr->num_sge; i++)
+		total += wr->sg_list[i].length;
+	if (total > qp->max_inline)
+		return EINVAL;
+	for (i = 0; i < wr->num_sge; i++) {
+		memcpy(dst, (void *)(uintptr_t)wr->sg_list[i].addr,
+		       wr->sg_list[i].length);
+		dst += wr->sg_list[i].length;
+	}
+	*len = total;
+	return 0;
+}
+
+static int vrnic_build_send_wqe(struct vrnic_qp *qp, void *wqe,
+				const struct ibv_send_wr *wr)
+{
+	struct vrnic_send_wqe_header *hdr = wqe;
+	struct vrnic_sge *sge = (struct vrnic_sge *)(hdr + 1);
+	bool rdma = false, imm = false;
+	uint32_t inline_len = 0;
+	uint8_t opcode, flags = 0;
+	int i, ret;
+
+	switch (wr->opcode) {
+	case IBV_WR_RDMA_WRITE:
+		opcode = VRNIC_WR_OPCODE_RDMA_WRITE;
+		rdma = true;
+		break;
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		opcode = VRNIC_WR_OPCODE_RDMA_WRITE_WITH_IMM;
+		rdma = imm = true;
+		break;
+	case IBV_WR_SEND:
+		opcode = VRNIC_WR_OPCODE_SEND;
+		break;
+	case IBV_WR_SEND_WITH_IMM:
+		opcode = VRNIC_WR_OPCODE_SEND_WITH_IMM;
+		imm = true;
+		break;
+	case IBV_WR_RDMA_READ:
+		opcode = VRNIC_WR_OPCODE_RDMA_READ;
+		rdma = true;
+		break;
+	default:
+		return EINVAL;
+	}
+	if (wr->num_sge < 0)
+		return EINVAL;
+
+	if (wr->send_flags & IBV_SEND_FENCE)
+		flags |= VRNIC_SEND_FLAGS_FENCE;
+	if ((wr->send_flags & IBV_SEND_SIGNALED) || qp->sq_sig_all)
+		flags |= VRNIC_SEND_FLAGS_SIGNALED;
+	if (wr->send_flags & IBV_SEND_SOLICITED)
+		flags |= VRNIC_SEND_FLAGS_SOLICITED;
+
+	if (wr->send_flags & IBV_SEND_INLINE) {
+		if (opcode == VRNIC_WR_OPCODE_RDMA_READ)
+			return EINVAL;
+		ret = vrnic_copy_inline(qp, (uint8_t *)sge, wr, &inline_len);
+		if (ret)
+			return ret;
+		flags |= VRNIC_SEND_FLAGS_INLINE;
+		hdr->num_sge = 0;
+	} else {
+		if ((uint32_t)wr->num_sge > qp->sq.max_sge)
+			return EINVAL;
+		for (i = 0; i < wr->num_sge; i++)
+			vrnic_set_sge(&sge[i], &wr->sg_list[i]);
+		hdr->num_sge = wr->num_sge;
+	}
+
+	hdr->opcode = opcode;
+	hdr->flags = flags;
+	hdr->reserved0 = 0;
+	if (imm)
+		memcpy(hdr->imm_data, &wr->imm_data, sizeof(hdr->imm_data));
+	else
+		memset(hdr->imm_data, 0, sizeof(hdr->imm_data));
+	hdr->wr_id = htole64(wr->wr_id);
+	hdr->remote_addr = htole64(rdma ? wr->wr.rdma.remote_addr : 0);
+	hdr->rkey = htole32(rdma ? wr->wr.rdma.rkey : 0);
+	hdr->inline_len = htole32(inline_len);
+	return 0;
+}
+
+int vrnic_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+		    struct ibv_send_wr **bad_wr)
+{
+	struct vrnic_context *ctx = to_vctx(ibqp->context);
+	struct vrnic_qp *qp = to_vqp(ibqp);
+	struct vrnic_wq *sq = &qp->sq;
+	uint32_t pi;
+	int ret = 0;
+
+	pthread_spin_lock(&sq->lock);
+	/* Sends may be posted from RTS on (in SQD they wait, in ERR they are
+	 * flushed); before RTS the device would fail the QP. */
+	if (qp->state == IBV_QPS_RESET || qp->state == IBV_QPS_INIT ||
+	    qp->state == IBV_QPS_RTR) {
+		*bad_wr = wr;
+		pthread_spin_unlock(&sq->lock);
+		return EINVAL;
+	}
+	pi = sq->pi;
+	for (; wr; wr = wr->next) {
+		if (vrnic_wq_full(sq, pi)) {
+			ret = ENOMEM;
+			break;
+		}
+		ret = vrnic_build_send_wqe(qp, vrnic_wqe(sq, pi), wr);
+		if (ret)
+			break;
+		pi++;
+	}
+	if (ret)
+		*bad_wr = wr;
+	if (pi != sq->pi)
+		vrnic_ring_doorbell(ctx, sq, pi);
+	pthread_spin_unlock(&sq->lock);
+	return ret;
+}
+
+int vrnic_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
+		    struct ibv_recv_wr **bad_wr)
+{
+	struct vrnic_context *ctx = to_vctx(ibqp->context);
+	struct vrnic_qp *qp = to_vqp(ibqp);
+	struct vrnic_wq *rq = &qp->rq;
+	struct vrnic_recv_wqe_header *hdr;
+	struct vrnic_sge *sge;
+	uint32_t pi;
+	int i, ret = 0;
+
+	pthread_spin_lock(&rq->lock);
+	if (qp->state == IBV_QPS_RESET) {
+		*bad_wr = wr;
+		pthread_spin_unlock(&rq->lock);
+		return EINVAL;
+	}
+	pi = rq->pi;
+	for (; wr; wr = wr->next) {
+		if (vrnic_wq_full(rq, pi)) {
+			ret = ENOMEM;
+			break;
+		}
+		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > rq->max_sge) {
+			ret = EINVAL;
+			break;
+		}
+		hdr = vrnic_wqe(rq, pi);
+		sge = (struct vrnic_sge *)(hdr + 1);
+		hdr->wr_id = htole64(wr->wr_id);
+		hdr->num_sge = wr->num_sge;
+		memset(hdr->reserved0, 0, sizeof(hdr->reserved0));
+		for (i = 0; i < wr->num_sge; i++)
+			vrnic_set_sge(&sge[i], &wr->sg_list[i]);
+		pi++;
+	}
+	if (ret)
+		*bad_wr = wr;
+	if (pi != rq->pi)
+		vrnic_ring_doorbell(ctx, rq, pi);
+	pthread_spin_unlock(&rq->lock);
+	return ret;
+}
+
+/*
+ * A CQE retires its WQE and every earlier one of the queue (unsignalled sends
+ * complete silently). wqe_index is the index mod depth; the matching
+ * free-running index is the first one at or after ci. An index outside the
+ * outstanding range [ci, pi) is ignored rather than corrupting the queue.
+ */
+static void vrnic_wq_retire(struct vrnic_wq *wq, uint16_t wqe_index)
+{
+	uint32_t ci = __atomic_load_n(&wq->ci, __ATOMIC_RELAXED);
+	uint32_t pi = __atomic_load_n(&wq->pi, __ATOMIC_RELAXED);
+	uint32_t delta = ((uint32_t)wqe_index - ci) & (wq->depth - 1);
+
+	if (delta < pi - ci)
+		__atomic_store_n(&wq->ci, ci + delta + 1, __ATOMIC_RELEASE);
+}
+
+static void vrnic_cqe_to_wc(struct vrnic_context *ctx,
+			    const struct vrnic_cqe *cqe, uint32_t qpn,
+			    struct ibv_wc *wc)
+{
+	struct vrnic_qp *qp = vrnic_find_qp(ctx, qpn);
+	uint16_t wqe_index = le16toh(cqe->wqe_index);
+
+	if (qp) {
+		if (cqe->flags & VRNIC_CQE_FLAG_RECV)
+			vrnic_wq_retire(&qp->rq, wqe_index);
+		else
+			vrnic_wq_retire(&qp->sq, wqe_index);
+	}
+
+	/* status, opcode and wc_flags values are those of ibv_wc (1:1). */
+	wc->wr_id = le64toh(cqe->wr_id);
+	wc->status = cqe->status;
+	wc->opcode = cqe->opcode;
+	wc->vendor_err = cqe->vendor_err;
+	wc->byte_len = le32toh(cqe->byte_len);
+	memcpy(&wc->imm_data, cqe->imm_data, sizeof(wc->imm_data));
+	wc->qp_num = qpn;
+	wc->src_qp = le32toh(cqe->src_qp);
+	wc->wc_flags = cqe->wc_flags;
+	wc->pkey_index = 0;
+	wc->slid = 0;
+	wc->sl = 0;
+	wc->dlid_path_bits = 0;
+}
+
+int vrnic_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
+{
+	struct vrnic_context *ctx = to_vctx(ibcq->context);
+	struct vrnic_cq *cq = to_vcq(ibcq);
+	const struct vrnic_cqe *cqe;
+	uint32_t ci, qpn;
+	int n = 0;
+
+	pthread_spin_lock(&cq->lock);
+	ci = cq->ci;
+	while (n < num_entries && vrnic_cqe_valid(cq, ci)) {
+		cqe = vrnic_cqe_at(cq, ci);
+		ci++;
+		qpn = le32toh(cqe->qpn);
+		if (!qpn)
+			continue; /* dropped by vrnic_cq_clean */
+		vrnic_cqe_to_wc(ctx, cqe, qpn, &wc[n++]);
+	}
+	if (ci != cq->ci) {
+		cq->ci = ci;
+		/* Release: our reads of the entries happen before the device
+		 * may reuse them. */
+		__atomic_store_n(cq->db_ci, htole32(ci), __ATOMIC_RELEASE);
+	}
+	pthread_spin_unlock(&cq->lock);
+	return n;
+}
+
+int vrnic_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
+{
+	struct vrnic_cq *cq = to_vcq(ibcq);
+	uint32_t arm;
+
+	pthread_spin_lock(&cq->lock);
+	arm = (++cq->arm_seq << VRNIC_CQ_ARM_SEQ_SHIFT) |
+	      (solicited_only ? VRNIC_CQ_ARM_SOLICITED : VRNIC_CQ_ARM_NEXT);
+	__atomic_store_n(cq->db_arm, htole32(arm), __ATOMIC_RELEASE);
+	/* The device re-reads arm after a full barrier of its own once it has
+	 * written a CQE; ours makes the arm visible before any later poll. */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	pthread_spin_unlock(&cq->lock);
+	return 0;
+}
+
+/*
+ * Drop the unpolled CQEs of QP @qpn (destroyed or reset) by zeroing their
+ * qpn: QPN 0 is never used by the device, poll_cq skips such entries. The
+ * device never writes an entry we have not consumed, so editing them is
+ * safe. Caller holds cq->lock.
+ */
+void vrnic_cq_clean(struct vrnic_cq *cq, uint32_t qpn)
+{
+	uint32_t ci;
+
+	for (ci = cq->ci; vrnic_cqe_valid(cq, ci); ci++) {
+		struct vrnic_cqe *cqe = vrnic_cqe_at(cq, ci);
+
+		if (le32toh(cqe->qpn) == qpn)
+			cqe->qpn = 0;
+	}
+}

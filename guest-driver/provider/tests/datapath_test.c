@@ -1,0 +1,295 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * Data path test without a kernel or device: a fake context (doorbell and
+ * kick pages in plain memory), a CQ and a QP whose indices start just below
+ * 2^32, and a fake device that reads WQEs and writes CQEs by the SPEC.md
+ * rules. Built and run by `build.sh --test` inside the build root.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../vrnic.h"
+
+static int failures;
+#define CHECK(cond)                                                          \
+	do {                                                                 \
+		if (!(cond)) {                                               \
+			fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, \
+				__LINE__, #cond);                            \
+			failures++;                                          \
+		}                                                            \
+	} while (0)
+
+#define START 0xfffffffeu /* every free-running index wraps during the test */
+#define QPN 0x123456u
+
+static struct vrnic_context *ctx;
+static struct vrnic_cq cq;
+static struct vrnic_qp qp;
+static uint32_t dev_cq_pi = START; /* fake device's CQ producer index */
+
+static uint32_t db_read(const uint32_t *w)
+{
+	return le32toh(*(volatile const uint32_t *)w);
+}
+
+static uint32_t *poll_state(void)
+{
+	return (uint32_t *)(ctx->db_page + VRNIC_DB_PAGE_POLL_STATE_OFF);
+}
+
+static uint32_t *kick(void)
+{
+	return (uint32_t *)(ctx->kick_page + VRNIC_KICK_PAGE_KICK_OFF);
+}
+
+static void setup(void)
+{
+	uint32_t i;
+
+	ctx = calloc(1, sizeof(*ctx));
+	ctx->db_page = aligned_alloc(4096, VRNIC_DB_PAGE_SIZE);
+	ctx->kick_page = aligned_alloc(4096, VRNIC_DB_PAGE_SIZE);
+	memset(ctx->db_page, 0, VRNIC_DB_PAGE_SIZE);
+	memset(ctx->kick_page, 0, VRNIC_DB_PAGE_SIZE);
+	ctx->max_sge = 16;
+	ctx->max_inline = 256;
+	pthread_mutex_init(&ctx->qp_table_mutex, NULL);
+
+	cq.ibv_cq.context = &ctx->ibv_ctx.context;
+	cq.depth_log2 = 2;
+	cq.ring = calloc(4, sizeof(*cq.ring));
+	/* Entries still hold the previous pass's phase. */
+	for (i = 0; i < 4; i++)
+		cq.ring[i].owner = (START >> 2) & 1;
+	cq.ci = START;
+	cq.db_ci = vrnic_db_word(ctx, 3, VRNIC_DB_CQ_SLOT_CI_OFF);
+	cq.db_arm = vrnic_db_word(ctx, 3, VRNIC_DB_CQ_SLOT_ARM_OFF);
+	pthread_spin_init(&cq.lock, PTHREAD_PROCESS_PRIVATE);
+
+	qp.ibv_qp.context = &ctx->ibv_ctx.context;
+	qp.ibv_qp.qp_num = QPN;
+	qp.ibv_qp.send_cq = &cq.ibv_cq;
+	qp.ibv_qp.recv_cq = &cq.ibv_cq;
+	qp.sq = (struct vrnic_wq){ .depth = 4, .wqe_shift = 6, .max_sge = 2,
+				   .pi = START, .ci = START };
+	qp.rq = (struct vrnic_wq){ .depth = 4, .wqe_shift = 5, .max_sge = 1,
+				   .pi = START, .ci = START };
+	qp.sq.ring = calloc(4, 64);
+	qp.rq.ring = calloc(4, 32);
+	qp.sq.db = vrnic_db_word(ctx, 7, VRNIC_DB_QP_SLOT_SQ_PI_OFF);
+	qp.rq.db = vrnic_db_word(ctx, 7, VRNIC_DB_QP_SLOT_RQ_PI_OFF);
+	qp.max_inline = 32;
+	qp.state = IBV_QPS_RTS;
+	pthread_spin_init(&qp.sq.lock, PTHREAD_PROCESS_PRIVATE);
+	pthread_spin_init(&qp.rq.lock, PTHREAD_PROCESS_PRIVATE);
+	CHECK(vrnic_insert_qp(ctx, &qp) == 0);
+	CHECK(vrnic_find_qp(ctx, QPN) == &qp);
+	CHECK(vrnic_find_qp(ctx, QPN + 1) == NULL);
+}
+
+/* Fake device: write every field, then owner with the pass's phase. */
+static void dev_cqe(uint32_t qpn, uint16_t wqe_index, uint64_t wr_id,
+		    uint8_t flags, uint8_t status)
+{
+	struct vrnic_cqe *cqe = &cq.ring[dev_cq_pi & 3];
+
+	memset(cqe, 0, offsetof(struct vrnic_cqe, owner));
+	cqe->wr_id = htole64(wr_id);
+	cqe->byte_len = htole32(100);
+	memcpy(cqe->imm_data, "\x01\x02\x03\x04", 4);
+	cqe->qpn = htole32(qpn);
+	cqe->src_qp = htole32(77);
+	cqe->wqe_index = htole16(wqe_index);
+	cqe->opcode = flags & VRNIC_CQE_FLAG_RECV ? VRNIC_WC_OPCODE_RECV :
+						   VRNIC_WC_OPCODE_SEND;
+	cqe->status = status;
+	cqe->wc_flags = VRNIC_WC_FLAGS_WITH_IMM;
+	cqe->flags = flags;
+	__atomic_store_n(&cqe->owner, ((dev_cq_pi >> 2) & 1) ^ 1,
+			 __ATOMIC_RELEASE);
+	dev_cq_pi++;
+}
+
+static void test_send_ring_and_kick(void)
+{
+	struct ibv_sge sge = { .addr = 0x1000, .length = 8, .lkey = 5 };
+	struct ibv_send_wr wr[5], *bad = NULL;
+	struct vrnic_send_wqe_header *hdr;
+	struct vrnic_sge *wsge;
+	int i;
+
+	memset(wr, 0, sizeof(wr));
+	for (i = 0; i < 5; i++) {
+		wr[i].wr_id = 100 + i;
+		wr[i].opcode = IBV_WR_RDMA_WRITE;
+		wr[i].sg_list = &sge;
+		wr[i].num_sge = 1;
+		wr[i].wr.rdma.remote_addr = 0xabcdef;
+		wr[i].wr.rdma.rkey = 9;
+		wr[i].next = i < 4 ? &wr[i + 1] : NULL;
+	}
+	wr[3].send_flags = IBV_SEND_SIGNALED;
+
+	*poll_state() = 0;
+	*kick() = 0;
+	/* Five WRs into a queue of four: four posted, the fifth is bad_wr. */
+	CHECK(vrnic_post_send(&qp.ibv_qp, wr, &bad) == ENOMEM);
+	CHECK(bad == &wr[4]);
+	CHECK(db_read(qp.sq.db) == START + 4);
+	CHECK(db_read(qp.sq.db) == 2); /* wrapped */
+	CHECK(db_read(kick()) == 1);
+
+	hdr = vrnic_wqe(&qp.sq, START + 3);
+	wsge = (struct vrnic_sge *)(hdr + 1);
+	CHECK(hdr == (void *)(qp.sq.ring + 64));
+	CHECK(hdr->opcode == VRNIC_WR_OPCODE_RDMA_WRITE);
+	CHECK(hdr->flags == VRNIC_SEND_FLAGS_SIGNALED);
+	CHECK(hdr->num_sge == 1 && hdr->inline_len == 0);
+	CHECK(le64toh(hdr->wr_id) == 103);
+	CHECK(le64toh(hdr->remote_addr) == 0xabcdef && le32toh(hdr->rkey) == 9);
+	CHECK(le64toh(wsge->addr) == 0x1000 && le32toh(wsge->length) == 8 &&
+	      le32toh(wsge->lkey) == 5);
+
+	/* The signalled CQE of WQE 3 retires WQEs 0..3. */
+	dev_cqe(QPN, (START + 3) & 3, 103, 0, VRNIC_WC_STATUS_SUCCESS);
+	{
+		struct ibv_wc wc[4];
+
+		CHECK(vrnic_poll_cq(&cq.ibv_cq, 4, wc) == 1);
+		CHECK(wc[0].wr_id == 103 && wc[0].status == IBV_WC_SUCCESS);
+		CHECK(wc[0].opcode == IBV_WC_SEND && wc[0].qp_num == QPN);
+		CHECK(wc[0].wc_flags == IBV_WC_WITH_IMM);
+		CHECK(memcmp(&wc[0].imm_data, "\x01\x02\x03\x04", 4) == 0);
+		CHECK(vrnic_poll_cq(&cq.ibv_cq, 4, wc) == 0);
+	}
+	CHECK(qp.sq.ci == START + 4);
+	CHECK(db_read(cq.db_ci) == START + 1);
+
+	/* Device polling: no kick. */
+	*poll_state() = htole32(1);
+	*kick() = 0;
+	wr[4].send_flags = IBV_SEND_SIGNALED | IBV_SEND_SOLICITED |
+			   IBV_SEND_FENCE;
+	CHECK(vrnic_post_send(&qp.ibv_qp, &wr[4], &bad) == 0);
+	CHECK(db_read(kick()) == 0);
+	hdr = vrnic_wqe(&qp.sq, START + 4);
+	CHECK(hdr->flags == (VRNIC_SEND_FLAGS_SIGNALED |
+			     VRNIC_SEND_FLAGS_SOLICITED |
+			     VRNIC_SEND_FLAGS_FENCE));
+	dev_cqe(QPN, (START + 4) & 3, 104, 0, VRNIC_WC_STATUS_SUCCESS);
+}
+
+static void test_send_errors_and_inline(void)
+{
+	uint8_t data[40];
+	struct ibv_sge sge[3] = { { .addr = (uintptr_t)data, .length = 20 },
+				  { .addr = (uintptr_t)data + 20, .length = 4 },
+				  { .addr = 0, .length = 0 } };
+	struct ibv_send_wr wr = { .wr_id = 7, .sg_list = sge, .num_sge = 3,
+				  .opcode = IBV_WR_SEND };
+	struct ibv_send_wr *bad = NULL;
+	struct vrnic_send_wqe_header *hdr;
+	struct ibv_wc wc;
+	uint32_t pi = qp.sq.pi;
+	int i;
+
+	for (i = 0; i < 40; i++)
+		data[i] = i;
+	CHECK(vrnic_post_send(&qp.ibv_qp, &wr, &bad) == EINVAL); /* 3 > 2 SGEs */
+	CHECK(bad == &wr && qp.sq.pi == pi);
+	wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+	wr.num_sge = 1;
+	CHECK(vrnic_post_send(&qp.ibv_qp, &wr, &bad) == EINVAL);
+
+	wr.opcode = IBV_WR_SEND_WITH_IMM;
+	wr.imm_data = htobe32(0x11223344);
+	wr.send_flags = IBV_SEND_INLINE;
+	wr.num_sge = 3;
+	CHECK(vrnic_post_send(&qp.ibv_qp, &wr, &bad) == 0);
+	hdr = vrnic_wqe(&qp.sq, pi);
+	CHECK(hdr->opcode == VRNIC_WR_OPCODE_SEND_WITH_IMM);
+	CHECK(hdr->flags == VRNIC_SEND_FLAGS_INLINE && hdr->num_sge == 0);
+	CHECK(le32toh(hdr->inline_len) == 24);
+	CHECK(memcmp(hdr + 1, data, 24) == 0);
+	CHECK(memcmp(hdr->imm_data, "\x11\x22\x33\x44", 4) == 0);
+	CHECK(hdr->remote_addr == 0 && hdr->rkey == 0);
+
+	sge[0].length = 40; /* 44 > max_inline 32 */
+	CHECK(vrnic_post_send(&qp.ibv_qp, &wr, &bad) == EINVAL);
+
+	qp.state = IBV_QPS_RTR;
+	sge[0].length = 4;
+	CHECK(vrnic_post_send(&qp.ibv_qp, &wr, &bad) == EINVAL);
+	qp.state = IBV_QPS_RTS;
+
+	/* An error CQE retires the inline WQE; the 104 CQE comes first. */
+	dev_cqe(QPN, pi & 3, 7, 0, VRNIC_WC_STATUS_WR_FLUSH_ERR);
+	CHECK(vrnic_poll_cq(&cq.ibv_cq, 1, &wc) == 1 && wc.wr_id == 104);
+	CHECK(vrnic_poll_cq(&cq.ibv_cq, 1, &wc) == 1 && wc.wr_id == 7);
+	CHECK(wc.status == IBV_WC_WR_FLUSH_ERR);
+	CHECK(qp.sq.ci == qp.sq.pi);
+	/* A bogus wqe_index (nothing outstanding) does not move ci. */
+	dev_cqe(QPN, 1, 8, 0, VRNIC_WC_STATUS_SUCCESS);
+	CHECK(vrnic_poll_cq(&cq.ibv_cq, 1, &wc) == 1 && qp.sq.ci == qp.sq.pi);
+}
+
+static void test_recv_and_clean(void)
+{
+	struct ibv_sge sge = { .addr = 0x2000, .length = 64, .lkey = 3 };
+	struct ibv_recv_wr wr[2] = { { .wr_id = 1, .sg_list = &sge, .num_sge = 1,
+				       .next = &wr[1] },
+				     { .wr_id = 2, .sg_list = &sge, .num_sge = 1 } };
+	struct ibv_recv_wr *bad = NULL;
+	struct vrnic_recv_wqe_header *hdr;
+	struct ibv_wc wc[4];
+
+	CHECK(vrnic_post_recv(&qp.ibv_qp, wr, &bad) == 0);
+	CHECK(db_read(qp.rq.db) == START + 2);
+	hdr = vrnic_wqe(&qp.rq, START + 1);
+	CHECK(le64toh(hdr->wr_id) == 2 && hdr->num_sge == 1);
+
+	dev_cqe(QPN, START & 3, 1, VRNIC_CQE_FLAG_RECV, 0);
+	CHECK(vrnic_poll_cq(&cq.ibv_cq, 4, wc) == 1);
+	CHECK(wc[0].opcode == IBV_WC_RECV && wc[0].src_qp == 77);
+	CHECK(wc[0].byte_len == 100);
+	CHECK(qp.rq.ci == START + 1);
+
+	/* Cleaning drops the QP's unpolled CQEs, others stay. */
+	dev_cqe(QPN, (START + 1) & 3, 2, VRNIC_CQE_FLAG_RECV, 0);
+	dev_cqe(QPN + 1, 0, 99, 0, 0);
+	pthread_spin_lock(&cq.lock);
+	vrnic_cq_clean(&cq, QPN);
+	pthread_spin_unlock(&cq.lock);
+	CHECK(vrnic_poll_cq(&cq.ibv_cq, 4, wc) == 1 && wc[0].wr_id == 99);
+	CHECK(db_read(cq.db_ci) == dev_cq_pi);
+
+	qp.state = IBV_QPS_RESET;
+	CHECK(vrnic_post_recv(&qp.ibv_qp, wr, &bad) == EINVAL && bad == wr);
+	qp.state = IBV_QPS_RTS;
+}
+
+static void test_arm(void)
+{
+	CHECK(vrnic_req_notify_cq(&cq.ibv_cq, 0) == 0);
+	CHECK(db_read(cq.db_arm) == ((1u << 2) | VRNIC_CQ_ARM_NEXT));
+	CHECK(vrnic_req_notify_cq(&cq.ibv_cq, 1) == 0);
+	CHECK(db_read(cq.db_arm) == ((2u << 2) | VRNIC_CQ_ARM_SOLICITED));
+}
+
+int main(void)
+{
+	setup();
+	test_send_ring_and_kick();
+	test_send_errors_and_inline();
+	test_recv_and_clean();
+	test_arm();
+	if (failures) {
+		fprintf(stderr, "datapath_test: %d failure(s)\n", failures);
+		return 1;
+	}
+	printf("datapath_test: ok (CQ at %u, SQ at %u, RQ at %u)\n", cq.ci,
+	       qp.sq.pi, qp.rq.pi);
+	return 0;
+}

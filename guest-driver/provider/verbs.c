@@ -1,0 +1,482 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/* vrnic rdma-core provider: control path (PD, MR, CQ, QP) through uverbs. */
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <ccan/minmax.h>
+
+#include "vrnic.h"
+
+int vrnic_query_device(struct ibv_context *ibctx,
+		       const struct ibv_query_device_ex_input *input,
+		       struct ibv_device_attr_ex *attr, size_t attr_size)
+{
+	struct ib_uverbs_ex_query_device_resp resp;
+	size_t resp_size = sizeof(resp);
+	uint64_t fw;
+	int ret;
+
+	ret = ibv_cmd_query_device_any(ibctx, input, attr, attr_size, &resp,
+				       &resp_size);
+	if (ret)
+		return ret;
+
+	/* device_attr.fw_ver is major << 32 | minor << 16 | patch. */
+	fw = resp.base.fw_ver;
+	snprintf(attr->orig_attr.fw_ver, sizeof(attr->orig_attr.fw_ver),
+		 "%u.%u.%u", (unsigned int)(fw >> 32),
+		 (unsigned int)(fw >> 16) & 0xffff, (unsigned int)fw & 0xffff);
+	return 0;
+}
+
+int vrnic_query_port(struct ibv_context *ibctx, uint8_t port,
+		     struct ibv_port_attr *attr)
+{
+	struct ibv_query_port cmd = {};
+
+	return ibv_cmd_query_port(ibctx, port, attr, &cmd, sizeof(cmd));
+}
+
+struct ibv_pd *vrnic_alloc_pd(struct ibv_context *ibctx)
+{
+	struct ib_uverbs_alloc_pd_resp resp;
+	struct ibv_alloc_pd cmd = {};
+	struct ibv_pd *pd;
+	int ret;
+
+	pd = calloc(1, sizeof(*pd));
+	if (!pd)
+		return NULL;
+	ret = ibv_cmd_alloc_pd(ibctx, pd, &cmd, sizeof(cmd), &resp,
+			       sizeof(resp));
+	if (ret) {
+		free(pd);
+		errno = ret;
+		return NULL;
+	}
+	return pd;
+}
+
+int vrnic_dealloc_pd(struct ibv_pd *pd)
+{
+	int ret = ibv_cmd_dealloc_pd(pd);
+
+	if (ret)
+		return ret;
+	free(pd);
+	return 0;
+}
+
+struct ibv_mr *vrnic_reg_mr(struct ibv_pd *pd, void *addr, size_t len,
+			    uint64_t hca_va, int access)
+{
+	struct ib_uverbs_reg_mr_resp resp;
+	struct ibv_reg_mr cmd;
+	struct verbs_mr *vmr;
+	int ret;
+
+	vmr = calloc(1, sizeof(*vmr));
+	if (!vmr)
+		return NULL;
+	ret = ibv_cmd_reg_mr(pd, addr, len, hca_va, access, vmr, &cmd,
+			     sizeof(cmd), &resp, sizeof(resp));
+	if (ret) {
+		free(vmr);
+		errno = ret;
+		return NULL;
+	}
+	return &vmr->ibv_mr;
+}
+
+int vrnic_dereg_mr(struct verbs_mr *vmr)
+{
+	int ret = ibv_cmd_dereg_mr(vmr);
+
+	if (ret)
+		return ret;
+	free(vmr);
+	return 0;
+}
+
+/* Smallest n with 2^n >= v. */
+static uint32_t log2_ceil(uint32_t v)
+{
+	return v <= 1 ? 0 : ilog32(v - 1);
+}
+
+/*
+ * Rings are page-aligned and zeroed; the kernel pins them for the device, so
+ * they are excluded from fork and freed only after the destroy command has
+ * returned (the kernel has unpinned them by then).
+ */
+static void *vrnic_alloc_ring(size_t bytes, size_t *size)
+{
+	size_t page = sysconf(_SC_PAGESIZE);
+	void *buf;
+	int ret;
+
+	*size = align(bytes, page);
+	ret = posix_memalign(&buf, page, *size);
+	if (ret) {
+		errno = ret;
+		return NULL;
+	}
+	memset(buf, 0, *size);
+	ret = ibv_dontfork_range(buf, *size);
+	if (ret) {
+		free(buf);
+		errno = ret;
+		return NULL;
+	}
+	return buf;
+}
+
+static void vrnic_free_ring(void *buf, size_t size)
+{
+	if (!buf)
+		return;
+	ibv_dofork_range(buf, size);
+	free(buf);
+}
+
+/*
+ * CQ ring: 2^depth_log2 >= cqe + 1 entries (one spare entry), at least 2 and
+ * at most max_cqe (then exactly cqe entries when cqe == max_cqe). Indices are
+ * free-running, so the device can use every entry.
+ */
+struct ibv_cq *vrnic_create_cq(struct ibv_context *ibctx, int cqe,
+			       struct ibv_comp_channel *channel,
+			       int comp_vector)
+{
+	struct vrnic_context *ctx = to_vctx(ibctx);
+	struct vrnic_ucmd_create_cq_resp resp = {};
+	struct vrnic_ucmd_create_cq cmd = {};
+	struct vrnic_cq *cq;
+	uint32_t depth, slot;
+	int ret;
+
+	if (cqe < 1 || (uint32_t)cqe > ctx->max_cqe) {
+		errno = EINVAL;
+		return NULL;
+	}
+	depth = 1u << log2_ceil(max_t(uint32_t, cqe + 1, 2));
+	if (depth > ctx->max_cqe)
+		depth = ctx->max_cqe;
+
+	cq = calloc(1, sizeof(*cq));
+	if (!cq)
+		return NULL;
+	cq->depth_log2 = log2_ceil(depth);
+	cq->ring = vrnic_alloc_ring((size_t)depth * VRNIC_CQE_SIZE,
+				    &cq->ring_size);
+	if (!cq->ring)
+		goto err_free;
+
+	cmd.drv_payload.buf_addr = htole64((uintptr_t)cq->ring);
+	cmd.drv_payload.depth_log2 = cq->depth_log2;
+	ret = ibv_cmd_create_cq(ibctx, cqe, channel, comp_vector, &cq->ibv_cq,
+				&cmd.ibv_cmd, sizeof(cmd), &resp.ibv_resp,
+				sizeof(resp));
+	if (ret) {
+		errno = ret;
+		goto err_ring;
+	}
+
+	slot = le32toh(resp.drv_payload.db_slot);
+	if (slot >= VRNIC_DB_SLOTS_PER_PAGE ||
+	    resp.drv_payload.depth_log2 != cq->depth_log2) {
+		verbs_err(verbs_get_ctx(ibctx),
+			  "vrnic: bad create_cq response (slot %u, depth_log2 %u)\n",
+			  slot, resp.drv_payload.depth_log2);
+		ibv_cmd_destroy_cq(&cq->ibv_cq);
+		errno = EPROTO;
+		goto err_ring;
+	}
+	cq->cqn = le32toh(resp.drv_payload.cqn);
+	cq->db_ci = vrnic_db_word(ctx, slot, VRNIC_DB_CQ_SLOT_CI_OFF);
+	cq->db_arm = vrnic_db_word(ctx, slot, VRNIC_DB_CQ_SLOT_ARM_OFF);
+	/* No QP uses the CQ yet: start the slot from a known state. */
+	__atomic_store_n(cq->db_ci, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(cq->db_arm, 0, __ATOMIC_RELAXED);
+	pthread_spin_init(&cq->lock, PTHREAD_PROCESS_PRIVATE);
+	cq->ibv_cq.cqe = max_t(int, cqe, depth - 1);
+	return &cq->ibv_cq;
+
+err_ring:
+	vrnic_free_ring(cq->ring, cq->ring_size);
+err_free:
+	free(cq);
+	return NULL;
+}
+
+int vrnic_destroy_cq(struct ibv_cq *ibcq)
+{
+	struct vrnic_cq *cq = to_vcq(ibcq);
+	int ret;
+
+	ret = ibv_cmd_destroy_cq(ibcq);
+	if (ret)
+		return ret;
+	vrnic_free_ring(cq->ring, cq->ring_size);
+	pthread_spin_destroy(&cq->lock);
+	free(cq);
+	return 0;
+}
+
+/* Lock both CQs of a QP, ordered by address against lock inversion. */
+static void vrnic_lock_cqs(struct vrnic_qp *qp)
+{
+	struct vrnic_cq *scq = to_vcq(qp->ibv_qp.send_cq);
+	struct vrnic_cq *rcq = to_vcq(qp->ibv_qp.recv_cq);
+
+	if (scq == rcq) {
+		pthread_spin_lock(&scq->lock);
+	} else if ((uintptr_t)scq < (uintptr_t)rcq) {
+		pthread_spin_lock(&scq->lock);
+		pthread_spin_lock(&rcq->lock);
+	} else {
+		pthread_spin_lock(&rcq->lock);
+		pthread_spin_lock(&scq->lock);
+	}
+}
+
+static void vrnic_unlock_cqs(struct vrnic_qp *qp)
+{
+	struct vrnic_cq *scq = to_vcq(qp->ibv_qp.send_cq);
+	struct vrnic_cq *rcq = to_vcq(qp->ibv_qp.recv_cq);
+
+	if (scq != rcq)
+		pthread_spin_unlock(&rcq->lock);
+	pthread_spin_unlock(&scq->lock);
+}
+
+/* Drop the QP's unpolled CQEs (caller holds both CQ locks). */
+static void vrnic_clean_cqs(struct vrnic_qp *qp)
+{
+	vrnic_cq_clean(to_vcq(qp->ibv_qp.send_cq), qp->ibv_qp.qp_num);
+	if (qp->ibv_qp.recv_cq != qp->ibv_qp.send_cq)
+		vrnic_cq_clean(to_vcq(qp->ibv_qp.recv_cq), qp->ibv_qp.qp_num);
+}
+
+static void vrnic_fill_caps(struct vrnic_qp *qp, struct ibv_qp_cap *cap)
+{
+	cap->max_send_wr = qp->sq.depth;
+	cap->max_recv_wr = qp->rq.depth;
+	cap->max_send_sge = qp->sq.max_sge;
+	cap->max_recv_sge = qp->rq.max_sge;
+	cap->max_inline_data = qp->max_inline;
+}
+
+/*
+ * Queue geometry:
+ * - depth = 2^n >= max(requested, 2): indices are free-running, so all depth
+ *   entries are usable and the reported max_*_wr is the depth itself.
+ * - send WQE = 2^shift >= 32 + max(16 * max_send_sge, max_inline), at least
+ *   64 bytes; receive WQE = 2^shift >= 16 + 16 * max_recv_sge, at least 32.
+ *   The SGE count and inline size are then raised to what the WQE holds
+ *   (bounded by the device limits) and reported back as the actual caps.
+ */
+static int vrnic_size_queues(struct vrnic_context *ctx, struct vrnic_qp *qp,
+			     const struct ibv_qp_cap *req)
+{
+	uint32_t size;
+
+	if (req->max_send_wr > ctx->max_qp_wr ||
+	    req->max_recv_wr > ctx->max_qp_wr ||
+	    req->max_send_sge > ctx->max_sge ||
+	    req->max_recv_sge > ctx->max_sge ||
+	    req->max_inline_data > ctx->max_inline)
+		return EINVAL;
+
+	qp->sq.depth = 1u << log2_ceil(max_t(uint32_t, req->max_send_wr, 2));
+	qp->rq.depth = 1u << log2_ceil(max_t(uint32_t, req->max_recv_wr, 2));
+
+	size = VRNIC_SEND_WQE_HEADER_SIZE +
+	       max_t(uint32_t, req->max_send_sge * VRNIC_SGE_SIZE,
+		     req->max_inline_data);
+	qp->sq.wqe_shift = max_t(uint32_t, log2_ceil(size),
+				 VRNIC_SEND_WQE_SHIFT_MIN);
+	size = VRNIC_RECV_WQE_HEADER_SIZE + req->max_recv_sge * VRNIC_SGE_SIZE;
+	qp->rq.wqe_shift = max_t(uint32_t, log2_ceil(size),
+				 VRNIC_RECV_WQE_SHIFT_MIN);
+	if (qp->sq.wqe_shift > VRNIC_SEND_WQE_SHIFT_MAX ||
+	    qp->rq.wqe_shift > VRNIC_RECV_WQE_SHIFT_MAX)
+		return EINVAL;
+
+	size = (1u << qp->sq.wqe_shift) - VRNIC_SEND_WQE_HEADER_SIZE;
+	qp->sq.max_sge = min_t(uint32_t, size / VRNIC_SGE_SIZE, ctx->max_sge);
+	qp->max_inline = min_t(uint32_t, size, ctx->max_inline);
+	size = (1u << qp->rq.wqe_shift) - VRNIC_RECV_WQE_HEADER_SIZE;
+	qp->rq.max_sge = min_t(uint32_t, size / VRNIC_SGE_SIZE, ctx->max_sge);
+	return 0;
+}
+
+static void vrnic_free_qp(struct vrnic_qp *qp)
+{
+	vrnic_free_ring(qp->sq.ring, qp->sq.ring_size);
+	vrnic_free_ring(qp->rq.ring, qp->rq.ring_size);
+	free(qp);
+}
+
+struct ibv_qp *vrnic_create_qp(struct ibv_pd *pd,
+			       struct ibv_qp_init_attr *attr)
+{
+	struct vrnic_context *ctx = to_vctx(pd->context);
+	struct vrnic_ucmd_create_qp_resp resp = {};
+	struct vrnic_ucmd_create_qp cmd = {};
+	struct ibv_qp_init_attr kattr;
+	struct vrnic_qp *qp;
+	uint32_t slot;
+	int ret;
+
+	if (attr->qp_type != IBV_QPT_RC || attr->srq) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	qp = calloc(1, sizeof(*qp));
+	if (!qp)
+		return NULL;
+	ret = vrnic_size_queues(ctx, qp, &attr->cap);
+	if (ret)
+		goto err_free;
+
+	qp->sq.ring = vrnic_alloc_ring((size_t)qp->sq.depth << qp->sq.wqe_shift,
+				       &qp->sq.ring_size);
+	qp->rq.ring = vrnic_alloc_ring((size_t)qp->rq.depth << qp->rq.wqe_shift,
+				       &qp->rq.ring_size);
+	if (!qp->sq.ring || !qp->rq.ring) {
+		ret = ENOMEM;
+		goto err_free;
+	}
+
+	cmd.drv_payload.sq_buf_addr = htole64((uintptr_t)qp->sq.ring);
+	cmd.drv_payload.rq_buf_addr = htole64((uintptr_t)qp->rq.ring);
+	cmd.drv_payload.sq_depth_log2 = log2_ceil(qp->sq.depth);
+	cmd.drv_payload.rq_depth_log2 = log2_ceil(qp->rq.depth);
+	cmd.drv_payload.sq_wqe_shift = qp->sq.wqe_shift;
+	cmd.drv_payload.rq_wqe_shift = qp->rq.wqe_shift;
+	cmd.drv_payload.max_inline = htole32(qp->max_inline);
+
+	/* The kernel sees the caps the rings were sized for. */
+	kattr = *attr;
+	vrnic_fill_caps(qp, &kattr.cap);
+	ret = ibv_cmd_create_qp(pd, &qp->ibv_qp, &kattr, &cmd.ibv_cmd,
+				sizeof(cmd), &resp.ibv_resp, sizeof(resp));
+	if (ret)
+		goto err_free;
+
+	slot = le32toh(resp.drv_payload.db_slot);
+	if (slot >= VRNIC_DB_SLOTS_PER_PAGE) {
+		verbs_err(&ctx->ibv_ctx,
+			  "vrnic: bad create_qp response (slot %u)\n", slot);
+		ret = EPROTO;
+		goto err_destroy;
+	}
+	qp->sq.db = vrnic_db_word(ctx, slot, VRNIC_DB_QP_SLOT_SQ_PI_OFF);
+	qp->rq.db = vrnic_db_word(ctx, slot, VRNIC_DB_QP_SLOT_RQ_PI_OFF);
+	/* The QP is in RESET: start its slot from a known state. */
+	__atomic_store_n(qp->sq.db, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(qp->rq.db, 0, __ATOMIC_RELAXED);
+	pthread_spin_init(&qp->sq.lock, PTHREAD_PROCESS_PRIVATE);
+	pthread_spin_init(&qp->rq.lock, PTHREAD_PROCESS_PRIVATE);
+	qp->sq_sig_all = attr->sq_sig_all;
+	qp->state = IBV_QPS_RESET;
+
+	ret = vrnic_insert_qp(ctx, qp);
+	if (ret) {
+		pthread_spin_destroy(&qp->sq.lock);
+		pthread_spin_destroy(&qp->rq.lock);
+		goto err_destroy;
+	}
+	vrnic_fill_caps(qp, &attr->cap);
+	return &qp->ibv_qp;
+
+err_destroy:
+	ibv_cmd_destroy_qp(&qp->ibv_qp);
+err_free:
+	vrnic_free_qp(qp);
+	errno = ret;
+	return NULL;
+}
+
+int vrnic_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
+		    int attr_mask)
+{
+	struct vrnic_qp *qp = to_vqp(ibqp);
+	struct ibv_modify_qp cmd = {};
+	bool reset;
+	int ret;
+
+	ret = ibv_cmd_modify_qp(ibqp, attr, attr_mask, &cmd, sizeof(cmd));
+	if (ret || !(attr_mask & IBV_QP_STATE))
+		return ret;
+
+	/*
+	 * Moving to RESET restarts both rings at index 0, on the device as
+	 * here (SPEC.md leaves this implicit, see README.md): drop the QP's
+	 * stale CQEs so they cannot retire WQEs of the new incarnation, and
+	 * zero the producer indices in the doorbell slot.
+	 */
+	reset = attr->qp_state == IBV_QPS_RESET;
+	if (reset) {
+		vrnic_lock_cqs(qp);
+		vrnic_clean_cqs(qp);
+	}
+	pthread_spin_lock(&qp->sq.lock);
+	pthread_spin_lock(&qp->rq.lock);
+	if (reset) {
+		__atomic_store_n(&qp->sq.pi, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&qp->sq.ci, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&qp->rq.pi, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&qp->rq.ci, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(qp->sq.db, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(qp->rq.db, 0, __ATOMIC_RELAXED);
+	}
+	qp->state = attr->qp_state;
+	pthread_spin_unlock(&qp->rq.lock);
+	pthread_spin_unlock(&qp->sq.lock);
+	if (reset)
+		vrnic_unlock_cqs(qp);
+	return 0;
+}
+
+int vrnic_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
+		   int attr_mask, struct ibv_qp_init_attr *init_attr)
+{
+	struct ibv_query_qp cmd = {};
+	int ret;
+
+	ret = ibv_cmd_query_qp(ibqp, attr, attr_mask, init_attr, &cmd,
+			       sizeof(cmd));
+	if (ret)
+		return ret;
+	vrnic_fill_caps(to_vqp(ibqp), &attr->cap);
+	init_attr->cap = attr->cap;
+	return 0;
+}
+
+int vrnic_destroy_qp(struct ibv_qp *ibqp)
+{
+	struct vrnic_qp *qp = to_vqp(ibqp);
+	int ret;
+
+	ret = ibv_cmd_destroy_qp(ibqp);
+	if (ret)
+		return ret;
+
+	/* The device writes no more CQEs for this QP. Unpublish it and drop
+	 * its unpolled CQEs under the CQ locks, so no poller still uses it. */
+	vrnic_lock_cqs(qp);
+	vrnic_remove_qp(to_vctx(ibqp->context), qp);
+	vrnic_clean_cqs(qp);
+	vrnic_unlock_cqs(qp);
+
+	pthread_spin_destroy(&qp->sq.lock);
+	pthread_spin_destroy(&qp->rq.lock);
+	vrnic_free_qp(qp);
+	return 0;
+}

@@ -1,0 +1,203 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/* vrnic rdma-core provider: device matching, context, QP number table. */
+
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+
+#include "vrnic.h"
+
+static void vrnic_free_context(struct ibv_context *ibctx)
+{
+	struct vrnic_context *ctx = to_vctx(ibctx);
+	unsigned int i;
+
+	munmap(ctx->kick_page, VRNIC_DB_PAGE_SIZE);
+	munmap(ctx->db_page, VRNIC_DB_PAGE_SIZE);
+	for (i = 0; i < VRNIC_QP_TABLE_SIZE; i++)
+		free(ctx->qp_table[i]);
+	pthread_mutex_destroy(&ctx->qp_table_mutex);
+	verbs_uninit_context(&ctx->ibv_ctx);
+	free(ctx);
+}
+
+static const struct verbs_context_ops vrnic_ctx_ops = {
+	.alloc_pd = vrnic_alloc_pd,
+	.create_cq = vrnic_create_cq,
+	.create_qp = vrnic_create_qp,
+	.dealloc_pd = vrnic_dealloc_pd,
+	.dereg_mr = vrnic_dereg_mr,
+	.destroy_cq = vrnic_destroy_cq,
+	.destroy_qp = vrnic_destroy_qp,
+	.free_context = vrnic_free_context,
+	.modify_qp = vrnic_modify_qp,
+	.poll_cq = vrnic_poll_cq,
+	.post_recv = vrnic_post_recv,
+	.post_send = vrnic_post_send,
+	.query_device_ex = vrnic_query_device,
+	.query_port = vrnic_query_port,
+	.query_qp = vrnic_query_qp,
+	.reg_mr = vrnic_reg_mr,
+	.req_notify_cq = vrnic_req_notify_cq,
+	/* Everything else (create_cq_ex, SRQ, AH, MW, ...) stays at the
+	 * libibverbs defaults, which fail with EOPNOTSUPP. */
+};
+
+/* Limits from the ucontext response; a zero (older kernel driver) falls back
+ * to the device's documented reset value of the register. */
+static uint32_t limit_or(uint32_t le_val, uint32_t dflt)
+{
+	uint32_t v = le32toh(le_val);
+
+	return v ? v : dflt;
+}
+
+static struct verbs_context *vrnic_alloc_context(struct ibv_device *ibdev,
+						 int cmd_fd,
+						 void *private_data)
+{
+	struct vrnic_ucmd_get_context_resp resp = {};
+	struct ibv_get_context cmd = {};
+	struct vrnic_context *ctx;
+	void *page;
+
+	ctx = verbs_init_and_alloc_context(ibdev, cmd_fd, ctx, ibv_ctx,
+					   RDMA_DRIVER_UNKNOWN);
+	if (!ctx)
+		return NULL;
+	pthread_mutex_init(&ctx->qp_table_mutex, NULL);
+
+	if (ibv_cmd_get_context(&ctx->ibv_ctx, &cmd, sizeof(cmd),
+				&resp.ibv_resp, sizeof(resp)))
+		goto err;
+
+	if (le32toh(resp.drv_payload.abi_version) != VRNIC_UVERBS_ABI_VERSION) {
+		verbs_err(&ctx->ibv_ctx,
+			  "vrnic: kernel ABI version %u, provider supports %u\n",
+			  le32toh(resp.drv_payload.abi_version),
+			  VRNIC_UVERBS_ABI_VERSION);
+		errno = EPROTONOSUPPORT;
+		goto err;
+	}
+	ctx->uctx = le32toh(resp.drv_payload.uctx);
+	ctx->max_sge = limit_or(resp.drv_payload.max_sge,
+				VRNIC_BAR0_MAX_SGE_RESET);
+	ctx->max_inline = limit_or(resp.drv_payload.max_inline,
+				   VRNIC_BAR0_MAX_INLINE_RESET);
+	ctx->max_qp_wr = limit_or(resp.drv_payload.max_qp_wr,
+				  VRNIC_BAR0_MAX_QP_WR_RESET);
+	ctx->max_cqe = limit_or(resp.drv_payload.max_cqe,
+				VRNIC_BAR0_MAX_CQE_RESET);
+
+	page = mmap(NULL, VRNIC_DB_PAGE_SIZE, PROT_READ | PROT_WRITE,
+		    MAP_SHARED, cmd_fd,
+		    (off_t)le64toh(resp.drv_payload.db_mmap_key));
+	if (page == MAP_FAILED)
+		goto err;
+	ctx->db_page = page;
+
+	page = mmap(NULL, VRNIC_DB_PAGE_SIZE, PROT_WRITE, MAP_SHARED, cmd_fd,
+		    (off_t)le64toh(resp.drv_payload.kick_mmap_key));
+	if (page == MAP_FAILED) {
+		munmap(ctx->db_page, VRNIC_DB_PAGE_SIZE);
+		goto err;
+	}
+	ctx->kick_page = page;
+
+	verbs_set_ops(&ctx->ibv_ctx, &vrnic_ctx_ops);
+	return &ctx->ibv_ctx;
+
+err:
+	pthread_mutex_destroy(&ctx->qp_table_mutex);
+	verbs_uninit_context(&ctx->ibv_ctx);
+	free(ctx);
+	return NULL;
+}
+
+/*
+ * QP table. Readers (poll_cq) do not take the mutex: second-level arrays are
+ * published with release stores and freed only with the context, and a QP is
+ * removed while the locks of its CQs are held (see vrnic_destroy_qp), so a
+ * poller can never hold a pointer to a freed QP.
+ */
+struct vrnic_qp *vrnic_find_qp(struct vrnic_context *ctx, uint32_t qpn)
+{
+	struct vrnic_qp **chunk;
+
+	chunk = __atomic_load_n(&ctx->qp_table[(qpn >> VRNIC_QP_TABLE_SHIFT) &
+					       VRNIC_QP_TABLE_MASK],
+				__ATOMIC_ACQUIRE);
+	if (!chunk)
+		return NULL;
+	return __atomic_load_n(&chunk[qpn & VRNIC_QP_TABLE_MASK],
+			       __ATOMIC_ACQUIRE);
+}
+
+int vrnic_insert_qp(struct vrnic_context *ctx, struct vrnic_qp *qp)
+{
+	uint32_t qpn = qp->ibv_qp.qp_num;
+	struct vrnic_qp ***top =
+		&ctx->qp_table[(qpn >> VRNIC_QP_TABLE_SHIFT) &
+			       VRNIC_QP_TABLE_MASK];
+	struct vrnic_qp **chunk;
+
+	pthread_mutex_lock(&ctx->qp_table_mutex);
+	chunk = *top;
+	if (!chunk) {
+		chunk = calloc(VRNIC_QP_TABLE_SIZE, sizeof(*chunk));
+		if (!chunk) {
+			pthread_mutex_unlock(&ctx->qp_table_mutex);
+			return ENOMEM;
+		}
+		__atomic_store_n(top, chunk, __ATOMIC_RELEASE);
+	}
+	/* Overwrites a QP of the same number whose destroy has not yet
+	 * removed it; vrnic_remove_qp only removes its own entry. */
+	__atomic_store_n(&chunk[qpn & VRNIC_QP_TABLE_MASK], qp,
+			 __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&ctx->qp_table_mutex);
+	return 0;
+}
+
+void vrnic_remove_qp(struct vrnic_context *ctx, struct vrnic_qp *qp)
+{
+	uint32_t qpn = qp->ibv_qp.qp_num;
+	struct vrnic_qp **chunk;
+
+	pthread_mutex_lock(&ctx->qp_table_mutex);
+	chunk = ctx->qp_table[(qpn >> VRNIC_QP_TABLE_SHIFT) &
+			      VRNIC_QP_TABLE_MASK];
+	if (chunk && chunk[qpn & VRNIC_QP_TABLE_MASK] == qp)
+		__atomic_store_n(&chunk[qpn & VRNIC_QP_TABLE_MASK], NULL,
+				 __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&ctx->qp_table_mutex);
+}
+
+static struct verbs_device *vrnic_alloc_device(struct verbs_sysfs_dev *sysfs_dev)
+{
+	struct vrnic_device *dev = calloc(1, sizeof(*dev));
+
+	return dev ? &dev->ibv_dev : NULL;
+}
+
+static void vrnic_uninit_device(struct verbs_device *vdev)
+{
+	free(container_of(vdev, struct vrnic_device, ibv_dev));
+}
+
+static const struct verbs_match_ent vrnic_match_table[] = {
+	VERBS_PCI_MATCH(VRNIC_PCI_VENDOR_ID, VRNIC_PCI_DEVICE_ID, NULL),
+	{},
+};
+
+static const struct verbs_device_ops vrnic_dev_ops = {
+	.name = "vrnic",
+	.match_min_abi_version = 0,
+	.match_max_abi_version = VRNIC_UVERBS_ABI_VERSION,
+	.match_table = vrnic_match_table,
+	.alloc_device = vrnic_alloc_device,
+	.uninit_device = vrnic_uninit_device,
+	.alloc_context = vrnic_alloc_context,
+};
+
+PROVIDER_DRIVER(vrnic, vrnic_dev_ops);

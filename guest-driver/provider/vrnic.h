@@ -1,0 +1,180 @@
+/* SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB */
+/*
+ * vrnic rdma-core provider: shared definitions.
+ *
+ * Object model (see hw-spec/SPEC.md, "Data path" and "Kernel <-> provider ABI"):
+ * - The context maps one doorbell page (POLL_STATE + 8-byte slots) and one kick page.
+ * - Every CQ and QP owns one doorbell slot in that page and rings in our memory.
+ * - Ring indices are free-running 32-bit counters; entry i lives at i mod depth.
+ *
+ * Locking: cq->lock serialises poll/arm/clean of a CQ; wq->lock serialises
+ * posting to one queue. Lock order: CQ locks (by address) before WQ locks.
+ * wq->ci is advanced by poll_cq under the CQ lock and read by post under the
+ * WQ lock, so it (and wq->pi, read by poll_cq for a sanity check) is accessed
+ * with atomics.
+ */
+#ifndef VRNIC_PROVIDER_H
+#define VRNIC_PROVIDER_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <infiniband/driver.h>
+#include <infiniband/kern-abi.h>
+#include <util/util.h>
+
+#include "vrnic/vrnic_hw.h"
+
+/* uverbs command wrappers: core command followed by our udata struct. */
+#define _STRUCT_vrnic_alloc_ucontext_resp struct {}
+#define _STRUCT_vrnic_create_cq_cmd struct {}
+#define _STRUCT_vrnic_create_cq_resp struct {}
+#define _STRUCT_vrnic_create_qp_cmd struct {}
+#define _STRUCT_vrnic_create_qp_resp struct {}
+DECLARE_DRV_CMD(vrnic_ucmd_get_context, IB_USER_VERBS_CMD_GET_CONTEXT, empty,
+		vrnic_alloc_ucontext_resp);
+DECLARE_DRV_CMD(vrnic_ucmd_create_cq, IB_USER_VERBS_CMD_CREATE_CQ,
+		vrnic_create_cq_cmd, vrnic_create_cq_resp);
+DECLARE_DRV_CMD(vrnic_ucmd_create_qp, IB_USER_VERBS_CMD_CREATE_QP,
+		vrnic_create_qp_cmd, vrnic_create_qp_resp);
+
+/* QPN (24 bits) -> QP, two levels of 4096 entries; second level on demand. */
+#define VRNIC_QP_TABLE_SHIFT 12
+#define VRNIC_QP_TABLE_SIZE (1u << VRNIC_QP_TABLE_SHIFT)
+#define VRNIC_QP_TABLE_MASK (VRNIC_QP_TABLE_SIZE - 1)
+
+struct vrnic_device {
+	struct verbs_device ibv_dev;
+};
+
+struct vrnic_context {
+	struct verbs_context ibv_ctx;
+	uint8_t *db_page;	/* POLL_STATE and doorbell slots (read/write) */
+	uint8_t *kick_page;	/* KICK register (trapped, write only) */
+	uint32_t uctx;
+	uint32_t max_sge;
+	uint32_t max_inline;
+	uint32_t max_qp_wr;
+	uint32_t max_cqe;
+	pthread_mutex_t qp_table_mutex;
+	struct vrnic_qp **qp_table[VRNIC_QP_TABLE_SIZE];
+};
+
+struct vrnic_cq {
+	struct ibv_cq ibv_cq;
+	pthread_spinlock_t lock;
+	struct vrnic_cqe *ring;
+	size_t ring_size;
+	uint32_t depth_log2;
+	uint32_t ci;		/* free-running consumer index (under lock) */
+	uint32_t arm_seq;	/* last arm sequence number (under lock) */
+	uint32_t cqn;
+	uint32_t *db_ci;	/* CQ slot words in the doorbell page */
+	uint32_t *db_arm;
+};
+
+struct vrnic_wq {
+	pthread_spinlock_t lock;
+	uint8_t *ring;
+	size_t ring_size;
+	uint32_t depth;		/* power of two */
+	uint32_t wqe_shift;
+	uint32_t max_sge;
+	uint32_t pi;		/* free-running producer index (atomic) */
+	uint32_t ci;		/* free-running consumer index (atomic) */
+	uint32_t *db;		/* sq_pi or rq_pi word of the QP slot */
+};
+
+struct vrnic_qp {
+	struct ibv_qp ibv_qp;
+	struct vrnic_wq sq;
+	struct vrnic_wq rq;
+	uint32_t max_inline;
+	bool sq_sig_all;
+	enum ibv_qp_state state; /* local copy, under both WQ locks */
+};
+
+static inline struct vrnic_context *to_vctx(struct ibv_context *ibctx)
+{
+	return container_of(ibctx, struct vrnic_context, ibv_ctx.context);
+}
+
+static inline struct vrnic_cq *to_vcq(struct ibv_cq *ibcq)
+{
+	return container_of(ibcq, struct vrnic_cq, ibv_cq);
+}
+
+static inline struct vrnic_qp *to_vqp(struct ibv_qp *ibqp)
+{
+	return container_of(ibqp, struct vrnic_qp, ibv_qp);
+}
+
+/* Address of a 32-bit word in doorbell slot @slot. */
+static inline uint32_t *vrnic_db_word(struct vrnic_context *ctx, uint32_t slot,
+				      unsigned int off)
+{
+	return (uint32_t *)(ctx->db_page + VRNIC_DB_SLOT_BASE +
+			    (size_t)slot * VRNIC_DB_SLOT_SIZE + off);
+}
+
+/* WQE of free-running index @idx. */
+static inline void *vrnic_wqe(struct vrnic_wq *wq, uint32_t idx)
+{
+	return wq->ring + ((size_t)(idx & (wq->depth - 1)) << wq->wqe_shift);
+}
+
+/* Phase rule: the CQE at free-running index @ci is valid when its owner bit
+ * equals the inverted pass parity (1 on the first pass). Reads owner with
+ * acquire ordering, so the caller may read the other fields afterwards. */
+static inline struct vrnic_cqe *vrnic_cqe_at(struct vrnic_cq *cq, uint32_t ci)
+{
+	return &cq->ring[ci & ((1u << cq->depth_log2) - 1)];
+}
+
+static inline bool vrnic_cqe_valid(struct vrnic_cq *cq, uint32_t ci)
+{
+	uint8_t owner = __atomic_load_n(&vrnic_cqe_at(cq, ci)->owner,
+					__ATOMIC_ACQUIRE);
+
+	return (owner & 1) == (((ci >> cq->depth_log2) & 1) ^ 1);
+}
+
+/* vrnic.c */
+struct vrnic_qp *vrnic_find_qp(struct vrnic_context *ctx, uint32_t qpn);
+int vrnic_insert_qp(struct vrnic_context *ctx, struct vrnic_qp *qp);
+void vrnic_remove_qp(struct vrnic_context *ctx, struct vrnic_qp *qp);
+
+/* verbs.c */
+int vrnic_query_device(struct ibv_context *ibctx,
+		       const struct ibv_query_device_ex_input *input,
+		       struct ibv_device_attr_ex *attr, size_t attr_size);
+int vrnic_query_port(struct ibv_context *ibctx, uint8_t port,
+		     struct ibv_port_attr *attr);
+struct ibv_pd *vrnic_alloc_pd(struct ibv_context *ibctx);
+int vrnic_dealloc_pd(struct ibv_pd *pd);
+struct ibv_mr *vrnic_reg_mr(struct ibv_pd *pd, void *addr, size_t len,
+			    uint64_t hca_va, int access);
+int vrnic_dereg_mr(struct verbs_mr *vmr);
+struct ibv_cq *vrnic_create_cq(struct ibv_context *ibctx, int cqe,
+			       struct ibv_comp_channel *channel,
+			       int comp_vector);
+int vrnic_destroy_cq(struct ibv_cq *ibcq);
+struct ibv_qp *vrnic_create_qp(struct ibv_pd *pd,
+			       struct ibv_qp_init_attr *attr);
+int vrnic_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
+		    int attr_mask);
+int vrnic_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
+		   int attr_mask, struct ibv_qp_init_attr *init_attr);
+int vrnic_destroy_qp(struct ibv_qp *ibqp);
+
+/* datapath.c */
+int vrnic_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+		    struct ibv_send_wr **bad_wr);
+int vrnic_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
+		    struct ibv_recv_wr **bad_wr);
+int vrnic_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc);
+int vrnic_req_notify_cq(struct ibv_cq *ibcq, int solicited_only);
+void vrnic_cq_clean(struct vrnic_cq *cq, uint32_t qpn);
+
+#endif /* VRNIC_PROVIDER_H */
