@@ -1,0 +1,353 @@
+/* SPDX-License-Identifier: GPL-2.0 OR Apache-2.0 */
+/*
+ * vrnic: driver for the vrnic software RDMA HCA (control path only; the data
+ * path lives in the rdma-core provider, as with EFA).
+ *
+ * Layers: vrnic_admin.c (admin queue engine, one function per command) ->
+ * vrnic_eq.c (event queues, interrupts) -> vrnic_pbl.c (page lists) ->
+ * vrnic_verbs.c, vrnic_mr.c, vrnic_cq.c, vrnic_qp.c (verbs) ->
+ * vrnic_main.c (PCI probe/remove, ib_device registration).
+ *
+ * Every hardware layout comes from the generated hw-spec headers.
+ */
+#ifndef VRNIC_H
+#define VRNIC_H
+
+#include <linux/bitops.h>
+#include <linux/mutex.h>
+#include <linux/pci.h>
+#include <linux/types.h>
+#include <linux/wait.h>
+#include <linux/xarray.h>
+#include <rdma/ib_umem.h>
+#include <rdma/ib_verbs.h>
+
+#include "vrnic/vrnic_hw.h"
+#include "vrnic_compat.h"
+
+#define DRV_NAME "vrnic"
+
+/* Admin queue geometry and timing (driver choices, within the spec limits). */
+#define VRNIC_AQ_DEPTH_LOG2	6
+#define VRNIC_AQ_TIMEOUT_MS	5000
+#define VRNIC_AQ_POLL_MS	10
+#define VRNIC_READY_TIMEOUT_US	(1000 * 1000)
+
+/* EQ depth bounds from the spec (cmd_create_eq.depth_log2 is 1..16). */
+#define VRNIC_EQ_DEPTH_LOG2_MIN	6
+#define VRNIC_EQ_DEPTH_LOG2_MAX	16
+
+/* Page sizes the driver may ever hand to the device. */
+#define VRNIC_PAGE_SHIFT_MASK	GENMASK(VRNIC_PAGE_SHIFT_MAX, VRNIC_PAGE_SHIFT_MIN)
+
+/* The generated layouts assume 4 KiB kernel pages for doorbell mappings. */
+static_assert(PAGE_SIZE == VRNIC_DB_PAGE_SIZE);
+
+/* A hw-spec enum value that is defined as equal to its verbs counterpart. */
+#define VRNIC_ASSERT_SAME(hw, ib) static_assert((int)(hw) == (int)(ib), #hw)
+
+/* Limits read from BAR0 at probe, sanitized; these are what the driver enforces. */
+struct vrnic_limits {
+	u32 caps;
+	u32 max_qp;
+	u32 max_cq;
+	u32 max_mr;
+	u32 max_pd;
+	u32 max_qp_wr;		/* power of two */
+	u32 max_cqe;		/* power of two */
+	u32 max_sge;		/* <= U8_MAX */
+	u32 max_inline;
+	u32 max_msg_size;
+	u32 max_qp_rd_atom;
+	u32 max_eq;
+	u32 max_uctx;		/* < VRNIC_DB_PAGES */
+	u64 page_size_cap;	/* restricted to VRNIC_PAGE_SHIFT_MASK */
+	u64 max_mr_size;
+};
+
+struct vrnic_aq {
+	struct mutex lock;		/* one command in flight */
+	wait_queue_head_t wait;		/* woken by MSI-X vector 0 */
+	void *sq;			/* 2^depth_log2 commands of 128 bytes */
+	dma_addr_t sq_dma;
+	struct vrnic_aq_completion *cq;	/* 2^depth_log2 completions */
+	dma_addr_t cq_dma;
+	u32 depth_log2;
+	u32 pi;				/* free-running producer index */
+	u32 ci;				/* free-running consumer index */
+	u32 next_cmd_id;
+};
+
+struct vrnic_eq {
+	struct vrnic_dev *dev;
+	struct vrnic_eqe *ring;
+	dma_addr_t ring_dma;
+	size_t ring_size;
+	u32 depth_log2;
+	u32 ci;				/* free-running consumer index */
+	u32 eqn;
+	u32 db_slot;			/* slot in doorbell page 0 */
+	u16 vector;			/* MSI-X vector index */
+	bool async;
+	bool created;			/* exists on the device */
+	bool irq_requested;
+	char irq_name[32];
+};
+
+enum vrnic_dev_flag {
+	VRNIC_FLAG_DEAD,		/* admin queue unusable; device was reset */
+	VRNIC_FLAG_REGISTERED,		/* ib_device registered: device events may be dispatched */
+};
+
+struct vrnic_dev {
+	struct ib_device ibdev;
+	struct pci_dev *pdev;
+	void __iomem *regs;		/* BAR0 registers */
+	void __iomem *kdb;		/* BAR2 page 0: the kernel's doorbell page */
+	phys_addr_t db_bar;		/* BAR2 bus address, for user mmap */
+	phys_addr_t kick_bar;		/* BAR4 bus address, for user mmap */
+	unsigned long flags;
+
+	struct vrnic_limits lim;
+	struct ib_device_attr attrs;	/* from QUERY_DEVICE at probe */
+	u16 lid;
+	union ib_gid gid;
+
+	struct vrnic_aq aq;
+	int num_vectors;		/* MSI-X vectors allocated */
+	struct vrnic_eq async_eq;	/* vector 0 */
+	struct vrnic_eq *comp_eqs;	/* vectors 1..num_comp_eqs */
+	u32 num_comp_eqs;
+
+	struct xarray cqs;		/* cqn -> struct vrnic_cq */
+	struct xarray qps;		/* qpn -> struct vrnic_qp */
+};
+
+struct vrnic_user_mmap_entry {
+	struct rdma_user_mmap_entry rdma_entry;
+	phys_addr_t address;
+};
+
+struct vrnic_ucontext {
+	struct ib_ucontext ibuctx;
+	u32 uctx;
+	struct rdma_user_mmap_entry *db_entry;
+	struct rdma_user_mmap_entry *kick_entry;
+};
+
+struct vrnic_pd {
+	struct ib_pd ibpd;
+	u32 pdn;
+	u32 uctx;
+};
+
+struct vrnic_mr {
+	struct ib_mr ibmr;
+	struct ib_umem *umem;
+	u32 uctx;
+};
+
+struct vrnic_cq {
+	struct ib_cq ibcq;
+	struct ib_umem *umem;
+	struct vrnic_eq *eq;
+	u32 cqn;
+	u32 db_slot;
+	u32 uctx;
+};
+
+struct vrnic_qp {
+	struct ib_qp ibqp;
+	struct mutex lock;		/* serializes modify/query; protects state */
+	struct ib_umem *sq_umem;
+	struct ib_umem *rq_umem;
+	enum ib_qp_state state;		/* last state set or seen */
+	struct ib_qp_cap cap;
+	enum ib_sig_type sq_sig_type;
+	u32 qpn;
+	u32 db_slot;
+	u32 uctx;
+};
+
+static inline struct vrnic_dev *to_vdev(struct ib_device *ibdev)
+{
+	return container_of(ibdev, struct vrnic_dev, ibdev);
+}
+
+static inline struct vrnic_ucontext *to_vuctx(struct ib_ucontext *ibuctx)
+{
+	return container_of(ibuctx, struct vrnic_ucontext, ibuctx);
+}
+
+static inline struct vrnic_pd *to_vpd(struct ib_pd *ibpd)
+{
+	return container_of(ibpd, struct vrnic_pd, ibpd);
+}
+
+static inline struct vrnic_mr *to_vmr(struct ib_mr *ibmr)
+{
+	return container_of(ibmr, struct vrnic_mr, ibmr);
+}
+
+static inline struct vrnic_cq *to_vcq(struct ib_cq *ibcq)
+{
+	return container_of(ibcq, struct vrnic_cq, ibcq);
+}
+
+static inline struct vrnic_qp *to_vqp(struct ib_qp *ibqp)
+{
+	return container_of(ibqp, struct vrnic_qp, ibqp);
+}
+
+static inline struct vrnic_user_mmap_entry *
+to_vmmap(struct rdma_user_mmap_entry *rdma_entry)
+{
+	return container_of(rdma_entry, struct vrnic_user_mmap_entry, rdma_entry);
+}
+
+static inline struct device *vrnic_dma_dev(struct vrnic_dev *dev)
+{
+	return &dev->pdev->dev;
+}
+
+static inline bool vrnic_is_dead(struct vrnic_dev *dev)
+{
+	return test_bit(VRNIC_FLAG_DEAD, &dev->flags);
+}
+
+/* The context number of a verbs call: a user context, or the kernel's own. */
+static inline u32 vrnic_udata_uctx(struct ib_udata *udata)
+{
+	struct vrnic_ucontext *uctx =
+		rdma_udata_to_drv_context(udata, struct vrnic_ucontext, ibuctx);
+
+	return uctx ? uctx->uctx : VRNIC_KERNEL_UCTX;
+}
+
+/* vrnic_main.c */
+void vrnic_dev_reset(struct vrnic_dev *dev);
+void vrnic_sync_irqs(struct vrnic_dev *dev);
+
+/* vrnic_admin.c: the queue engine */
+int vrnic_aq_init(struct vrnic_dev *dev);
+void vrnic_aq_free(struct vrnic_dev *dev);
+void vrnic_aq_wake(struct vrnic_dev *dev);
+void vrnic_aq_mark_dead(struct vrnic_dev *dev, const char *why);
+
+/* vrnic_admin.c: one function per command */
+struct vrnic_create_qp_params {
+	u32 uctx;
+	u32 pdn;
+	u32 send_cqn;
+	u32 recv_cqn;
+	u8 sq_depth_log2;
+	u8 rq_depth_log2;
+	u8 sq_wqe_shift;
+	u8 rq_wqe_shift;
+	u8 max_send_sge;
+	u8 max_recv_sge;
+	u32 max_inline;
+	struct vrnic_page_list sq_ring;
+	struct vrnic_page_list rq_ring;
+};
+
+int vrnic_cmd_query_device(struct vrnic_dev *dev, struct vrnic_device_attr *out);
+int vrnic_cmd_query_port(struct vrnic_dev *dev, u8 port, struct vrnic_port_attr *out);
+int vrnic_cmd_alloc_uctx(struct vrnic_dev *dev, u32 *uctx);
+int vrnic_cmd_dealloc_uctx(struct vrnic_dev *dev, u32 uctx);
+int vrnic_cmd_alloc_pd(struct vrnic_dev *dev, u32 uctx, u32 *pdn);
+int vrnic_cmd_dealloc_pd(struct vrnic_dev *dev, u32 uctx, u32 pdn);
+int vrnic_cmd_reg_mr(struct vrnic_dev *dev, u32 uctx, u32 pdn, u32 access,
+		     u64 iova, u64 length, const struct vrnic_page_list *pages,
+		     u32 *mkey);
+int vrnic_cmd_dereg_mr(struct vrnic_dev *dev, u32 uctx, u32 mkey);
+int vrnic_cmd_create_cq(struct vrnic_dev *dev, u32 uctx, u32 eqn, u8 depth_log2,
+			const struct vrnic_page_list *ring, u32 *cqn, u32 *db_slot);
+int vrnic_cmd_destroy_cq(struct vrnic_dev *dev, u32 uctx, u32 cqn);
+int vrnic_cmd_create_eq(struct vrnic_dev *dev, u8 depth_log2, u8 flags,
+			u16 vector, const struct vrnic_page_list *ring,
+			u32 *eqn, u32 *db_slot);
+int vrnic_cmd_destroy_eq(struct vrnic_dev *dev, u32 eqn);
+int vrnic_cmd_create_qp(struct vrnic_dev *dev,
+			const struct vrnic_create_qp_params *p,
+			u32 *qpn, u32 *db_slot);
+int vrnic_cmd_modify_qp(struct vrnic_dev *dev, u32 uctx, u32 qpn, u32 attr_mask,
+			const struct vrnic_qp_attr *attr);
+int vrnic_cmd_query_qp(struct vrnic_dev *dev, u32 uctx, u32 qpn,
+		       struct vrnic_qp_attr *out);
+int vrnic_cmd_destroy_qp(struct vrnic_dev *dev, u32 uctx, u32 qpn);
+
+/* vrnic_eq.c */
+int vrnic_eqs_create(struct vrnic_dev *dev);
+int vrnic_eqs_request_irqs(struct vrnic_dev *dev);
+void vrnic_eqs_destroy(struct vrnic_dev *dev);
+void vrnic_eqs_free_irqs(struct vrnic_dev *dev);
+void vrnic_eqs_free(struct vrnic_dev *dev);
+
+/* vrnic_pbl.c: page lists handed to the device */
+struct vrnic_pbl {
+	struct vrnic_page_list desc;	/* goes into the command */
+	u32 npages;
+	u32 filled;
+	__le64 *top;			/* DIRECT: the list; INDIRECT: level pointers */
+	dma_addr_t top_dma;
+	size_t top_size;
+	__le64 **leaves;		/* INDIRECT: 4 KiB pages of addresses */
+	dma_addr_t *leaves_dma;
+	u32 nleaves;
+};
+
+int vrnic_pbl_from_umem(struct vrnic_dev *dev, struct vrnic_pbl *pbl,
+			struct ib_umem *umem, unsigned long pgsz);
+void vrnic_pbl_contiguous(struct vrnic_pbl *pbl, dma_addr_t addr, u32 npages,
+			  unsigned int page_shift);
+void vrnic_pbl_free(struct vrnic_dev *dev, struct vrnic_pbl *pbl);
+
+/* Copy a driver command from udata: zero-filled, min() of the sizes. */
+int vrnic_copy_cmd_from_udata(void *cmd, size_t size, size_t min_size,
+			      struct ib_udata *udata);
+int vrnic_copy_resp_to_udata(struct ib_udata *udata, void *resp, size_t size);
+
+/* vrnic_verbs.c */
+int vrnic_query_device(struct ib_device *ibdev, struct ib_device_attr *props,
+		       struct ib_udata *udata);
+int vrnic_query_port(struct ib_device *ibdev, u32 port,
+		     struct ib_port_attr *props);
+int vrnic_get_port_immutable(struct ib_device *ibdev, u32 port,
+			     struct ib_port_immutable *immutable);
+enum rdma_link_layer vrnic_get_link_layer(struct ib_device *ibdev, u32 port);
+int vrnic_query_pkey(struct ib_device *ibdev, u32 port, u16 index, u16 *pkey);
+int vrnic_query_gid(struct ib_device *ibdev, u32 port, int index,
+		    union ib_gid *gid);
+void vrnic_get_dev_fw_str(struct ib_device *ibdev, char *str);
+int vrnic_alloc_ucontext(struct ib_ucontext *ibuctx, struct ib_udata *udata);
+void vrnic_dealloc_ucontext(struct ib_ucontext *ibuctx);
+void vrnic_disassociate_ucontext(struct ib_ucontext *ibuctx);
+int vrnic_mmap(struct ib_ucontext *ibuctx, struct vm_area_struct *vma);
+void vrnic_mmap_free(struct rdma_user_mmap_entry *rdma_entry);
+int vrnic_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata);
+int vrnic_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata);
+
+/* vrnic_mr.c */
+struct ib_mr *vrnic_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
+				u64 virt_addr, int access_flags,
+				struct ib_udata *udata);
+int vrnic_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata);
+
+/* vrnic_cq.c */
+int vrnic_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
+		    struct uverbs_attr_bundle *attrs);
+int vrnic_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata);
+void vrnic_cq_event(struct vrnic_dev *dev, u32 cqn, bool completion);
+
+/* vrnic_qp.c */
+int vrnic_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init_attr,
+		    struct ib_udata *udata);
+int vrnic_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int attr_mask,
+		    struct ib_udata *udata);
+int vrnic_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int attr_mask,
+		   struct ib_qp_init_attr *init_attr);
+int vrnic_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata);
+void vrnic_qp_event(struct vrnic_dev *dev, u32 qpn, enum ib_event_type type);
+
+#endif /* VRNIC_H */

@@ -1,0 +1,567 @@
+// SPDX-License-Identifier: GPL-2.0 OR Apache-2.0
+/*
+ * Admin queue engine (SPEC "Admin queue") and one function per command.
+ *
+ * Commands are serialized by aq->lock, so at most one is outstanding (well
+ * below the ring depth). The device completes a command before the
+ * AQ_DOORBELL write returns, so the completion is normally found at once;
+ * otherwise the waiter sleeps on aq->wait (woken by MSI-X vector 0) in
+ * VRNIC_AQ_POLL_MS slices, polling the ring each time, so a lost interrupt
+ * costs a slice and a dead device costs VRNIC_AQ_TIMEOUT_MS, never a hang.
+ */
+#include <linux/delay.h>
+#include <linux/dma-mapping.h>
+#include <linux/iopoll.h>
+#include <linux/jiffies.h>
+#include <linux/sched.h>
+
+#include "vrnic.h"
+
+static const char *const vrnic_aq_opcode_names[] = {
+	[VRNIC_AQ_OPCODE_QUERY_DEVICE] = "QUERY_DEVICE",
+	[VRNIC_AQ_OPCODE_QUERY_PORT] = "QUERY_PORT",
+	[VRNIC_AQ_OPCODE_ALLOC_UCTX] = "ALLOC_UCTX",
+	[VRNIC_AQ_OPCODE_DEALLOC_UCTX] = "DEALLOC_UCTX",
+	[VRNIC_AQ_OPCODE_ALLOC_PD] = "ALLOC_PD",
+	[VRNIC_AQ_OPCODE_DEALLOC_PD] = "DEALLOC_PD",
+	[VRNIC_AQ_OPCODE_REG_MR] = "REG_MR",
+	[VRNIC_AQ_OPCODE_DEREG_MR] = "DEREG_MR",
+	[VRNIC_AQ_OPCODE_CREATE_CQ] = "CREATE_CQ",
+	[VRNIC_AQ_OPCODE_DESTROY_CQ] = "DESTROY_CQ",
+	[VRNIC_AQ_OPCODE_CREATE_EQ] = "CREATE_EQ",
+	[VRNIC_AQ_OPCODE_DESTROY_EQ] = "DESTROY_EQ",
+	[VRNIC_AQ_OPCODE_CREATE_QP] = "CREATE_QP",
+	[VRNIC_AQ_OPCODE_MODIFY_QP] = "MODIFY_QP",
+	[VRNIC_AQ_OPCODE_QUERY_QP] = "QUERY_QP",
+	[VRNIC_AQ_OPCODE_DESTROY_QP] = "DESTROY_QP",
+};
+
+static const char *const vrnic_aq_status_names[] = {
+	[VRNIC_AQ_STATUS_SUCCESS] = "SUCCESS",
+	[VRNIC_AQ_STATUS_BAD_OPCODE] = "BAD_OPCODE",
+	[VRNIC_AQ_STATUS_BAD_FIELD] = "BAD_FIELD",
+	[VRNIC_AQ_STATUS_BAD_HANDLE] = "BAD_HANDLE",
+	[VRNIC_AQ_STATUS_BAD_STATE] = "BAD_STATE",
+	[VRNIC_AQ_STATUS_NO_RESOURCES] = "NO_RESOURCES",
+	[VRNIC_AQ_STATUS_BAD_ADDRESS] = "BAD_ADDRESS",
+	[VRNIC_AQ_STATUS_BAD_SIZE] = "BAD_SIZE",
+	[VRNIC_AQ_STATUS_BUSY] = "BUSY",
+	[VRNIC_AQ_STATUS_PERMISSION] = "PERMISSION",
+	[VRNIC_AQ_STATUS_NOT_SUPPORTED] = "NOT_SUPPORTED",
+	[VRNIC_AQ_STATUS_INTERNAL] = "INTERNAL",
+};
+
+static const char *vrnic_aq_opcode_name(u8 opcode)
+{
+	if (opcode < ARRAY_SIZE(vrnic_aq_opcode_names) &&
+	    vrnic_aq_opcode_names[opcode])
+		return vrnic_aq_opcode_names[opcode];
+	return "UNKNOWN";
+}
+
+static const char *vrnic_aq_status_name(u8 status)
+{
+	if (status < ARRAY_SIZE(vrnic_aq_status_names) &&
+	    vrnic_aq_status_names[status])
+		return vrnic_aq_status_names[status];
+	return "UNKNOWN";
+}
+
+static int vrnic_aq_status_to_errno(u8 status)
+{
+	switch (status) {
+	case VRNIC_AQ_STATUS_SUCCESS:
+		return 0;
+	case VRNIC_AQ_STATUS_BAD_FIELD:
+	case VRNIC_AQ_STATUS_BAD_SIZE:
+	case VRNIC_AQ_STATUS_BAD_STATE:
+		return -EINVAL;
+	case VRNIC_AQ_STATUS_BAD_HANDLE:
+		return -ENOENT;
+	case VRNIC_AQ_STATUS_NO_RESOURCES:
+		return -ENOMEM;
+	case VRNIC_AQ_STATUS_BUSY:
+		return -EBUSY;
+	case VRNIC_AQ_STATUS_PERMISSION:
+		return -EPERM;
+	case VRNIC_AQ_STATUS_NOT_SUPPORTED:
+		return -EOPNOTSUPP;
+	case VRNIC_AQ_STATUS_BAD_ADDRESS:
+		return -EFAULT;
+	default: /* BAD_OPCODE, INTERNAL and anything unknown */
+		return -EIO;
+	}
+}
+
+int vrnic_aq_init(struct vrnic_dev *dev)
+{
+	struct vrnic_aq *aq = &dev->aq;
+	struct device *dmadev = vrnic_dma_dev(dev);
+	u32 depth, status;
+	int err;
+
+	BUILD_BUG_ON(VRNIC_AQ_DEPTH_LOG2 < 1 ||
+		     VRNIC_AQ_DEPTH_LOG2 > VRNIC_AQ_DEPTH_LOG2_MAX);
+	BUILD_BUG_ON(sizeof(struct vrnic_aq_completion) != VRNIC_ACQ_ENTRY_SIZE);
+
+	mutex_init(&aq->lock);
+	init_waitqueue_head(&aq->wait);
+	aq->depth_log2 = VRNIC_AQ_DEPTH_LOG2;
+	depth = 1U << aq->depth_log2;
+	aq->pi = 0;
+	aq->ci = 0;
+	aq->next_cmd_id = 1;
+
+	/* dma_alloc_coherent() memory is zeroed and at least page aligned. */
+	aq->sq = dma_alloc_coherent(dmadev, depth * VRNIC_AQ_ENTRY_SIZE,
+				    &aq->sq_dma, GFP_KERNEL);
+	if (!aq->sq)
+		return -ENOMEM;
+	aq->cq = dma_alloc_coherent(dmadev, depth * VRNIC_ACQ_ENTRY_SIZE,
+				    &aq->cq_dma, GFP_KERNEL);
+	if (!aq->cq) {
+		err = -ENOMEM;
+		goto err_free_sq;
+	}
+
+	writel(lower_32_bits(aq->sq_dma), dev->regs + VRNIC_BAR0_AQ_BASE_LO_OFF);
+	writel(upper_32_bits(aq->sq_dma), dev->regs + VRNIC_BAR0_AQ_BASE_HI_OFF);
+	writel(lower_32_bits(aq->cq_dma), dev->regs + VRNIC_BAR0_ACQ_BASE_LO_OFF);
+	writel(upper_32_bits(aq->cq_dma), dev->regs + VRNIC_BAR0_ACQ_BASE_HI_OFF);
+	writel(aq->depth_log2, dev->regs + VRNIC_BAR0_AQ_DEPTH_LOG2_OFF);
+	writel(VRNIC_BAR0_DEV_CTRL_ENABLE_MASK, dev->regs + VRNIC_BAR0_DEV_CTRL_OFF);
+
+	err = readl_poll_timeout(dev->regs + VRNIC_BAR0_DEV_STATUS_OFF, status,
+				 status & (VRNIC_BAR0_DEV_STATUS_READY_MASK |
+					   VRNIC_BAR0_DEV_STATUS_FATAL_MASK),
+				 10, VRNIC_READY_TIMEOUT_US);
+	if (err || !(status & VRNIC_BAR0_DEV_STATUS_READY_MASK) ||
+	    (status & VRNIC_BAR0_DEV_STATUS_FATAL_MASK)) {
+		dev_err(&dev->pdev->dev,
+			"device not ready after enable: status %#x fatal_code %u\n",
+			status, readl(dev->regs + VRNIC_BAR0_FATAL_CODE_OFF));
+		err = -EIO;
+		goto err_reset;
+	}
+	return 0;
+
+err_reset:
+	/* The device must forget the ring addresses before they are freed. */
+	vrnic_dev_reset(dev);
+	dma_free_coherent(dmadev, depth * VRNIC_ACQ_ENTRY_SIZE, aq->cq, aq->cq_dma);
+	aq->cq = NULL;
+err_free_sq:
+	dma_free_coherent(dmadev, depth * VRNIC_AQ_ENTRY_SIZE, aq->sq, aq->sq_dma);
+	aq->sq = NULL;
+	return err;
+}
+
+/* Only after the device was reset: it no longer knows the ring addresses. */
+void vrnic_aq_free(struct vrnic_dev *dev)
+{
+	struct vrnic_aq *aq = &dev->aq;
+	struct device *dmadev = vrnic_dma_dev(dev);
+	u32 depth = 1U << aq->depth_log2;
+
+	if (aq->cq)
+		dma_free_coherent(dmadev, depth * VRNIC_ACQ_ENTRY_SIZE, aq->cq,
+				  aq->cq_dma);
+	if (aq->sq)
+		dma_free_coherent(dmadev, depth * VRNIC_AQ_ENTRY_SIZE, aq->sq,
+				  aq->sq_dma);
+	aq->cq = NULL;
+	aq->sq = NULL;
+}
+
+void vrnic_aq_wake(struct vrnic_dev *dev)
+{
+	wake_up(&dev->aq.wait);
+}
+
+/*
+ * The admin queue can no longer be trusted (timeout, fatal error, lost
+ * synchronization). Reset the device so that it never touches guest memory
+ * again: every later command fails at once with -EIO and every destroy path
+ * may free host memory safely.
+ */
+void vrnic_aq_mark_dead(struct vrnic_dev *dev, const char *why)
+{
+	if (test_and_set_bit(VRNIC_FLAG_DEAD, &dev->flags))
+		return;
+
+	dev_err(&dev->pdev->dev,
+		"%s: dev_status %#x fatal_code %u; resetting the device\n", why,
+		readl(dev->regs + VRNIC_BAR0_DEV_STATUS_OFF),
+		readl(dev->regs + VRNIC_BAR0_FATAL_CODE_OFF));
+	vrnic_dev_reset(dev);
+	vrnic_aq_wake(dev);
+
+	if (test_bit(VRNIC_FLAG_REGISTERED, &dev->flags)) {
+		struct ib_event event = {
+			.device = &dev->ibdev,
+			.event = IB_EVENT_DEVICE_FATAL,
+			.element.port_num = VRNIC_PORT_NUM,
+		};
+
+		ib_dispatch_event(&event);
+	}
+}
+
+/* Phase of the entry at free-running index ci: 1 on the first pass. */
+static bool vrnic_aq_comp_ready(struct vrnic_aq *aq)
+{
+	struct vrnic_aq_completion *comp;
+	u8 phase = ((aq->ci >> aq->depth_log2) & 1) ^ 1;
+
+	comp = &aq->cq[aq->ci & ((1U << aq->depth_log2) - 1)];
+	return (READ_ONCE(comp->owner) & 1) == phase;
+}
+
+static bool vrnic_dev_status_fatal(struct vrnic_dev *dev)
+{
+	u32 status = readl(dev->regs + VRNIC_BAR0_DEV_STATUS_OFF);
+
+	/* All ones: the device is gone (surprise removal, VMM died). */
+	return status == U32_MAX || (status & VRNIC_BAR0_DEV_STATUS_FATAL_MASK);
+}
+
+/* Wait for the completion at aq->ci and copy it out. Called with aq->lock. */
+static int vrnic_aq_wait(struct vrnic_dev *dev, struct vrnic_aq_completion *out)
+{
+	struct vrnic_aq *aq = &dev->aq;
+	unsigned long deadline = jiffies + msecs_to_jiffies(VRNIC_AQ_TIMEOUT_MS);
+	struct vrnic_aq_completion *comp;
+
+	while (!vrnic_aq_comp_ready(aq)) {
+		if (vrnic_is_dead(dev))
+			return -EIO;
+		if (time_after(jiffies, deadline)) {
+			vrnic_aq_mark_dead(dev, "admin command timed out");
+			return -ETIMEDOUT;
+		}
+		wait_event_timeout(aq->wait,
+				   vrnic_aq_comp_ready(aq) || vrnic_is_dead(dev),
+				   msecs_to_jiffies(VRNIC_AQ_POLL_MS));
+		if (!vrnic_aq_comp_ready(aq) && vrnic_dev_status_fatal(dev)) {
+			vrnic_aq_mark_dead(dev, "device fatal during admin command");
+			return -EIO;
+		}
+	}
+
+	/* owner was read first (acquire): the rest of the entry is valid. */
+	dma_rmb();
+	comp = &aq->cq[aq->ci & ((1U << aq->depth_log2) - 1)];
+	memcpy(out, comp, sizeof(*out));
+	aq->ci++;
+	return 0;
+}
+
+/*
+ * Execute one command (VRNIC_AQ_ENTRY_SIZE bytes starting with an aq_header,
+ * every reserved field zero). On success the completion is copied to @comp.
+ */
+static int vrnic_aq_exec(struct vrnic_dev *dev, void *cmd,
+			 struct vrnic_aq_completion *comp)
+{
+	struct vrnic_aq *aq = &dev->aq;
+	struct vrnic_aq_header *hdr = cmd;
+	u8 opcode = hdr->opcode;
+	u16 err_offset;
+	u32 cmd_id;
+	int err;
+
+	mutex_lock(&aq->lock);
+	if (vrnic_is_dead(dev)) {
+		err = -EIO;
+		goto out_unlock;
+	}
+
+	cmd_id = aq->next_cmd_id++;
+	hdr->cmd_id = cpu_to_le32(cmd_id);
+	memcpy(aq->sq + (aq->pi & ((1U << aq->depth_log2) - 1)) * VRNIC_AQ_ENTRY_SIZE,
+	       cmd, VRNIC_AQ_ENTRY_SIZE);
+	aq->pi++;
+	/* writel() orders the command's memory writes before the doorbell. */
+	writel(aq->pi, dev->regs + VRNIC_BAR0_AQ_DOORBELL_OFF);
+
+	err = vrnic_aq_wait(dev, comp);
+	if (err) {
+		dev_err(&dev->pdev->dev, "admin %s (cmd_id %u) failed: %d\n",
+			vrnic_aq_opcode_name(opcode), cmd_id, err);
+		goto out_unlock;
+	}
+
+	if (le32_to_cpu(comp->cmd_id) != cmd_id || comp->opcode != opcode) {
+		dev_err(&dev->pdev->dev,
+			"admin completion mismatch: got cmd_id %u opcode %u, expected %u %u\n",
+			le32_to_cpu(comp->cmd_id), comp->opcode, cmd_id, opcode);
+		vrnic_aq_mark_dead(dev, "admin queue out of sync");
+		err = -EIO;
+		goto out_unlock;
+	}
+
+	err = vrnic_aq_status_to_errno(comp->status);
+	if (err) {
+		err_offset = le16_to_cpu(comp->err_offset);
+		if (err_offset == VRNIC_AQ_ERR_OFFSET_NONE)
+			dev_warn_ratelimited(&dev->pdev->dev,
+					     "admin %s failed: status %s (%u)\n",
+					     vrnic_aq_opcode_name(opcode),
+					     vrnic_aq_status_name(comp->status),
+					     comp->status);
+		else
+			dev_warn_ratelimited(&dev->pdev->dev,
+					     "admin %s failed: status %s (%u) at command offset %u\n",
+					     vrnic_aq_opcode_name(opcode),
+					     vrnic_aq_status_name(comp->status),
+					     comp->status, err_offset);
+	}
+
+out_unlock:
+	mutex_unlock(&aq->lock);
+	return err;
+}
+
+static void vrnic_cmd_init(void *cmd, u8 opcode)
+{
+	struct vrnic_aq_header *hdr = cmd;
+
+	memset(cmd, 0, VRNIC_AQ_ENTRY_SIZE);
+	hdr->opcode = opcode;
+}
+
+/* Run QUERY_DEVICE/QUERY_PORT into a coherent buffer and copy @len bytes out. */
+static int vrnic_cmd_query(struct vrnic_dev *dev, u8 opcode, u8 port,
+			   void *out, size_t len)
+{
+	struct device *dmadev = vrnic_dma_dev(dev);
+	struct vrnic_aq_completion comp;
+	struct vrnic_cmd_query cmd;
+	dma_addr_t buf_dma;
+	void *buf;
+	int err;
+
+	buf = dma_alloc_coherent(dmadev, len, &buf_dma, GFP_KERNEL);
+	if (!buf)
+		return -ENOMEM;
+
+	vrnic_cmd_init(&cmd, opcode);
+	cmd.out_addr = cpu_to_le64(buf_dma);
+	cmd.out_len = cpu_to_le32(len);
+	cmd.port = port;
+	err = vrnic_aq_exec(dev, &cmd, &comp);
+	if (!err)
+		memcpy(out, buf, len);
+	/*
+	 * A timed-out command may still be writing: vrnic_aq_mark_dead() reset
+	 * the device first, so the buffer can go.
+	 */
+	dma_free_coherent(dmadev, len, buf, buf_dma);
+	return err;
+}
+
+int vrnic_cmd_query_device(struct vrnic_dev *dev, struct vrnic_device_attr *out)
+{
+	return vrnic_cmd_query(dev, VRNIC_AQ_OPCODE_QUERY_DEVICE, 0, out,
+			       sizeof(*out));
+}
+
+int vrnic_cmd_query_port(struct vrnic_dev *dev, u8 port,
+			 struct vrnic_port_attr *out)
+{
+	return vrnic_cmd_query(dev, VRNIC_AQ_OPCODE_QUERY_PORT, port, out,
+			       sizeof(*out));
+}
+
+static int vrnic_cmd_handle(struct vrnic_dev *dev, u8 opcode, u32 uctx,
+			    u32 handle, u32 *result0)
+{
+	struct vrnic_aq_completion comp;
+	struct vrnic_cmd_handle cmd;
+	int err;
+
+	vrnic_cmd_init(&cmd, opcode);
+	cmd.handle = cpu_to_le32(handle);
+	cmd.uctx = cpu_to_le32(uctx);
+	err = vrnic_aq_exec(dev, &cmd, &comp);
+	if (!err && result0)
+		*result0 = le32_to_cpu(comp.result0);
+	return err;
+}
+
+/* Contexts are managed by the kernel: it acts as KERNEL_UCTX for them. */
+int vrnic_cmd_alloc_uctx(struct vrnic_dev *dev, u32 *uctx)
+{
+	return vrnic_cmd_handle(dev, VRNIC_AQ_OPCODE_ALLOC_UCTX,
+				VRNIC_KERNEL_UCTX, 0, uctx);
+}
+
+int vrnic_cmd_dealloc_uctx(struct vrnic_dev *dev, u32 uctx)
+{
+	return vrnic_cmd_handle(dev, VRNIC_AQ_OPCODE_DEALLOC_UCTX,
+				VRNIC_KERNEL_UCTX, uctx, NULL);
+}
+
+int vrnic_cmd_alloc_pd(struct vrnic_dev *dev, u32 uctx, u32 *pdn)
+{
+	return vrnic_cmd_handle(dev, VRNIC_AQ_OPCODE_ALLOC_PD, uctx, uctx, pdn);
+}
+
+int vrnic_cmd_dealloc_pd(struct vrnic_dev *dev, u32 uctx, u32 pdn)
+{
+	return vrnic_cmd_handle(dev, VRNIC_AQ_OPCODE_DEALLOC_PD, uctx, pdn, NULL);
+}
+
+int vrnic_cmd_reg_mr(struct vrnic_dev *dev, u32 uctx, u32 pdn, u32 access,
+		     u64 iova, u64 length, const struct vrnic_page_list *pages,
+		     u32 *mkey)
+{
+	struct vrnic_aq_completion comp;
+	struct vrnic_cmd_reg_mr cmd;
+	int err;
+
+	vrnic_cmd_init(&cmd, VRNIC_AQ_OPCODE_REG_MR);
+	cmd.pdn = cpu_to_le32(pdn);
+	cmd.access = cpu_to_le32(access);
+	cmd.iova = cpu_to_le64(iova);
+	cmd.length = cpu_to_le64(length);
+	cmd.pages = *pages;
+	cmd.uctx = cpu_to_le32(uctx);
+	err = vrnic_aq_exec(dev, &cmd, &comp);
+	if (!err)
+		*mkey = le32_to_cpu(comp.result0);
+	return err;
+}
+
+int vrnic_cmd_dereg_mr(struct vrnic_dev *dev, u32 uctx, u32 mkey)
+{
+	return vrnic_cmd_handle(dev, VRNIC_AQ_OPCODE_DEREG_MR, uctx, mkey, NULL);
+}
+
+int vrnic_cmd_create_cq(struct vrnic_dev *dev, u32 uctx, u32 eqn, u8 depth_log2,
+			const struct vrnic_page_list *ring, u32 *cqn, u32 *db_slot)
+{
+	struct vrnic_aq_completion comp;
+	struct vrnic_cmd_create_cq cmd;
+	int err;
+
+	vrnic_cmd_init(&cmd, VRNIC_AQ_OPCODE_CREATE_CQ);
+	cmd.uctx = cpu_to_le32(uctx);
+	cmd.eqn = cpu_to_le32(eqn);
+	cmd.depth_log2 = depth_log2;
+	cmd.ring = *ring;
+	err = vrnic_aq_exec(dev, &cmd, &comp);
+	if (!err) {
+		*cqn = le32_to_cpu(comp.result0);
+		*db_slot = le32_to_cpu(comp.result1);
+	}
+	return err;
+}
+
+int vrnic_cmd_destroy_cq(struct vrnic_dev *dev, u32 uctx, u32 cqn)
+{
+	return vrnic_cmd_handle(dev, VRNIC_AQ_OPCODE_DESTROY_CQ, uctx, cqn, NULL);
+}
+
+int vrnic_cmd_create_eq(struct vrnic_dev *dev, u8 depth_log2, u8 flags,
+			u16 vector, const struct vrnic_page_list *ring,
+			u32 *eqn, u32 *db_slot)
+{
+	struct vrnic_aq_completion comp;
+	struct vrnic_cmd_create_eq cmd;
+	int err;
+
+	vrnic_cmd_init(&cmd, VRNIC_AQ_OPCODE_CREATE_EQ);
+	cmd.depth_log2 = depth_log2;
+	cmd.flags = flags;
+	cmd.msix_vector = cpu_to_le16(vector);
+	cmd.ring = *ring;
+	err = vrnic_aq_exec(dev, &cmd, &comp);
+	if (!err) {
+		*eqn = le32_to_cpu(comp.result0);
+		*db_slot = le32_to_cpu(comp.result1);
+	}
+	return err;
+}
+
+int vrnic_cmd_destroy_eq(struct vrnic_dev *dev, u32 eqn)
+{
+	return vrnic_cmd_handle(dev, VRNIC_AQ_OPCODE_DESTROY_EQ,
+				VRNIC_KERNEL_UCTX, eqn, NULL);
+}
+
+int vrnic_cmd_create_qp(struct vrnic_dev *dev,
+			const struct vrnic_create_qp_params *p,
+			u32 *qpn, u32 *db_slot)
+{
+	struct vrnic_aq_completion comp;
+	struct vrnic_cmd_create_qp cmd;
+	int err;
+
+	vrnic_cmd_init(&cmd, VRNIC_AQ_OPCODE_CREATE_QP);
+	cmd.uctx = cpu_to_le32(p->uctx);
+	cmd.pdn = cpu_to_le32(p->pdn);
+	cmd.send_cqn = cpu_to_le32(p->send_cqn);
+	cmd.recv_cqn = cpu_to_le32(p->recv_cqn);
+	cmd.qp_type = VRNIC_QP_TYPE_RC;
+	cmd.sq_depth_log2 = p->sq_depth_log2;
+	cmd.rq_depth_log2 = p->rq_depth_log2;
+	cmd.sq_wqe_shift = p->sq_wqe_shift;
+	cmd.rq_wqe_shift = p->rq_wqe_shift;
+	cmd.max_send_sge = p->max_send_sge;
+	cmd.max_recv_sge = p->max_recv_sge;
+	cmd.max_inline = cpu_to_le32(p->max_inline);
+	cmd.sq_ring = p->sq_ring;
+	cmd.rq_ring = p->rq_ring;
+	err = vrnic_aq_exec(dev, &cmd, &comp);
+	if (!err) {
+		*qpn = le32_to_cpu(comp.result0);
+		*db_slot = le32_to_cpu(comp.result1);
+	}
+	return err;
+}
+
+int vrnic_cmd_modify_qp(struct vrnic_dev *dev, u32 uctx, u32 qpn, u32 attr_mask,
+			const struct vrnic_qp_attr *attr)
+{
+	struct vrnic_aq_completion comp;
+	struct vrnic_cmd_modify_qp cmd;
+
+	vrnic_cmd_init(&cmd, VRNIC_AQ_OPCODE_MODIFY_QP);
+	cmd.qpn = cpu_to_le32(qpn);
+	cmd.attr_mask = cpu_to_le32(attr_mask);
+	cmd.attr = *attr;
+	cmd.uctx = cpu_to_le32(uctx);
+	return vrnic_aq_exec(dev, &cmd, &comp);
+}
+
+int vrnic_cmd_query_qp(struct vrnic_dev *dev, u32 uctx, u32 qpn,
+		       struct vrnic_qp_attr *out)
+{
+	struct device *dmadev = vrnic_dma_dev(dev);
+	struct vrnic_aq_completion comp;
+	struct vrnic_cmd_modify_qp cmd;
+	dma_addr_t buf_dma;
+	void *buf;
+	int err;
+
+	buf = dma_alloc_coherent(dmadev, sizeof(*out), &buf_dma, GFP_KERNEL);
+	if (!buf)
+		return -ENOMEM;
+
+	vrnic_cmd_init(&cmd, VRNIC_AQ_OPCODE_QUERY_QP);
+	cmd.qpn = cpu_to_le32(qpn);
+	cmd.out_addr = cpu_to_le64(buf_dma);
+	cmd.out_len = cpu_to_le32(sizeof(*out));
+	cmd.uctx = cpu_to_le32(uctx);
+	err = vrnic_aq_exec(dev, &cmd, &comp);
+	if (!err)
+		memcpy(out, buf, sizeof(*out));
+	dma_free_coherent(dmadev, sizeof(*out), buf, buf_dma);
+	return err;
+}
+
+int vrnic_cmd_destroy_qp(struct vrnic_dev *dev, u32 uctx, u32 qpn)
+{
+	return vrnic_cmd_handle(dev, VRNIC_AQ_OPCODE_DESTROY_QP, uctx, qpn, NULL);
+}

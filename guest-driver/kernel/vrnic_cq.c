@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: GPL-2.0 OR Apache-2.0
+/*
+ * Completion queues. The ring lives in the user process (allocated and
+ * polled by the provider); the kernel pins it, creates the CQ on the EQ of
+ * the requested completion vector and routes COMPLETION/CQ_ERR events.
+ */
+#include <linux/interrupt.h>
+#include <linux/log2.h>
+
+#include "vrnic.h"
+
+/* Called from the EQ interrupt handlers (hard IRQ). */
+void vrnic_cq_event(struct vrnic_dev *dev, u32 cqn, bool completion)
+{
+	struct vrnic_cq *cq = xa_load(&dev->cqs, cqn);
+	struct ib_cq *ibcq;
+
+	if (!cq) {
+		/* Normal for an event racing with destroy_cq. */
+		dev_dbg(&dev->pdev->dev, "%s event for unknown CQ %u\n",
+			completion ? "completion" : "error", cqn);
+		return;
+	}
+	ibcq = &cq->ibcq;
+
+	if (completion) {
+		if (ibcq->comp_handler)
+			ibcq->comp_handler(ibcq, ibcq->cq_context);
+	} else if (ibcq->event_handler) {
+		struct ib_event event = {
+			.device = ibcq->device,
+			.event = IB_EVENT_CQ_ERR,
+			.element.cq = ibcq,
+		};
+
+		ibcq->event_handler(&event, ibcq->cq_context);
+	}
+}
+
+int vrnic_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
+		    struct uverbs_attr_bundle *attrs)
+{
+	struct ib_udata *udata = vrnic_cq_udata(attrs);
+	struct vrnic_dev *dev = to_vdev(ibcq->device);
+	struct vrnic_cq *cq = to_vcq(ibcq);
+	struct vrnic_create_cq_resp resp = {};
+	struct vrnic_create_cq_cmd cmd;
+	struct vrnic_pbl pbl;
+	u64 buf_addr;
+	size_t ring_size;
+	int err;
+
+	/* Kernel CQs would need kernel verbs (poll_cq), which vrnic lacks. */
+	if (!udata)
+		return -EOPNOTSUPP;
+	if (attr->flags)
+		return -EOPNOTSUPP;
+	if (attr->comp_vector >= dev->num_comp_eqs)
+		return -EINVAL;
+
+	err = vrnic_copy_cmd_from_udata(&cmd, sizeof(cmd),
+					offsetofend(struct vrnic_create_cq_cmd,
+						    depth_log2),
+					udata);
+	if (err)
+		return err;
+	if (memchr_inv(cmd.reserved0, 0, sizeof(cmd.reserved0)))
+		return -EINVAL;
+
+	buf_addr = le64_to_cpu(cmd.buf_addr);
+	if (cmd.depth_log2 < 1 || cmd.depth_log2 > ilog2(dev->lim.max_cqe) ||
+	    attr->cqe > (1U << cmd.depth_log2) || !PAGE_ALIGNED(buf_addr))
+		return -EINVAL;
+	/* depth_log2 <= 31 and CQE_SIZE is 32: no overflow in size_t. */
+	ring_size = (size_t)VRNIC_CQE_SIZE << cmd.depth_log2;
+
+	cq->uctx = vrnic_udata_uctx(udata);
+	cq->eq = &dev->comp_eqs[attr->comp_vector];
+	/* The device writes CQEs: pin writable. */
+	cq->umem = ib_umem_get(ibcq->device, buf_addr, ring_size,
+			       IB_ACCESS_LOCAL_WRITE);
+	if (IS_ERR(cq->umem))
+		return PTR_ERR(cq->umem);
+
+	err = vrnic_pbl_from_umem(dev, &pbl, cq->umem, PAGE_SIZE);
+	if (err)
+		goto err_release;
+	err = vrnic_cmd_create_cq(dev, cq->uctx, cq->eq->eqn, cmd.depth_log2,
+				  &pbl.desc, &cq->cqn, &cq->db_slot);
+	vrnic_pbl_free(dev, &pbl);
+	if (err)
+		goto err_release;
+
+	if (cq->db_slot >= VRNIC_DB_SLOTS_PER_PAGE) {
+		dev_err(&dev->pdev->dev, "CREATE_CQ returned doorbell slot %u\n",
+			cq->db_slot);
+		err = -EIO;
+		goto err_destroy;
+	}
+	err = xa_insert(&dev->cqs, cq->cqn, cq, GFP_KERNEL);
+	if (err) {
+		dev_err(&dev->pdev->dev, "CREATE_CQ returned CQN %u in use\n",
+			cq->cqn);
+		err = -EIO;
+		goto err_destroy;
+	}
+
+	ibcq->cqe = 1U << cmd.depth_log2;
+	resp.cqn = cpu_to_le32(cq->cqn);
+	resp.db_slot = cpu_to_le32(cq->db_slot);
+	resp.depth_log2 = cmd.depth_log2;
+	err = vrnic_copy_resp_to_udata(udata, &resp, sizeof(resp));
+	if (err)
+		goto err_erase;
+
+	ibdev_dbg(&dev->ibdev, "uctx %u: CQ %u depth %u EQ %u slot %u\n",
+		  cq->uctx, cq->cqn, ibcq->cqe, cq->eq->eqn, cq->db_slot);
+	return 0;
+
+err_erase:
+	xa_erase(&dev->cqs, cq->cqn);
+	vrnic_sync_irqs(dev);
+err_destroy:
+	if (vrnic_cmd_destroy_cq(dev, cq->uctx, cq->cqn) && !vrnic_is_dead(dev)) {
+		dev_err(&dev->pdev->dev,
+			"DESTROY_CQ %u failed: leaking its pinned ring\n", cq->cqn);
+		return err;
+	}
+err_release:
+	ib_umem_release(cq->umem);
+	return err;
+}
+
+int vrnic_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
+{
+	struct vrnic_dev *dev = to_vdev(ibcq->device);
+	struct vrnic_cq *cq = to_vcq(ibcq);
+	int err;
+
+	/* After this no EQ handler can find the CQ or still be using it. */
+	xa_erase(&dev->cqs, cq->cqn);
+	vrnic_sync_irqs(dev);
+
+	err = vrnic_cmd_destroy_cq(dev, cq->uctx, cq->cqn);
+	if (err && !vrnic_is_dead(dev)) {
+		/* The device may still write the ring: keep it pinned. */
+		dev_err(&dev->pdev->dev,
+			"DESTROY_CQ %u failed (%d): leaking its pinned ring\n",
+			cq->cqn, err);
+		return 0;
+	}
+	ib_umem_release(cq->umem);
+	return 0;
+}

@@ -1,0 +1,425 @@
+// SPDX-License-Identifier: GPL-2.0 OR Apache-2.0
+/*
+ * PCI probe/remove and ib_device registration.
+ *
+ * Bring-up (SPEC "Bring-up"): map BARs, check VERSION, read limits, reset,
+ * start the admin queue, QUERY_DEVICE/QUERY_PORT, allocate MSI-X vectors,
+ * create the EQs, request the IRQs, register the ib_device.
+ *
+ * Teardown, also used to unwind a failed probe: unregister (the core destroys
+ * every user object: QPs, then CQs, MRs, PDs, contexts), destroy the EQs,
+ * reset the device so it never touches guest memory again, free the IRQs,
+ * then free the memory the device knew about.
+ */
+#include <linux/cpumask.h>
+#include <linux/dma-mapping.h>
+#include <linux/interrupt.h>
+#include <linux/log2.h>
+#include <linux/module.h>
+#include <linux/pci.h>
+
+#include "vrnic.h"
+
+MODULE_DESCRIPTION("vrnic software RDMA HCA (vfio-user) driver");
+MODULE_LICENSE("GPL");
+
+static const struct pci_device_id vrnic_pci_table[] = {
+	{ PCI_DEVICE(VRNIC_PCI_VENDOR_ID, VRNIC_PCI_DEVICE_ID) },
+	{ }
+};
+MODULE_DEVICE_TABLE(pci, vrnic_pci_table);
+
+void vrnic_dev_reset(struct vrnic_dev *dev)
+{
+	writel(VRNIC_BAR0_DEV_CTRL_RESET_MASK, dev->regs + VRNIC_BAR0_DEV_CTRL_OFF);
+	/* The reset is complete when the write is: flush it with a read. */
+	readl(dev->regs + VRNIC_BAR0_DEV_STATUS_OFF);
+}
+
+/* Wait for every running EQ handler; see vrnic_eq.c. */
+void vrnic_sync_irqs(struct vrnic_dev *dev)
+{
+	u32 i;
+
+	if (dev->async_eq.irq_requested)
+		synchronize_irq(pci_irq_vector(dev->pdev, 0));
+	for (i = 0; i < dev->num_comp_eqs; i++)
+		if (dev->comp_eqs[i].irq_requested)
+			synchronize_irq(pci_irq_vector(dev->pdev,
+						       dev->comp_eqs[i].vector));
+}
+
+static u32 vrnic_rd(struct vrnic_dev *dev, u32 off)
+{
+	return readl(dev->regs + off);
+}
+
+static int vrnic_check_version(struct vrnic_dev *dev)
+{
+	u32 version = vrnic_rd(dev, VRNIC_BAR0_VERSION_OFF);
+	u32 major = (version & VRNIC_BAR0_VERSION_MAJOR_MASK) >>
+		    VRNIC_BAR0_VERSION_MAJOR_SHIFT;
+	u32 minor = (version & VRNIC_BAR0_VERSION_MINOR_MASK) >>
+		    VRNIC_BAR0_VERSION_MINOR_SHIFT;
+
+	if (version == U32_MAX || major != VRNIC_VERSION_MAJOR) {
+		dev_err(&dev->pdev->dev,
+			"unsupported interface version %u.%u (driver speaks %u.x)\n",
+			major, minor, VRNIC_VERSION_MAJOR);
+		return -ENODEV;
+	}
+	writel(VRNIC_VERSION_MAJOR << VRNIC_BAR0_VERSION_MAJOR_SHIFT |
+	       VRNIC_VERSION_MINOR << VRNIC_BAR0_VERSION_MINOR_SHIFT,
+	       dev->regs + VRNIC_BAR0_DRIVER_VERSION_OFF);
+	dev_info(&dev->pdev->dev, "vrnic interface %u.%u\n", major, minor);
+	return 0;
+}
+
+/* Read the limit registers and refuse values the driver cannot work with. */
+static int vrnic_read_limits(struct vrnic_dev *dev)
+{
+	struct vrnic_limits *lim = &dev->lim;
+
+	lim->caps = vrnic_rd(dev, VRNIC_BAR0_CAPS_OFF);
+	lim->max_qp = vrnic_rd(dev, VRNIC_BAR0_MAX_QP_OFF);
+	lim->max_cq = vrnic_rd(dev, VRNIC_BAR0_MAX_CQ_OFF);
+	lim->max_mr = vrnic_rd(dev, VRNIC_BAR0_MAX_MR_OFF);
+	lim->max_pd = vrnic_rd(dev, VRNIC_BAR0_MAX_PD_OFF);
+	lim->max_qp_wr = vrnic_rd(dev, VRNIC_BAR0_MAX_QP_WR_OFF);
+	lim->max_cqe = vrnic_rd(dev, VRNIC_BAR0_MAX_CQE_OFF);
+	lim->max_sge = min_t(u32, vrnic_rd(dev, VRNIC_BAR0_MAX_SGE_OFF), U8_MAX);
+	lim->max_inline = vrnic_rd(dev, VRNIC_BAR0_MAX_INLINE_OFF);
+	lim->max_msg_size = vrnic_rd(dev, VRNIC_BAR0_MAX_MSG_SIZE_OFF);
+	lim->max_qp_rd_atom = min_t(u32, vrnic_rd(dev, VRNIC_BAR0_MAX_QP_RD_ATOM_OFF),
+				    U8_MAX);
+	lim->max_eq = vrnic_rd(dev, VRNIC_BAR0_MAX_EQ_OFF);
+	lim->max_uctx = min_t(u32, vrnic_rd(dev, VRNIC_BAR0_MAX_UCTX_OFF),
+			      VRNIC_DB_PAGES - 1);
+	lim->page_size_cap = vrnic_rd(dev, VRNIC_BAR0_PAGE_SIZE_CAP_OFF) &
+			     VRNIC_PAGE_SHIFT_MASK;
+	lim->max_mr_size = (u64)vrnic_rd(dev, VRNIC_BAR0_MAX_MR_SIZE_HI_OFF) << 32 |
+			   vrnic_rd(dev, VRNIC_BAR0_MAX_MR_SIZE_LO_OFF);
+
+	if (!is_power_of_2(lim->max_qp_wr) || lim->max_qp_wr < 2 ||
+	    !is_power_of_2(lim->max_cqe) || lim->max_cqe < 2 ||
+	    !lim->max_sge || !lim->max_uctx || lim->max_eq < 2 ||
+	    !(lim->page_size_cap & PAGE_SIZE) || !lim->max_mr_size) {
+		dev_err(&dev->pdev->dev,
+			"unusable limits: max_qp_wr %u max_cqe %u max_sge %u max_uctx %u max_eq %u page_size_cap %#llx max_mr_size %#llx\n",
+			lim->max_qp_wr, lim->max_cqe, lim->max_sge, lim->max_uctx,
+			lim->max_eq, lim->page_size_cap, lim->max_mr_size);
+		return -ENODEV;
+	}
+	return 0;
+}
+
+static void vrnic_warn_mismatch(struct vrnic_dev *dev, const char *name,
+				u64 reg, u64 attr)
+{
+	if (reg != attr)
+		dev_warn(&dev->pdev->dev,
+			 "QUERY_DEVICE %s %llu differs from register %llu; using the register\n",
+			 name, attr, reg);
+}
+
+/* Build the cached ib_device_attr: identity from QUERY_DEVICE, limits from BAR0. */
+static void vrnic_set_attrs(struct vrnic_dev *dev,
+			    const struct vrnic_device_attr *da)
+{
+	const struct vrnic_limits *lim = &dev->lim;
+	struct ib_device_attr *a = &dev->attrs;
+
+	vrnic_warn_mismatch(dev, "max_qp_wr", lim->max_qp_wr,
+			    le32_to_cpu(da->max_qp_wr));
+	vrnic_warn_mismatch(dev, "max_cqe", lim->max_cqe, le32_to_cpu(da->max_cqe));
+	vrnic_warn_mismatch(dev, "max_sge", lim->max_sge, le32_to_cpu(da->max_sge));
+	vrnic_warn_mismatch(dev, "max_inline", lim->max_inline,
+			    le32_to_cpu(da->max_inline));
+	if (da->phys_port_cnt != 1)
+		dev_warn(&dev->pdev->dev,
+			 "QUERY_DEVICE reports %u ports; using port 1 only\n",
+			 da->phys_port_cnt);
+
+	memset(a, 0, sizeof(*a));
+	a->fw_ver = le64_to_cpu(da->fw_ver);
+	/* Network-order bytes in a little-endian field: pass the bytes through. */
+	memcpy(&a->sys_image_guid, &da->sys_image_guid, sizeof(a->sys_image_guid));
+	memcpy(&dev->ibdev.node_guid, &da->node_guid, sizeof(dev->ibdev.node_guid));
+	a->vendor_id = le32_to_cpu(da->vendor_id);
+	a->vendor_part_id = le32_to_cpu(da->vendor_part_id);
+	a->hw_ver = le32_to_cpu(da->hw_ver);
+
+	a->max_mr_size = lim->max_mr_size;
+	a->page_size_cap = lim->page_size_cap;
+	a->max_qp = min_t(u32, lim->max_qp, INT_MAX);
+	a->max_qp_wr = lim->max_qp_wr;
+	a->max_send_sge = lim->max_sge;
+	a->max_recv_sge = lim->max_sge;
+	a->max_sge_rd = lim->max_sge;
+	a->max_cq = min_t(u32, lim->max_cq, INT_MAX);
+	a->max_cqe = lim->max_cqe;
+	a->max_mr = min_t(u32, lim->max_mr, INT_MAX);
+	a->max_pd = min_t(u32, lim->max_pd, INT_MAX);
+	a->max_qp_rd_atom = lim->max_qp_rd_atom;
+	a->max_qp_init_rd_atom = lim->max_qp_rd_atom;
+	a->max_res_rd_atom = min_t(u64, (u64)a->max_qp * a->max_qp_rd_atom,
+				   INT_MAX);
+	a->atomic_cap = IB_ATOMIC_NONE;
+	a->masked_atomic_cap = IB_ATOMIC_NONE;
+	a->max_pkeys = 1;
+	a->device_cap_flags = IB_DEVICE_PORT_ACTIVE_EVENT |
+			      IB_DEVICE_RC_RNR_NAK_GEN;
+}
+
+static int vrnic_query_identity(struct vrnic_dev *dev)
+{
+	struct vrnic_device_attr da;
+	struct vrnic_port_attr pa;
+	int err;
+
+	err = vrnic_cmd_query_device(dev, &da);
+	if (err)
+		return err;
+	vrnic_set_attrs(dev, &da);
+
+	err = vrnic_cmd_query_port(dev, VRNIC_PORT_NUM, &pa);
+	if (err)
+		return err;
+	dev->lid = le16_to_cpu(pa.lid);
+	memcpy(dev->gid.raw, pa.gid, sizeof(dev->gid.raw));
+	dev_info(&dev->pdev->dev, "port %u: LID %u, GID %pI6\n", VRNIC_PORT_NUM,
+		 dev->lid, dev->gid.raw);
+	return 0;
+}
+
+/* Vector 0 for admin + async events, one completion vector per CPU (capped). */
+static int vrnic_alloc_vectors(struct vrnic_dev *dev)
+{
+	u32 want = min3(num_online_cpus(), (unsigned int)VRNIC_MSIX_VECTORS - 1,
+			dev->lim.max_eq - 1);
+	int nvec;
+
+	nvec = pci_alloc_irq_vectors(dev->pdev, 2, 1 + want, PCI_IRQ_MSIX);
+	if (nvec < 0) {
+		dev_err(&dev->pdev->dev, "cannot allocate MSI-X vectors: %d\n", nvec);
+		return nvec;
+	}
+	dev->num_vectors = nvec;
+	return 0;
+}
+
+static const struct ib_device_ops vrnic_dev_ops = {
+	.owner = THIS_MODULE,
+	.driver_id = RDMA_DRIVER_UNKNOWN,
+	.uverbs_abi_ver = VRNIC_UVERBS_ABI_VERSION,
+
+	.alloc_pd = vrnic_alloc_pd,
+	.alloc_ucontext = vrnic_alloc_ucontext,
+	.create_cq = vrnic_create_cq,
+	.create_qp = vrnic_create_qp,
+	.dealloc_pd = vrnic_dealloc_pd,
+	.dealloc_ucontext = vrnic_dealloc_ucontext,
+	.dereg_mr = vrnic_dereg_mr,
+	.destroy_cq = vrnic_destroy_cq,
+	.destroy_qp = vrnic_destroy_qp,
+	.disassociate_ucontext = vrnic_disassociate_ucontext,
+	.get_dev_fw_str = vrnic_get_dev_fw_str,
+	.get_link_layer = vrnic_get_link_layer,
+	.get_port_immutable = vrnic_get_port_immutable,
+	.mmap = vrnic_mmap,
+	.mmap_free = vrnic_mmap_free,
+	.modify_qp = vrnic_modify_qp,
+	.query_device = vrnic_query_device,
+	.query_gid = vrnic_query_gid,
+	.query_pkey = vrnic_query_pkey,
+	.query_port = vrnic_query_port,
+	.query_qp = vrnic_query_qp,
+	.reg_user_mr = vrnic_reg_user_mr,
+
+	INIT_RDMA_OBJ_SIZE(ib_cq, vrnic_cq, ibcq),
+	INIT_RDMA_OBJ_SIZE(ib_pd, vrnic_pd, ibpd),
+	INIT_RDMA_OBJ_SIZE(ib_qp, vrnic_qp, ibqp),
+	INIT_RDMA_OBJ_SIZE(ib_ucontext, vrnic_ucontext, ibuctx),
+};
+
+static int vrnic_register(struct vrnic_dev *dev)
+{
+	struct ib_device *ibdev = &dev->ibdev;
+	int err;
+
+	ibdev->node_type = RDMA_NODE_IB_CA;
+	ibdev->phys_port_cnt = 1;
+	ibdev->num_comp_vectors = dev->num_comp_eqs;
+	ibdev->dev.parent = &dev->pdev->dev;
+	strscpy(ibdev->node_desc, DRV_NAME, sizeof(ibdev->node_desc));
+	ib_set_device_ops(ibdev, &vrnic_dev_ops);
+
+	err = ib_register_device(ibdev, DRV_NAME "%d", &dev->pdev->dev);
+	if (err)
+		return err;
+	set_bit(VRNIC_FLAG_REGISTERED, &dev->flags);
+	return 0;
+}
+
+static void vrnic_unregister(struct vrnic_dev *dev)
+{
+	/*
+	 * No device-level event may be queued to ib_wq after this: clear the
+	 * flag, then wait for the IRQ handlers and any admin command that may
+	 * be dispatching one.
+	 */
+	clear_bit(VRNIC_FLAG_REGISTERED, &dev->flags);
+	vrnic_sync_irqs(dev);
+	mutex_lock(&dev->aq.lock);
+	mutex_unlock(&dev->aq.lock);
+	ib_unregister_device(&dev->ibdev);
+}
+
+/* Device-level teardown; safe on a partially brought-up device. */
+static void vrnic_hw_teardown(struct vrnic_dev *dev)
+{
+	vrnic_eqs_destroy(dev);
+	vrnic_dev_reset(dev);
+	vrnic_eqs_free_irqs(dev);
+	vrnic_eqs_free(dev);
+	vrnic_aq_free(dev);
+	if (dev->num_vectors)
+		pci_free_irq_vectors(dev->pdev);
+	dev->num_vectors = 0;
+}
+
+static int vrnic_map_bars(struct vrnic_dev *dev)
+{
+	struct pci_dev *pdev = dev->pdev;
+
+	if (!(pci_resource_flags(pdev, VRNIC_BAR_CTRL) & IORESOURCE_MEM) ||
+	    !(pci_resource_flags(pdev, VRNIC_BAR_DB) & IORESOURCE_MEM) ||
+	    !(pci_resource_flags(pdev, VRNIC_BAR_KICK) & IORESOURCE_MEM) ||
+	    pci_resource_len(pdev, VRNIC_BAR_CTRL) < VRNIC_BAR_CTRL_SIZE ||
+	    pci_resource_len(pdev, VRNIC_BAR_DB) < VRNIC_BAR_DB_SIZE ||
+	    pci_resource_len(pdev, VRNIC_BAR_KICK) < VRNIC_BAR_KICK_SIZE) {
+		dev_err(&pdev->dev, "unexpected BAR layout\n");
+		return -ENODEV;
+	}
+
+	/* Registers only: the MSI-X table and PBA behind them belong to the PCI core. */
+	dev->regs = pci_iomap_range(pdev, VRNIC_BAR_CTRL, 0, VRNIC_MSIX_TABLE_OFF);
+	dev->kdb = pci_iomap_range(pdev, VRNIC_BAR_DB, 0, VRNIC_DB_PAGE_SIZE);
+	if (!dev->regs || !dev->kdb)
+		return -ENOMEM;
+	dev->db_bar = pci_resource_start(pdev, VRNIC_BAR_DB);
+	dev->kick_bar = pci_resource_start(pdev, VRNIC_BAR_KICK);
+	return 0;
+}
+
+static void vrnic_unmap_bars(struct vrnic_dev *dev)
+{
+	if (dev->kdb)
+		pci_iounmap(dev->pdev, dev->kdb);
+	if (dev->regs)
+		pci_iounmap(dev->pdev, dev->regs);
+	dev->kdb = NULL;
+	dev->regs = NULL;
+}
+
+static int vrnic_probe(struct pci_dev *pdev, const struct pci_device_id *id)
+{
+	struct vrnic_dev *dev;
+	int err;
+
+	dev = ib_alloc_device(vrnic_dev, ibdev);
+	if (!dev)
+		return -ENOMEM;
+	dev->pdev = pdev;
+	xa_init(&dev->cqs);
+	xa_init(&dev->qps);
+	pci_set_drvdata(pdev, dev);
+
+	err = pci_enable_device_mem(pdev);
+	if (err)
+		goto err_dealloc;
+	err = dma_set_mask_and_coherent(&pdev->dev, DMA_BIT_MASK(64));
+	if (err) {
+		dev_err(&pdev->dev, "no 64-bit DMA: %d\n", err);
+		goto err_disable;
+	}
+	dma_set_max_seg_size(&pdev->dev, UINT_MAX);
+	err = pci_request_regions(pdev, DRV_NAME);
+	if (err)
+		goto err_disable;
+	pci_set_master(pdev);
+
+	err = vrnic_map_bars(dev);
+	if (err)
+		goto err_unmap;
+	err = vrnic_check_version(dev);
+	if (err)
+		goto err_unmap;
+	err = vrnic_read_limits(dev);
+	if (err)
+		goto err_unmap;
+
+	/* Start from a clean device whatever the previous owner left. */
+	vrnic_dev_reset(dev);
+	err = vrnic_aq_init(dev);
+	if (err)
+		goto err_unmap;
+	err = vrnic_query_identity(dev);
+	if (err)
+		goto err_hw;
+	err = vrnic_alloc_vectors(dev);
+	if (err)
+		goto err_hw;
+	err = vrnic_eqs_create(dev);
+	if (err)
+		goto err_hw;
+	err = vrnic_eqs_request_irqs(dev);
+	if (err)
+		goto err_hw;
+	err = vrnic_register(dev);
+	if (err)
+		goto err_hw;
+
+	dev_info(&pdev->dev, "%s: %u completion vectors\n",
+		 dev_name(&dev->ibdev.dev), dev->num_comp_eqs);
+	return 0;
+
+err_hw:
+	vrnic_hw_teardown(dev);
+err_unmap:
+	vrnic_unmap_bars(dev);
+	pci_release_regions(pdev);
+err_disable:
+	pci_clear_master(pdev);
+	pci_disable_device(pdev);
+err_dealloc:
+	pci_set_drvdata(pdev, NULL);
+	ib_dealloc_device(&dev->ibdev);
+	return err;
+}
+
+static void vrnic_remove(struct pci_dev *pdev)
+{
+	struct vrnic_dev *dev = pci_get_drvdata(pdev);
+
+	vrnic_unregister(dev);
+	vrnic_hw_teardown(dev);
+	WARN_ON(!xa_empty(&dev->cqs) || !xa_empty(&dev->qps));
+	xa_destroy(&dev->cqs);
+	xa_destroy(&dev->qps);
+	vrnic_unmap_bars(dev);
+	pci_release_regions(pdev);
+	pci_clear_master(pdev);
+	pci_disable_device(pdev);
+	pci_set_drvdata(pdev, NULL);
+	ib_dealloc_device(&dev->ibdev);
+}
+
+static struct pci_driver vrnic_pci_driver = {
+	.name = DRV_NAME,
+	.id_table = vrnic_pci_table,
+	.probe = vrnic_probe,
+	.remove = vrnic_remove,
+};
+
+module_pci_driver(vrnic_pci_driver);

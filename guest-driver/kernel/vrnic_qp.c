@@ -1,0 +1,485 @@
+// SPDX-License-Identifier: GPL-2.0 OR Apache-2.0
+/*
+ * Queue pairs (RC only). Both rings live in the user process; the kernel
+ * validates the provider's geometry against the device limits, pins the
+ * rings and drives the QP state machine with MODIFY_QP.
+ */
+#include <linux/log2.h>
+#include <linux/slab.h>
+
+#include "vrnic.h"
+
+/* Attribute masks the device does not implement (it answers BAD_FIELD). */
+#define VRNIC_QP_UNSUPPORTED_MASK \
+	(IB_QP_ALT_PATH | IB_QP_PATH_MIG_STATE | IB_QP_CAP)
+
+/* The hw-spec QP enums are defined as the verbs values. */
+VRNIC_ASSERT_SAME(VRNIC_QP_STATE_RESET, IB_QPS_RESET);
+VRNIC_ASSERT_SAME(VRNIC_QP_STATE_INIT, IB_QPS_INIT);
+VRNIC_ASSERT_SAME(VRNIC_QP_STATE_RTR, IB_QPS_RTR);
+VRNIC_ASSERT_SAME(VRNIC_QP_STATE_RTS, IB_QPS_RTS);
+VRNIC_ASSERT_SAME(VRNIC_QP_STATE_SQD, IB_QPS_SQD);
+VRNIC_ASSERT_SAME(VRNIC_QP_STATE_SQE, IB_QPS_SQE);
+VRNIC_ASSERT_SAME(VRNIC_QP_STATE_ERR, IB_QPS_ERR);
+VRNIC_ASSERT_SAME(VRNIC_QP_ATTR_MASK_STATE, IB_QP_STATE);
+VRNIC_ASSERT_SAME(VRNIC_QP_ATTR_MASK_CUR_STATE, IB_QP_CUR_STATE);
+VRNIC_ASSERT_SAME(VRNIC_QP_ATTR_MASK_EN_SQD_ASYNC_NOTIFY, IB_QP_EN_SQD_ASYNC_NOTIFY);
+VRNIC_ASSERT_SAME(VRNIC_QP_ATTR_MASK_ACCESS_FLAGS, IB_QP_ACCESS_FLAGS);
+VRNIC_ASSERT_SAME(VRNIC_QP_ATTR_MASK_PKEY_INDEX, IB_QP_PKEY_INDEX);
+VRNIC_ASSERT_SAME(VRNIC_QP_ATTR_MASK_PORT, IB_QP_PORT);
+VRNIC_ASSERT_SAME(VRNIC_QP_ATTR_MASK_QKEY, IB_QP_QKEY);
+VRNIC_ASSERT_SAME(VRNIC_QP_ATTR_MASK_AV, IB_QP_AV);
+VRNIC_ASSERT_SAME(VRNIC_QP_ATTR_MASK_PATH_MTU, IB_QP_PATH_MTU);
+VRNIC_ASSERT_SAME(VRNIC_QP_ATTR_MASK_TIMEOUT, IB_QP_TIMEOUT);
+VRNIC_ASSERT_SAME(VRNIC_QP_ATTR_MASK_RETRY_CNT, IB_QP_RETRY_CNT);
+VRNIC_ASSERT_SAME(VRNIC_QP_ATTR_MASK_RNR_RETRY, IB_QP_RNR_RETRY);
+VRNIC_ASSERT_SAME(VRNIC_QP_ATTR_MASK_RQ_PSN, IB_QP_RQ_PSN);
+VRNIC_ASSERT_SAME(VRNIC_QP_ATTR_MASK_MAX_QP_RD_ATOMIC, IB_QP_MAX_QP_RD_ATOMIC);
+VRNIC_ASSERT_SAME(VRNIC_QP_ATTR_MASK_ALT_PATH, IB_QP_ALT_PATH);
+VRNIC_ASSERT_SAME(VRNIC_QP_ATTR_MASK_MIN_RNR_TIMER, IB_QP_MIN_RNR_TIMER);
+VRNIC_ASSERT_SAME(VRNIC_QP_ATTR_MASK_SQ_PSN, IB_QP_SQ_PSN);
+VRNIC_ASSERT_SAME(VRNIC_QP_ATTR_MASK_MAX_DEST_RD_ATOMIC, IB_QP_MAX_DEST_RD_ATOMIC);
+VRNIC_ASSERT_SAME(VRNIC_QP_ATTR_MASK_PATH_MIG_STATE, IB_QP_PATH_MIG_STATE);
+VRNIC_ASSERT_SAME(VRNIC_QP_ATTR_MASK_CAP, IB_QP_CAP);
+VRNIC_ASSERT_SAME(VRNIC_QP_ATTR_MASK_DEST_QPN, IB_QP_DEST_QPN);
+static_assert(IB_QP_ATTR_STANDARD_BITS == GENMASK(20, 0));
+
+/* Called from the async EQ interrupt handler (hard IRQ). */
+void vrnic_qp_event(struct vrnic_dev *dev, u32 qpn, enum ib_event_type type)
+{
+	struct vrnic_qp *qp = NULL;
+	struct ib_qp *ibqp;
+
+	if (qpn >= VRNIC_QPN_MIN && qpn <= VRNIC_QPN_MAX)
+		qp = xa_load(&dev->qps, qpn);
+	if (!qp) {
+		dev_dbg(&dev->pdev->dev, "event %d for unknown QP %u\n", type, qpn);
+		return;
+	}
+	ibqp = &qp->ibqp;
+
+	switch (type) {
+	case IB_EVENT_QP_FATAL:
+	case IB_EVENT_QP_REQ_ERR:
+	case IB_EVENT_QP_ACCESS_ERR:
+		/* The device moved the QP to ERR. */
+		WRITE_ONCE(qp->state, IB_QPS_ERR);
+		break;
+	default:
+		break;
+	}
+
+	if (ibqp->event_handler) {
+		struct ib_event event = {
+			.device = ibqp->device,
+			.event = type,
+			.element.qp = ibqp,
+		};
+
+		ibqp->event_handler(&event, ibqp->qp_context);
+	}
+}
+
+/* Check the provider's ring geometry against the verbs caps and the device. */
+static int vrnic_qp_check_geometry(struct vrnic_dev *dev,
+				   const struct ib_qp_cap *cap,
+				   const struct vrnic_create_qp_cmd *cmd,
+				   struct vrnic_create_qp_params *p)
+{
+	const struct vrnic_limits *lim = &dev->lim;
+	u32 max_depth_log2 = ilog2(lim->max_qp_wr);
+	u32 send_bytes, recv_bytes;
+
+	if (cap->max_send_wr > lim->max_qp_wr || cap->max_recv_wr > lim->max_qp_wr ||
+	    cap->max_send_sge > lim->max_sge || cap->max_recv_sge > lim->max_sge ||
+	    cap->max_inline_data > lim->max_inline)
+		return -EINVAL;
+
+	if (cmd->sq_depth_log2 < 1 || cmd->sq_depth_log2 > max_depth_log2 ||
+	    cmd->rq_depth_log2 < 1 || cmd->rq_depth_log2 > max_depth_log2 ||
+	    (1U << cmd->sq_depth_log2) < cap->max_send_wr ||
+	    (1U << cmd->rq_depth_log2) < cap->max_recv_wr)
+		return -EINVAL;
+
+	if (cmd->sq_wqe_shift < VRNIC_SEND_WQE_SHIFT_MIN ||
+	    cmd->sq_wqe_shift > VRNIC_SEND_WQE_SHIFT_MAX ||
+	    cmd->rq_wqe_shift < VRNIC_RECV_WQE_SHIFT_MIN ||
+	    cmd->rq_wqe_shift > VRNIC_RECV_WQE_SHIFT_MAX)
+		return -EINVAL;
+
+	/* cmd->max_inline is what the send WQE size was chosen for. */
+	p->max_inline = le32_to_cpu(cmd->max_inline);
+	if (p->max_inline < cap->max_inline_data || p->max_inline > lim->max_inline)
+		return -EINVAL;
+
+	/* The device wants at least one SGE per WQE; lim->max_sge <= U8_MAX. */
+	p->max_send_sge = max_t(u32, cap->max_send_sge, 1);
+	p->max_recv_sge = max_t(u32, cap->max_recv_sge, 1);
+
+	/* All operands are small (checked above): no overflow. */
+	send_bytes = VRNIC_SEND_WQE_HEADER_SIZE +
+		     max_t(u32, p->max_send_sge * VRNIC_SGE_SIZE, p->max_inline);
+	recv_bytes = VRNIC_RECV_WQE_HEADER_SIZE + p->max_recv_sge * VRNIC_SGE_SIZE;
+	if (send_bytes > (1U << cmd->sq_wqe_shift) ||
+	    recv_bytes > (1U << cmd->rq_wqe_shift))
+		return -EINVAL;
+
+	p->sq_depth_log2 = cmd->sq_depth_log2;
+	p->rq_depth_log2 = cmd->rq_depth_log2;
+	p->sq_wqe_shift = cmd->sq_wqe_shift;
+	p->rq_wqe_shift = cmd->rq_wqe_shift;
+	return 0;
+}
+
+static struct ib_umem *vrnic_qp_pin_ring(struct ib_device *ibdev, u64 addr,
+					 unsigned int size_log2)
+{
+	if (!PAGE_ALIGNED(addr))
+		return ERR_PTR(-EINVAL);
+	/* Pinned writable so the pages are never shared copy-on-write. */
+	return ib_umem_get(ibdev, addr, (size_t)1 << size_log2,
+			   IB_ACCESS_LOCAL_WRITE);
+}
+
+int vrnic_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init_attr,
+		    struct ib_udata *udata)
+{
+	struct vrnic_dev *dev = to_vdev(ibqp->device);
+	struct vrnic_qp *qp = to_vqp(ibqp);
+	struct vrnic_create_qp_params p = {};
+	struct vrnic_create_qp_resp resp = {};
+	struct vrnic_create_qp_cmd cmd;
+	struct vrnic_pbl sq_pbl, rq_pbl;
+	int err;
+
+	if (!udata)
+		return -EOPNOTSUPP;
+	if (init_attr->qp_type != IB_QPT_RC)
+		return -EOPNOTSUPP;
+	if (init_attr->srq || init_attr->create_flags || init_attr->rwq_ind_tbl)
+		return -EOPNOTSUPP;
+	if (!init_attr->send_cq || !init_attr->recv_cq)
+		return -EINVAL;
+
+	err = vrnic_copy_cmd_from_udata(&cmd, sizeof(cmd),
+					offsetofend(struct vrnic_create_qp_cmd,
+						    max_inline),
+					udata);
+	if (err)
+		return err;
+	if (memchr_inv(cmd.reserved0, 0, sizeof(cmd.reserved0)))
+		return -EINVAL;
+	err = vrnic_qp_check_geometry(dev, &init_attr->cap, &cmd, &p);
+	if (err)
+		return err;
+
+	mutex_init(&qp->lock);
+	qp->uctx = vrnic_udata_uctx(udata);
+	qp->state = IB_QPS_RESET;
+	qp->sq_sig_type = init_attr->sq_sig_type;
+	p.uctx = qp->uctx;
+	p.pdn = to_vpd(ibqp->pd)->pdn;
+	p.send_cqn = to_vcq(init_attr->send_cq)->cqn;
+	p.recv_cqn = to_vcq(init_attr->recv_cq)->cqn;
+
+	qp->sq_umem = vrnic_qp_pin_ring(ibqp->device, le64_to_cpu(cmd.sq_buf_addr),
+					p.sq_depth_log2 + p.sq_wqe_shift);
+	if (IS_ERR(qp->sq_umem)) {
+		err = PTR_ERR(qp->sq_umem);
+		goto err_mutex;
+	}
+	qp->rq_umem = vrnic_qp_pin_ring(ibqp->device, le64_to_cpu(cmd.rq_buf_addr),
+					p.rq_depth_log2 + p.rq_wqe_shift);
+	if (IS_ERR(qp->rq_umem)) {
+		err = PTR_ERR(qp->rq_umem);
+		goto err_release_sq;
+	}
+
+	err = vrnic_pbl_from_umem(dev, &sq_pbl, qp->sq_umem, PAGE_SIZE);
+	if (err)
+		goto err_release_rq;
+	err = vrnic_pbl_from_umem(dev, &rq_pbl, qp->rq_umem, PAGE_SIZE);
+	if (err) {
+		vrnic_pbl_free(dev, &sq_pbl);
+		goto err_release_rq;
+	}
+	p.sq_ring = sq_pbl.desc;
+	p.rq_ring = rq_pbl.desc;
+	err = vrnic_cmd_create_qp(dev, &p, &qp->qpn, &qp->db_slot);
+	vrnic_pbl_free(dev, &rq_pbl);
+	vrnic_pbl_free(dev, &sq_pbl);
+	if (err)
+		goto err_release_rq;
+
+	if (qp->qpn < VRNIC_QPN_MIN || qp->qpn > VRNIC_QPN_MAX ||
+	    qp->db_slot >= VRNIC_DB_SLOTS_PER_PAGE) {
+		dev_err(&dev->pdev->dev, "CREATE_QP returned QPN %u slot %u\n",
+			qp->qpn, qp->db_slot);
+		err = -EIO;
+		goto err_destroy;
+	}
+	err = xa_insert(&dev->qps, qp->qpn, qp, GFP_KERNEL);
+	if (err) {
+		dev_err(&dev->pdev->dev, "CREATE_QP returned QPN %u in use\n",
+			qp->qpn);
+		err = -EIO;
+		goto err_destroy;
+	}
+	ibqp->qp_num = qp->qpn;
+
+	/* Report what was actually created. */
+	init_attr->cap.max_send_wr = 1U << p.sq_depth_log2;
+	init_attr->cap.max_recv_wr = 1U << p.rq_depth_log2;
+	init_attr->cap.max_send_sge = p.max_send_sge;
+	init_attr->cap.max_recv_sge = p.max_recv_sge;
+	init_attr->cap.max_inline_data = p.max_inline;
+	qp->cap = init_attr->cap;
+
+	resp.qpn = cpu_to_le32(qp->qpn);
+	resp.db_slot = cpu_to_le32(qp->db_slot);
+	err = vrnic_copy_resp_to_udata(udata, &resp, sizeof(resp));
+	if (err)
+		goto err_erase;
+
+	ibdev_dbg(&dev->ibdev,
+		  "uctx %u: QP %u slot %u sq %u x %u B, rq %u x %u B\n",
+		  qp->uctx, qp->qpn, qp->db_slot, 1U << p.sq_depth_log2,
+		  1U << p.sq_wqe_shift, 1U << p.rq_depth_log2,
+		  1U << p.rq_wqe_shift);
+	return 0;
+
+err_erase:
+	xa_erase(&dev->qps, qp->qpn);
+	vrnic_sync_irqs(dev);
+err_destroy:
+	if (vrnic_cmd_destroy_qp(dev, qp->uctx, qp->qpn) && !vrnic_is_dead(dev)) {
+		dev_err(&dev->pdev->dev,
+			"DESTROY_QP %u failed: leaking its pinned rings\n", qp->qpn);
+		goto err_mutex;
+	}
+err_release_rq:
+	ib_umem_release(qp->rq_umem);
+err_release_sq:
+	ib_umem_release(qp->sq_umem);
+err_mutex:
+	mutex_destroy(&qp->lock);
+	return err;
+}
+
+static void vrnic_qp_attr_av(const struct rdma_ah_attr *ah,
+			     struct vrnic_qp_attr *va)
+{
+	va->dlid = cpu_to_le16(rdma_ah_get_dlid(ah));
+	va->sl = rdma_ah_get_sl(ah);
+	va->src_path_bits = rdma_ah_get_path_bits(ah);
+	va->static_rate = rdma_ah_get_static_rate(ah);
+	if (rdma_ah_get_ah_flags(ah) & IB_AH_GRH) {
+		const struct ib_global_route *grh = rdma_ah_read_grh(ah);
+
+		va->is_global = 1;
+		va->sgid_index = grh->sgid_index;
+		memcpy(va->dgid, grh->dgid.raw, sizeof(va->dgid));
+		va->flow_label = cpu_to_le32(grh->flow_label);
+		va->hop_limit = grh->hop_limit;
+		va->traffic_class = grh->traffic_class;
+	}
+}
+
+/* Fill only the fields named by @mask; everything else stays zero. */
+static int vrnic_qp_attr_from_ib(const struct ib_qp_attr *attr, int mask,
+				 struct vrnic_qp_attr *va)
+{
+	memset(va, 0, sizeof(*va));
+	if (mask & IB_QP_STATE)
+		va->qp_state = attr->qp_state;
+	if (mask & IB_QP_CUR_STATE)
+		va->cur_qp_state = attr->cur_qp_state;
+	if (mask & IB_QP_EN_SQD_ASYNC_NOTIFY)
+		va->en_sqd_async_notify = attr->en_sqd_async_notify;
+	if (mask & IB_QP_ACCESS_FLAGS) {
+		if (attr->qp_access_flags & ~VRNIC_ACCESS_SUPPORTED_MASK)
+			return -EINVAL;
+		va->qp_access_flags = cpu_to_le32(attr->qp_access_flags);
+	}
+	if (mask & IB_QP_PKEY_INDEX)
+		va->pkey_index = cpu_to_le16(attr->pkey_index);
+	if (mask & IB_QP_PORT) {
+		if (attr->port_num != VRNIC_PORT_NUM)
+			return -EINVAL;
+		va->port_num = attr->port_num;
+	}
+	if (mask & IB_QP_QKEY)
+		va->qkey = cpu_to_le32(attr->qkey);
+	if (mask & IB_QP_AV)
+		vrnic_qp_attr_av(&attr->ah_attr, va);
+	if (mask & IB_QP_PATH_MTU)
+		va->path_mtu = attr->path_mtu;
+	if (mask & IB_QP_TIMEOUT)
+		va->timeout = attr->timeout;
+	if (mask & IB_QP_RETRY_CNT)
+		va->retry_cnt = attr->retry_cnt;
+	if (mask & IB_QP_RNR_RETRY)
+		va->rnr_retry = attr->rnr_retry;
+	if (mask & IB_QP_RQ_PSN)
+		va->rq_psn = cpu_to_le32(attr->rq_psn);
+	if (mask & IB_QP_MAX_QP_RD_ATOMIC)
+		va->max_rd_atomic = attr->max_rd_atomic;
+	if (mask & IB_QP_MIN_RNR_TIMER)
+		va->min_rnr_timer = attr->min_rnr_timer;
+	if (mask & IB_QP_SQ_PSN)
+		va->sq_psn = cpu_to_le32(attr->sq_psn);
+	if (mask & IB_QP_MAX_DEST_RD_ATOMIC)
+		va->max_dest_rd_atomic = attr->max_dest_rd_atomic;
+	if (mask & IB_QP_DEST_QPN)
+		va->dest_qp_num = cpu_to_le32(attr->dest_qp_num);
+	return 0;
+}
+
+int vrnic_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int attr_mask,
+		    struct ib_udata *udata)
+{
+	struct vrnic_dev *dev = to_vdev(ibqp->device);
+	struct vrnic_qp *qp = to_vqp(ibqp);
+	enum ib_qp_state cur, next;
+	struct vrnic_qp_attr va;
+	int err;
+
+	if (attr_mask & ~IB_QP_ATTR_STANDARD_BITS)
+		return -EOPNOTSUPP;
+	if (attr_mask & VRNIC_QP_UNSUPPORTED_MASK)
+		return -EOPNOTSUPP;
+	if (udata && udata->inlen &&
+	    !ib_is_udata_cleared(udata, 0, udata->inlen))
+		return -EOPNOTSUPP;
+
+	mutex_lock(&qp->lock);
+	cur = (attr_mask & IB_QP_CUR_STATE) ? attr->cur_qp_state :
+					      READ_ONCE(qp->state);
+	next = (attr_mask & IB_QP_STATE) ? attr->qp_state : cur;
+	if (!vrnic_modify_qp_is_ok(cur, next, ibqp->qp_type, attr_mask)) {
+		ibdev_dbg(&dev->ibdev, "QP %u: invalid transition %d -> %d mask %#x\n",
+			  qp->qpn, cur, next, attr_mask);
+		err = -EINVAL;
+		goto out_unlock;
+	}
+
+	err = vrnic_qp_attr_from_ib(attr, attr_mask, &va);
+	if (err)
+		goto out_unlock;
+	err = vrnic_cmd_modify_qp(dev, qp->uctx, qp->qpn, attr_mask, &va);
+	if (err)
+		goto out_unlock;
+	if (attr_mask & IB_QP_STATE)
+		WRITE_ONCE(qp->state, next);
+	ibdev_dbg(&dev->ibdev, "QP %u: %d -> %d mask %#x\n", qp->qpn, cur, next,
+		  attr_mask);
+
+out_unlock:
+	mutex_unlock(&qp->lock);
+	return err;
+}
+
+static void vrnic_qp_attr_to_ib(const struct vrnic_qp_attr *va,
+				struct ib_qp_attr *attr)
+{
+	struct rdma_ah_attr *ah = &attr->ah_attr;
+
+	attr->qp_state = va->qp_state;
+	attr->cur_qp_state = va->qp_state;
+	attr->path_mtu = va->path_mtu;
+	attr->timeout = va->timeout;
+	attr->retry_cnt = va->retry_cnt;
+	attr->rnr_retry = va->rnr_retry;
+	attr->min_rnr_timer = va->min_rnr_timer;
+	attr->max_rd_atomic = va->max_rd_atomic;
+	attr->max_dest_rd_atomic = va->max_dest_rd_atomic;
+	attr->port_num = va->port_num;
+	attr->sq_draining = va->sq_draining;
+	attr->en_sqd_async_notify = va->en_sqd_async_notify;
+	attr->qp_access_flags = le32_to_cpu(va->qp_access_flags) &
+				VRNIC_ACCESS_SUPPORTED_MASK;
+	attr->dest_qp_num = le32_to_cpu(va->dest_qp_num) & VRNIC_QPN_MAX;
+	attr->rq_psn = le32_to_cpu(va->rq_psn) & 0xffffff;
+	attr->sq_psn = le32_to_cpu(va->sq_psn) & 0xffffff;
+	attr->qkey = le32_to_cpu(va->qkey);
+	attr->pkey_index = le16_to_cpu(va->pkey_index);
+
+	ah->type = RDMA_AH_ATTR_TYPE_IB;
+	rdma_ah_set_port_num(ah, VRNIC_PORT_NUM);
+	rdma_ah_set_dlid(ah, le16_to_cpu(va->dlid));
+	rdma_ah_set_sl(ah, va->sl & 0xf);
+	rdma_ah_set_path_bits(ah, va->src_path_bits);
+	rdma_ah_set_static_rate(ah, va->static_rate);
+	if (va->is_global) {
+		union ib_gid dgid;
+
+		memcpy(dgid.raw, va->dgid, sizeof(dgid.raw));
+		rdma_ah_set_grh(ah, &dgid, le32_to_cpu(va->flow_label) & 0xfffff,
+				va->sgid_index, va->hop_limit, va->traffic_class);
+	}
+}
+
+int vrnic_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int attr_mask,
+		   struct ib_qp_init_attr *init_attr)
+{
+	struct vrnic_dev *dev = to_vdev(ibqp->device);
+	struct vrnic_qp *qp = to_vqp(ibqp);
+	struct vrnic_qp_attr va;
+	int err;
+
+	mutex_lock(&qp->lock);
+	err = vrnic_cmd_query_qp(dev, qp->uctx, qp->qpn, &va);
+	if (err)
+		goto out_unlock;
+	/* Never pass on values the device should not produce. */
+	if (va.qp_state > VRNIC_QP_STATE_ERR ||
+	    (va.path_mtu && (va.path_mtu < VRNIC_MTU_SIZE_256 ||
+			     va.path_mtu > VRNIC_MTU_SIZE_4096))) {
+		dev_warn_ratelimited(&dev->pdev->dev,
+				     "QUERY_QP %u: bad state %u or mtu %u\n",
+				     qp->qpn, va.qp_state, va.path_mtu);
+		err = -EIO;
+		goto out_unlock;
+	}
+	WRITE_ONCE(qp->state, va.qp_state);
+
+	memset(attr, 0, sizeof(*attr));
+	vrnic_qp_attr_to_ib(&va, attr);
+	attr->cap = qp->cap;
+
+	memset(init_attr, 0, sizeof(*init_attr));
+	init_attr->qp_type = IB_QPT_RC;
+	init_attr->send_cq = ibqp->send_cq;
+	init_attr->recv_cq = ibqp->recv_cq;
+	init_attr->cap = qp->cap;
+	init_attr->sq_sig_type = qp->sq_sig_type;
+	init_attr->port_num = VRNIC_PORT_NUM;
+
+out_unlock:
+	mutex_unlock(&qp->lock);
+	return err;
+}
+
+int vrnic_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
+{
+	struct vrnic_dev *dev = to_vdev(ibqp->device);
+	struct vrnic_qp *qp = to_vqp(ibqp);
+	int err;
+
+	/* After this no EQ handler can find the QP or still be using it. */
+	xa_erase(&dev->qps, qp->qpn);
+	vrnic_sync_irqs(dev);
+
+	err = vrnic_cmd_destroy_qp(dev, qp->uctx, qp->qpn);
+	if (err && !vrnic_is_dead(dev)) {
+		/* The device may still read the rings: keep them pinned. */
+		dev_err(&dev->pdev->dev,
+			"DESTROY_QP %u failed (%d): leaking its pinned rings\n",
+			qp->qpn, err);
+	} else {
+		ib_umem_release(qp->rq_umem);
+		ib_umem_release(qp->sq_umem);
+	}
+	mutex_destroy(&qp->lock);
+	return 0;
+}
