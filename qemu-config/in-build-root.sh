@@ -11,7 +11,7 @@ set -euo pipefail
 [[ $# -gt 0 && $1 != -h && $1 != --help ]] || { sed -n '2,9s/^# \{0,1\}//p' "$0"; exit 0; }
 
 VRNIC_QUIET=1 "$QC_DIR/provision.sh" build
-lock_cache -s # keep provision from replacing the root under us
+lock "$BUILD_LOCK" -s # provision waits for us before it replaces the build root
 R=$CACHE/build-root
 cwd=/vrnic
 case $PWD/ in "$REPO_DIR"/*) cwd=/vrnic${PWD#"$REPO_DIR"} ;; esac

@@ -12,17 +12,21 @@ note() { [[ -n ${VRNIC_QUIET:-} ]] || log "$@"; } # routine news, hidden when VR
 die() { printf '[vrnic] ERROR: %s\n' "$*" >&2; exit 1; }
 [[ $(id -u) == 0 ]] || die "run as root (debootstrap, chroot and mounts need it)"
 
-# --- locking: one writer of the cache at a time; nested calls reuse the held lock.
-lock_cache() { # lock_cache [-s]   (exclusive by default, -s = shared)
-  [[ -n ${VRNIC_LOCK_HELD:-} ]] && return 0
+# --- locking (flock, held until the script exits)
+lock() { # lock FILE [-s]: exclusive, or shared with -s
+  local f=$1 fd; shift
   mkdir -p "$CACHE"
-  exec 9>"$CACHE/.lock"
-  if ! flock -n "$@" 9; then
-    log "waiting for the cache lock $CACHE/.lock (another provision/pack is running)"
-    flock "$@" 9
-  fi
+  exec {fd}>"$f"
+  flock -n "$@" "$fd" || { log "waiting for the lock $f"; flock "$@" "$fd"; }
+}
+# One writer of the cache at a time; nested calls (provision -> pack-guest) reuse the lock.
+lock_cache() { # lock_cache [-s]
+  [[ -n ${VRNIC_LOCK_HELD:-} ]] && return 0
+  lock "$CACHE/.lock" "$@"
   export VRNIC_LOCK_HELD=1
 }
+# in-build-root.sh holds this shared while it runs; replacing the build root takes it exclusively.
+BUILD_LOCK=$CACHE/.build-root.lock
 
 # --- mounts: every mount is recorded and undone on exit, even on failure.
 MOUNTS=()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build (or reuse) the cached QEMU, guest kernel, guest image and build root.
-# Usage: provision.sh [qemu|kernel|guest|build|all]...   (default: all)
+# Usage: provision.sh [qemu|kernel|guest|build|all|clean]...   (default: all)
 # Idempotent: each part is rebuilt only when its stamp (versions.env + REV) changed.
+# clean deletes the whole cache (waits for running in-build-root.sh; never rm -rf it by hand).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -143,11 +144,19 @@ provision_guest() {
   note "guest: $(du -h "$GUEST_CPIO" | cut -f1) $GUEST_CPIO, kernel $KERNEL_IMAGE"
 }
 
+provision_clean() { # safe_rm refuses trees that still have something mounted in them
+  local p
+  lock "$BUILD_LOCK"
+  for p in "$CACHE"/*; do safe_rm "$p"; done
+  log "clean: emptied $CACHE"
+}
+
 provision_build() {
   local stamp="build $DEBIAN_SUITE $KERNEL_VERSION rdma-core=$RDMA_CORE_VERSION $BUILD_PACKAGES rev=$REV"
   local b=$CACHE/build-root.new tarball=rdma-core_$RDMA_CORE_VERSION.orig.tar.gz
   is_fresh build-root "$stamp" && { note "build: cached ($CACHE/build-root)"; return 0; }
   log "build: building $CACHE/build-root (headers $KERNEL_VERSION, rdma-core $RDMA_CORE_VERSION source)"
+  lock "$BUILD_LOCK"
   new_root build-root "deb $DEBIAN_MIRROR $DEBIAN_SUITE main" "deb-src $DEBIAN_MIRROR $DEBIAN_SUITE main"
   # INITRD=No: the headers pull in the kernel image; its initramfs is never used here.
   logged build-install in_root "$b" env INITRD=No apt-get -y -q -o APT::Sandbox::User=root \
@@ -160,18 +169,19 @@ provision_build() {
   tar -xzf "$b/src/$tarball" -C "$b/src/rdma-core" --strip-components=1
   [[ -d $b/usr/lib/modules/$KERNEL_VERSION/build ]] || die "no headers for $KERNEL_VERSION in build root"
   publish build-root "$stamp"
+  log "build: ready ($CACHE/build-root, $(du -sh "$CACHE/build-root" | cut -f1))"
 }
 
 (($#)) || set -- all
 for part in "$@"; do
   case $part in
-    qemu | kernel | guest | build | all) ;;
-    -h | --help) sed -n '2,4s/^# \{0,1\}//p' "$0"; exit 0 ;;
-    *) die "unknown part '$part' (qemu|kernel|guest|build|all)" ;;
+    qemu | kernel | guest | build | all | clean) ;;
+    -h | --help) sed -n '2,5s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    *) die "unknown part '$part' (qemu|kernel|guest|build|all|clean)" ;;
   esac
 done
 lock_cache
-host_tools
+[[ " $* " == *" clean "* ]] || host_tools
 for part in "$@"; do
   if [[ $part == all ]]; then provision_qemu; provision_guest; provision_build; else "provision_$part"; fi
 done
