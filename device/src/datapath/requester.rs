@@ -370,6 +370,11 @@ fn flush(
             if queue.ci == pi {
                 break;
             }
+            if pi.wrapping_sub(queue.ci) > queue.ring.depth() {
+                // A producer index beyond the ring: nothing sane to flush, drop it.
+                queue.ci = pi;
+                break;
+            }
             let index = queue.ci;
             queue.ci = index.wrapping_add(1);
             let addr = queue.ring.entry_addr(index);

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# End-to-end tests: one vrnic process with three devices; guest A gets two of them
+# (vrnic0 = LID 1, vrnic1 = LID 3), guest B one (vrnic0 = LID 2); the guests share a
+# point-to-point IP link for perftest's TCP exchange. Every test runs stock tools in the
+# guests and is judged on their own output. Ends with "N passed, M failed".
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+PF='-F -p $PORT'  # perftest: ignore cpufreq warnings, per-test port
+BW_N='-n 2000'
+LAT_N='-n 1000'
+bw_row() { echo "^ *$1 +[0-9]+ +[0-9.]+ +[0-9.]+"; }
+lat_row() { echo "^ *$1 +[0-9]+ +[0-9.]+ +[0-9.]+"; }
+
+# NAME|WHERE|CHECKS (';;'-separated extended regexes the client output must match)|SERVER|CLIENT
+TESTS=(
+	"ibv_devices|one|vrnic0;;vrnic1||ibv_devices"
+	"ibv_devinfo|one|state:[[:space:]]+PORT_ACTIVE;;port_lid:[[:space:]]+1\$;;max_qp:[[:space:]]+1024;;max_qp_wr:[[:space:]]+4096;;max_cqe:[[:space:]]+65536;;link_layer:[[:space:]]+InfiniBand;;active_mtu:[[:space:]]+4096||ibv_devinfo -v -d vrnic0"
+	"ibv_rc_pingpong|pair|bytes in [0-9.]+ seconds|ibv_rc_pingpong -d vrnic0 -i 1 -c -n 200 -p \$PORT|ibv_rc_pingpong -d vrnic0 -i 1 -c -n 200 -p \$PORT \$PEER"
+)
+for size in 65536 1048576; do
+	for tool in write read send; do
+		TESTS+=("ib_${tool}_bw-$size|pair|$(bw_row $size)|ib_${tool}_bw -d vrnic0 -s $size $BW_N $PF|ib_${tool}_bw -d vrnic0 -s $size $BW_N $PF \$PEER")
+		TESTS+=("local-ib_${tool}_bw-$size|local|$(bw_row $size)|ib_${tool}_bw -d vrnic1 -s $size $BW_N $PF|ib_${tool}_bw -d vrnic0 -s $size $BW_N $PF \$PEER")
+	done
+done
+for tool in write read send; do
+	TESTS+=("ib_${tool}_bw-q4|pair|$(bw_row 65536)|ib_${tool}_bw -d vrnic0 -q 4 $BW_N $PF|ib_${tool}_bw -d vrnic0 -q 4 $BW_N $PF \$PEER")
+	TESTS+=("ib_${tool}_bw-event|pair|$(bw_row 65536)|ib_${tool}_bw -d vrnic0 --use_event $BW_N $PF|ib_${tool}_bw -d vrnic0 --use_event $BW_N $PF \$PEER")
+	TESTS+=("ib_${tool}_lat|pair|$(lat_row 8)|ib_${tool}_lat -d vrnic0 -s 8 $LAT_N $PF|ib_${tool}_lat -d vrnic0 -s 8 $LAT_N $PF \$PEER")
+	TESTS+=("local-ib_${tool}_lat|local|$(lat_row 8)|ib_${tool}_lat -d vrnic1 -s 8 $LAT_N $PF|ib_${tool}_lat -d vrnic0 -s 8 $LAT_N $PF \$PEER")
+done
+
+work=$(mktemp -d /tmp/vrnic-e2e.XXXXXX)
+trap 'stop_vrnic; [[ -n ${VRNIC_KEEP:-} ]] || rm -rf "$work"' EXIT
+build_all
+start_vrnic "$work" "rnic0,lid=1" "rnic1,lid=2" "rnic2,lid=3"
+
+for g in a b; do
+	mkdir -p "$work/$g"
+	cp "$REPO/tests/guest/suite.sh" "$work/$g/run.sh"
+	echo "$g" >"$work/$g/role"
+	echo 169.254.100.2 >"$work/$g/peer"
+	printf '%s\n' "${TESTS[@]}" | cut -d'|' -f1,2,4,5 >"$work/$g/tests"
+done
+say "booting guests A and B; ${#TESTS[@]} tests"
+guest() { "$REPO/qemu-config/run-guest.sh" --initrd "$E2E_IMAGE" --timeout 3000 --mem 2G "$@"; }
+guest --name guest-a --ip 169.254.100.1/24 --net-listen "$work/link.sock" --job "$work/a" \
+	--vrnic-socket "$work/rnic0.sock" --vrnic-socket "$work/rnic2.sock" --log "$work/a/console.log" &
+pa=$!
+guest --name guest-b --ip 169.254.100.2/24 --net-connect "$work/link.sock" --job "$work/b" \
+	--vrnic-socket "$work/rnic1.sock" --log "$work/b/console.log" &
+pb=$!
+wait $pa || say "guest A exited with $?"
+wait $pb || say "guest B exited with $?"
+
+pass=0 fail=0
+for t in "${TESTS[@]}"; do
+	IFS='|' read -r name where checks server client <<<"$t"
+	res_c=$work/a/results/$name.client
+	res_s=$work/$([[ $where == pair ]] && echo b || echo a)/results/$name.server
+	why=''
+	if [[ ! -f $res_c.rc ]]; then
+		why="did not run (see the guests' consoles)"
+	elif [[ $(<"$res_c.rc") != 0 ]]; then
+		why="client exited with $(<"$res_c.rc")"
+	elif [[ $where != one && $(cat "$res_s.rc" 2>/dev/null) != 0 ]]; then
+		why="server exited with $(cat "$res_s.rc" 2>/dev/null || echo '(none)')"
+	else
+		IFS=$'\n' read -r -d '' -a pats < <(printf '%s\0' "${checks//;;/$'\n'}") || true
+		for p in "${pats[@]}"; do
+			grep -Eq -- "$p" "$res_c.out" || { why="output lacks /$p/"; break; }
+		done
+	fi
+	if [[ -z $why ]]; then
+		pass=$((pass + 1))
+		echo "PASS $name"
+	else
+		fail=$((fail + 1))
+		echo "FAIL $name: $why"
+		echo "  client: $client"
+		sed 's/^/    | /' "$res_c.out" 2>/dev/null | tail -n 30
+		if [[ $where != one ]]; then
+			echo "  server: $server"
+			sed 's/^/    | /' "$res_s.out" 2>/dev/null | tail -n 30
+		fi
+	fi
+done
+if ((fail > 0)); then
+	say "guest A console tail:"; tail -n 20 "$work/a/console.log" >&2 || true
+	say "guest B console tail:"; tail -n 20 "$work/b/console.log" >&2 || true
+	say "vrnic log tail:"; tail -n 30 "$work/vrnic.log" >&2 || true
+fi
+echo "e2e: $pass passed, $fail failed"
+((fail == 0))
