@@ -38,9 +38,6 @@ pub fn service_qp(
     };
     let sq_pi = rnic.doorbells.slot_word(qp.uctx, qp.db_slot, 0);
     let rq_pi = rnic.doorbells.slot_word(qp.uctx, qp.db_slot, 1);
-    if qp.state == QpState::Reset {
-        return Progress::default();
-    }
     let overrun = sq_pi.wrapping_sub(qp.sq.ci) > qp.sq.ring.depth()
         || rq_pi.wrapping_sub(qp.rq.ci) > qp.rq.ring.depth();
     if overrun && qp.state != QpState::Err {
@@ -52,7 +49,7 @@ pub fn service_qp(
     match qp.state {
         QpState::Err => flush(rnic, st, mem, qpn, sq_pi, rq_pi),
         QpState::Rts => run_send_queue(fabric, rnic, st, mem, qpn, sq_pi, now),
-        QpState::Init | QpState::Rtr | QpState::Sqe if sq_pi != qp.sq.ci => {
+        QpState::Reset | QpState::Init | QpState::Rtr | QpState::Sqe if sq_pi != qp.sq.ci => {
             let failure = (WcStatus::LocQpOpErr, VendorErr::QpState);
             let wqe = read_wqe(mem, st, qpn).map(|w| w.1).unwrap_or_default();
             complete_send(rnic, st, mem, qpn, &wqe, Err(failure));
