@@ -152,6 +152,17 @@ fn execute(
         Ok(found) => found,
         Err(failure) => return Step::Failed(failure),
     };
+    // The local buffers must be reachable before the target is involved: a local DMA
+    // fault is the requester's error whatever the target's state (e.g. no receive posted).
+    let local_ok = pieces.iter().all(|&(addr, n)| {
+        usize::try_from(n).is_ok_and(|n| match opcode {
+            WrOpcode::RdmaRead => mem.check_write(addr, n).is_ok(),
+            _ => mem.check_read(addr, n).is_ok(),
+        })
+    });
+    if !local_ok {
+        return Step::Failed((WcStatus::LocProtErr, VendorErr::DmaFault));
+    }
     let Some(qp) = st.objects.qp(qpn) else {
         return Step::Failed((WcStatus::LocQpOpErr, VendorErr::BadWqe));
     };
