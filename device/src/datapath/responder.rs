@@ -155,8 +155,10 @@ fn send(rnic: &Rnic, st: &mut RnicState, mem: &RamSnapshot, req: &Request) -> Re
     let (dst, capacity) = match receive_buffers(st, mem, req.dest_qpn) {
         Ok(found) => found,
         Err((status, why)) => {
+            // The receive WQE's own fault is reported to the receiver (CQE, event data);
+            // the requester only learns that the target failed the request.
             finish_receive(rnic, st, mem, req, WcOpcode::Recv, status, why, 0);
-            return fail(
+            fail(
                 rnic,
                 st,
                 req.dest_qpn,
@@ -164,6 +166,7 @@ fn send(rnic: &Rnic, st: &mut RnicState, mem: &RamSnapshot, req: &Request) -> Re
                 WcStatus::RemOpErr,
                 why,
             );
+            return Response::Remote(WcStatus::RemOpErr, VendorErr::RemoteError);
         }
     };
     if req.len > capacity {
