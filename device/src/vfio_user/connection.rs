@@ -176,11 +176,13 @@ impl<'p, 'a> Connection<'p, 'a> {
             if ready.stop {
                 break Err(ConnError::Stopped);
             }
-            if ready.listener {
-                self.poller.turn_away_extra_clients();
-            }
+            // The stream first: if the client has just closed it, the read sees the end
+            // of stream and a newcomer already waiting is served next, not turned away.
             if ready.stream {
                 break Ok(());
+            }
+            if ready.listener {
+                self.poller.turn_away_extra_clients();
             }
         };
         if write {
