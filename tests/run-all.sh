@@ -18,3 +18,6 @@ bash qemu-config/provision.sh all
 
 step "unit, harness and QEMU device tests"
 cargo test --workspace --release
+
+step "end-to-end tests in QEMU guests (perftest, ibv_* tools)"
+bash tests/e2e.sh
