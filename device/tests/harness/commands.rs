@@ -1,0 +1,634 @@
+//! Admin commands: builders for every command struct (so tests can spoil one field) and
+//! typed wrappers that create objects and return their handles.
+
+use vm_memory::ByteValued;
+use vrnic_hw::*;
+
+use super::driver::{AdminResult, FakeDriver};
+use super::memory::PAGE;
+use super::queues::{Cq, Eq, Mr, Qp, QpCaps, Ring};
+
+/// How the pages of a ring or MR are laid out in guest memory and described to the device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// Physically contiguous pages, described as CONTIGUOUS.
+    Contiguous,
+    /// Scattered pages, described as DIRECT (at most 512 pages).
+    Direct,
+    /// Scattered pages, described as INDIRECT.
+    Indirect,
+    /// Scattered pages, DIRECT when they fit, else INDIRECT.
+    Scattered,
+}
+
+/// The aq_header of a command.
+pub fn header(opcode: AqOpcode) -> AqHeader {
+    AqHeader {
+        opcode: opcode.into(),
+        ..Default::default()
+    }
+}
+
+pub fn cmd_query(opcode: AqOpcode, out_addr: u64, out_len: u32, port: u8) -> CmdQuery {
+    CmdQuery {
+        hdr: header(opcode),
+        out_addr: out_addr.into(),
+        out_len: out_len.into(),
+        port,
+        ..Default::default()
+    }
+}
+
+pub fn cmd_handle(opcode: AqOpcode, handle: u32, uctx: u32) -> CmdHandle {
+    CmdHandle {
+        hdr: header(opcode),
+        handle: handle.into(),
+        uctx: uctx.into(),
+        ..Default::default()
+    }
+}
+
+/// A 128-byte command from any command struct, to poke at individual bytes.
+pub fn bytes_of<T: ByteValued>(cmd: &T) -> Vec<u8> {
+    cmd.as_slice().to_vec()
+}
+
+/// A memory region to register.
+#[derive(Debug, Clone, Copy)]
+pub struct MrSpec {
+    pub uctx: u32,
+    pub pd: u32,
+    pub len: u64,
+    pub access: u32,
+    pub layout: Layout,
+    pub page_shift: u32,
+    /// Offset of the MR's first byte in its first page.
+    pub first_offset: u64,
+}
+
+impl MrSpec {
+    pub fn new(uctx: u32, pd: u32, len: u64, access: u32) -> Self {
+        MrSpec {
+            uctx,
+            pd,
+            len,
+            access,
+            layout: Layout::Scattered,
+            page_shift: 12,
+            first_offset: 0,
+        }
+    }
+
+    pub fn layout(mut self, layout: Layout) -> Self {
+        self.layout = layout;
+        self
+    }
+
+    pub fn page_shift(mut self, shift: u32) -> Self {
+        self.page_shift = shift;
+        self
+    }
+
+    pub fn first_offset(mut self, offset: u64) -> Self {
+        self.first_offset = offset;
+        self
+    }
+}
+
+/// Every access right the device understands (but atomics).
+pub const ACCESS_ALL: u32 = 1 | 2 | 4;
+pub const LOCAL_WRITE: u32 = 1;
+pub const REMOTE_WRITE: u32 = 2;
+pub const REMOTE_READ: u32 = 4;
+
+/// Bits of qp_attr_mask.
+pub fn mask(bits: &[QpAttrMask]) -> u32 {
+    bits.iter().fold(0, |m, b| m | u32::from(*b))
+}
+
+/// Attributes for connecting an RC QP (INIT -> RTR -> RTS).
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectOpts {
+    pub access: u32,
+    pub path_mtu: Mtu,
+    pub timeout: u8,
+    pub retry_cnt: u8,
+    pub rnr_retry: u8,
+    pub min_rnr_timer: u8,
+    pub max_rd_atomic: u8,
+    pub max_dest_rd_atomic: u8,
+    pub sq_psn: u32,
+    pub rq_psn: u32,
+}
+
+impl Default for ConnectOpts {
+    fn default() -> Self {
+        ConnectOpts {
+            access: ACCESS_ALL,
+            path_mtu: Mtu::Size4096,
+            timeout: 12,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            min_rnr_timer: 1,
+            max_rd_atomic: 16,
+            max_dest_rd_atomic: 16,
+            sq_psn: 0x100,
+            rq_psn: 0x200,
+        }
+    }
+}
+
+impl FakeDriver {
+    // ------------------------------------------------------------------ page lists
+
+    /// `n` pages of `1 << shift` bytes laid out per `layout`.
+    pub fn alloc_pages_for(&mut self, n: u64, shift: u32, layout: Layout) -> Vec<u64> {
+        match layout {
+            Layout::Contiguous => self.mem.alloc_pages(n, shift),
+            _ => self.mem.alloc_scattered_pages(n, shift),
+        }
+    }
+
+    /// Describes `pages` to the device, writing DIRECT or INDIRECT arrays to guest memory.
+    pub fn page_list(&mut self, pages: &[u64], shift: u32, layout: Layout) -> PageList {
+        let n = pages.len() as u64;
+        let mode = match layout {
+            Layout::Contiguous => PageListMode::Contiguous,
+            Layout::Direct => PageListMode::Direct,
+            Layout::Indirect => PageListMode::Indirect,
+            Layout::Scattered if n <= u64::from(PAGE_LIST_DIRECT_MAX) => PageListMode::Direct,
+            Layout::Scattered => PageListMode::Indirect,
+        };
+        let addr = match mode {
+            PageListMode::Contiguous => {
+                let size = 1u64 << shift;
+                assert!(
+                    pages.windows(2).all(|w| w[1] == w[0] + size),
+                    "CONTIGUOUS needs contiguous pages"
+                );
+                pages[0]
+            }
+            PageListMode::Direct => self.write_u64s(pages),
+            PageListMode::Indirect => {
+                let leaves: Vec<u64> = pages
+                    .chunks(512)
+                    .map(|chunk| {
+                        let leaf = self.mem.alloc_scattered_pages(1, 12)[0];
+                        self.write_u64s_at(leaf, chunk);
+                        leaf
+                    })
+                    .collect();
+                self.write_u64s(&leaves)
+            }
+        };
+        PageList {
+            addr: addr.into(),
+            npages: u32::try_from(n).expect("npages").into(),
+            page_shift: shift as u8,
+            mode: mode.into(),
+            ..Default::default()
+        }
+    }
+
+    fn write_u64s(&mut self, values: &[u64]) -> u64 {
+        let addr = self.mem.alloc(values.len() as u64 * 8, PAGE);
+        self.write_u64s_at(addr, values);
+        addr
+    }
+
+    fn write_u64s_at(&mut self, addr: u64, values: &[u64]) {
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        self.mem.write(addr, &bytes);
+    }
+
+    /// A zeroed ring of 2^depth_log2 entries of 2^entry_shift bytes in 4 KiB pages.
+    pub fn alloc_ring(&mut self, depth_log2: u32, entry_shift: u32, layout: Layout) -> Ring {
+        let bytes = 1u64 << (depth_log2 + entry_shift);
+        let n = bytes.div_ceil(PAGE);
+        let pages = self.alloc_pages_for(n, 12, layout);
+        let page_list = self.page_list(&pages, 12, layout);
+        Ring {
+            pages,
+            depth_log2,
+            entry_shift,
+            page_list,
+        }
+    }
+
+    // ------------------------------------------------------------------ queries
+
+    pub fn query_device(&mut self) -> DeviceAttr {
+        let out = self.mem.alloc(DeviceAttr::SIZE as u64, 8);
+        let cmd = cmd_query(AqOpcode::QueryDevice, out, DeviceAttr::SIZE as u32, 0);
+        self.admin(&cmd).ok();
+        self.mem.read_obj(out)
+    }
+
+    pub fn query_port(&mut self) -> PortAttr {
+        let out = self.mem.alloc(PortAttr::SIZE as u64, 8);
+        let cmd = cmd_query(
+            AqOpcode::QueryPort,
+            out,
+            PortAttr::SIZE as u32,
+            PORT_NUM as u8,
+        );
+        self.admin(&cmd).ok();
+        self.mem.read_obj(out)
+    }
+
+    // ------------------------------------------------------------------ contexts, PDs
+
+    pub fn alloc_uctx(&mut self) -> u32 {
+        self.admin(&cmd_handle(AqOpcode::AllocUctx, 0, KERNEL_UCTX))
+            .ok()[0]
+    }
+
+    pub fn dealloc_uctx(&mut self, uctx: u32) -> AdminResult {
+        self.admin(&cmd_handle(AqOpcode::DeallocUctx, uctx, uctx))
+    }
+
+    pub fn alloc_pd(&mut self, uctx: u32) -> u32 {
+        self.admin(&cmd_handle(AqOpcode::AllocPd, uctx, uctx)).ok()[0]
+    }
+
+    pub fn dealloc_pd(&mut self, uctx: u32, pd: u32) -> AdminResult {
+        self.admin(&cmd_handle(AqOpcode::DeallocPd, pd, uctx))
+    }
+
+    // ------------------------------------------------------------------ MRs
+
+    /// Allocates the MR's pages, writes its page list and builds the REG_MR command.
+    pub fn reg_mr_cmd(&mut self, spec: MrSpec) -> (CmdRegMr, Mr) {
+        let page_size = 1u64 << spec.page_shift;
+        assert!(spec.first_offset < page_size);
+        let n = (spec.first_offset + spec.len.max(1)).div_ceil(page_size);
+        let pages = self.alloc_pages_for(n, spec.page_shift, spec.layout);
+        let page_list = self.page_list(&pages, spec.page_shift, spec.layout);
+        let iova = self.next_iova + spec.first_offset;
+        self.next_iova += (spec.first_offset + spec.len).next_multiple_of(1 << 30);
+        let cmd = CmdRegMr {
+            hdr: header(AqOpcode::RegMr),
+            pdn: spec.pd.into(),
+            access: spec.access.into(),
+            iova: iova.into(),
+            length: spec.len.into(),
+            pages: page_list,
+            uctx: spec.uctx.into(),
+            ..Default::default()
+        };
+        let mr = Mr {
+            key: 0,
+            uctx: spec.uctx,
+            pd: spec.pd,
+            iova,
+            len: spec.len,
+            access: spec.access,
+            pages,
+            page_shift: spec.page_shift,
+            first_offset: spec.first_offset,
+        };
+        (cmd, mr)
+    }
+
+    pub fn reg_mr_with(&mut self, spec: MrSpec) -> Mr {
+        let (cmd, mut mr) = self.reg_mr_cmd(spec);
+        mr.key = self.admin(&cmd).ok()[0];
+        mr
+    }
+
+    /// An MR of `len` bytes on scattered 4 KiB pages.
+    pub fn reg_mr(&mut self, uctx: u32, pd: u32, len: u64, access: u32) -> Mr {
+        self.reg_mr_with(MrSpec::new(uctx, pd, len, access))
+    }
+
+    /// An MR per `spec` on physically contiguous pages starting at `gpa` (anywhere in
+    /// guest-physical space, mapped or not), described CONTIGUOUS.
+    pub fn reg_mr_at(&mut self, spec: MrSpec, gpa: u64) -> Mr {
+        let page_size = 1u64 << spec.page_shift;
+        let n = (spec.first_offset + spec.len).div_ceil(page_size);
+        let pages: Vec<u64> = (0..n).map(|i| gpa + i * page_size).collect();
+        let page_list = self.page_list(&pages, spec.page_shift, Layout::Contiguous);
+        let iova = self.next_iova + spec.first_offset;
+        self.next_iova += (spec.first_offset + spec.len).next_multiple_of(1 << 30);
+        let cmd = CmdRegMr {
+            hdr: header(AqOpcode::RegMr),
+            pdn: spec.pd.into(),
+            access: spec.access.into(),
+            iova: iova.into(),
+            length: spec.len.into(),
+            pages: page_list,
+            uctx: spec.uctx.into(),
+            ..Default::default()
+        };
+        let key = self.admin(&cmd).ok()[0];
+        Mr {
+            key,
+            uctx: spec.uctx,
+            pd: spec.pd,
+            iova,
+            len: spec.len,
+            access: spec.access,
+            pages,
+            page_shift: spec.page_shift,
+            first_offset: spec.first_offset,
+        }
+    }
+
+    /// An MR of `len` bytes on the given 4 KiB pages (anywhere in guest-physical space,
+    /// mapped or not: REG_MR only reads the page list), described DIRECT.
+    pub fn reg_mr_on_pages(&mut self, uctx: u32, pd: u32, pages: Vec<u64>, access: u32) -> Mr {
+        let len = pages.len() as u64 * PAGE;
+        let page_list = self.page_list(&pages, 12, Layout::Direct);
+        let iova = self.next_iova;
+        self.next_iova += len.next_multiple_of(1 << 30);
+        let cmd = CmdRegMr {
+            hdr: header(AqOpcode::RegMr),
+            pdn: pd.into(),
+            access: access.into(),
+            iova: iova.into(),
+            length: len.into(),
+            pages: page_list,
+            uctx: uctx.into(),
+            ..Default::default()
+        };
+        let key = self.admin(&cmd).ok()[0];
+        Mr {
+            key,
+            uctx,
+            pd,
+            iova,
+            len,
+            access,
+            pages,
+            page_shift: 12,
+            first_offset: 0,
+        }
+    }
+
+    pub fn dereg_mr(&mut self, mr: &Mr) -> AdminResult {
+        self.admin(&cmd_handle(AqOpcode::DeregMr, mr.key, mr.uctx))
+    }
+
+    // ------------------------------------------------------------------ EQs, CQs
+
+    pub fn create_eq_cmd(
+        &mut self,
+        depth_log2: u32,
+        is_async: bool,
+        vector: u16,
+    ) -> (CmdCreateEq, Ring) {
+        let ring = self.alloc_ring(depth_log2, 4, Layout::Contiguous);
+        let cmd = CmdCreateEq {
+            hdr: header(AqOpcode::CreateEq),
+            depth_log2: depth_log2 as u8,
+            flags: if is_async { EQ_FLAG_ASYNC as u8 } else { 0 },
+            msix_vector: vector.into(),
+            ring: ring.page_list,
+            ..Default::default()
+        };
+        (cmd, ring)
+    }
+
+    pub fn create_eq(&mut self, depth_log2: u32, is_async: bool, vector: u16) -> Eq {
+        let (cmd, ring) = self.create_eq_cmd(depth_log2, is_async, vector);
+        let [eqn, slot, ..] = self.admin(&cmd).ok();
+        Eq {
+            eqn,
+            slot,
+            ring,
+            vector,
+            ci: 0,
+        }
+    }
+
+    pub fn destroy_eq(&mut self, eqn: u32) -> AdminResult {
+        self.admin(&cmd_handle(AqOpcode::DestroyEq, eqn, KERNEL_UCTX))
+    }
+
+    /// The completion EQ made by `bring_up`.
+    pub fn comp_eqn(&self) -> u32 {
+        self.comp_eq.as_ref().expect("brought up").eqn
+    }
+
+    pub fn create_cq_cmd(
+        &mut self,
+        uctx: u32,
+        depth_log2: u32,
+        layout: Layout,
+        eqn: u32,
+    ) -> (CmdCreateCq, Ring) {
+        let ring = self.alloc_ring(depth_log2, 5, layout);
+        let cmd = CmdCreateCq {
+            hdr: header(AqOpcode::CreateCq),
+            uctx: uctx.into(),
+            eqn: eqn.into(),
+            depth_log2: depth_log2 as u8,
+            ring: ring.page_list,
+            ..Default::default()
+        };
+        (cmd, ring)
+    }
+
+    pub fn create_cq_with(&mut self, uctx: u32, depth_log2: u32, layout: Layout) -> Cq {
+        let eqn = self.comp_eqn();
+        let (cmd, ring) = self.create_cq_cmd(uctx, depth_log2, layout, eqn);
+        let [cqn, slot, ..] = self.admin(&cmd).ok();
+        Cq {
+            cqn,
+            uctx,
+            slot,
+            ring,
+            ci: 0,
+            arm_seq: 0,
+        }
+    }
+
+    pub fn create_cq(&mut self, uctx: u32, depth_log2: u32) -> Cq {
+        self.create_cq_with(uctx, depth_log2, Layout::Contiguous)
+    }
+
+    pub fn destroy_cq(&mut self, cq: &Cq) -> AdminResult {
+        self.admin(&cmd_handle(AqOpcode::DestroyCq, cq.cqn, cq.uctx))
+    }
+
+    // ------------------------------------------------------------------ QPs
+
+    pub fn create_qp_cmd(
+        &mut self,
+        uctx: u32,
+        pd: u32,
+        send_cq: &Cq,
+        recv_cq: &Cq,
+        caps: QpCaps,
+    ) -> (CmdCreateQp, Qp) {
+        let sq_shift = caps.sq_wqe_shift();
+        let rq_shift = caps.rq_wqe_shift();
+        let sq = self.alloc_ring(caps.sq_depth_log2, sq_shift, caps.layout);
+        let rq = self.alloc_ring(caps.rq_depth_log2, rq_shift, caps.layout);
+        let cmd = CmdCreateQp {
+            hdr: header(AqOpcode::CreateQp),
+            uctx: uctx.into(),
+            pdn: pd.into(),
+            send_cqn: send_cq.cqn.into(),
+            recv_cqn: recv_cq.cqn.into(),
+            qp_type: QpType::Rc.into(),
+            sq_depth_log2: caps.sq_depth_log2 as u8,
+            rq_depth_log2: caps.rq_depth_log2 as u8,
+            sq_wqe_shift: sq_shift as u8,
+            rq_wqe_shift: rq_shift as u8,
+            max_send_sge: caps.max_send_sge,
+            max_recv_sge: caps.max_recv_sge,
+            max_inline: caps.max_inline.into(),
+            sq_ring: sq.page_list,
+            rq_ring: rq.page_list,
+            ..Default::default()
+        };
+        let qp = Qp {
+            qpn: 0,
+            uctx,
+            pd,
+            slot: 0,
+            sq,
+            rq,
+            sq_pi: 0,
+            rq_pi: 0,
+            caps,
+            send_cqn: send_cq.cqn,
+            recv_cqn: recv_cq.cqn,
+        };
+        (cmd, qp)
+    }
+
+    pub fn create_qp(
+        &mut self,
+        uctx: u32,
+        pd: u32,
+        send_cq: &Cq,
+        recv_cq: &Cq,
+        caps: QpCaps,
+    ) -> Qp {
+        let (cmd, mut qp) = self.create_qp_cmd(uctx, pd, send_cq, recv_cq, caps);
+        let [qpn, slot, ..] = self.admin(&cmd).ok();
+        qp.qpn = qpn;
+        qp.slot = slot;
+        qp
+    }
+
+    pub fn modify_qp_cmd(qp: &Qp, attr_mask: u32, attr: QpAttr) -> CmdModifyQp {
+        CmdModifyQp {
+            hdr: header(AqOpcode::ModifyQp),
+            qpn: qp.qpn.into(),
+            attr_mask: attr_mask.into(),
+            attr,
+            uctx: qp.uctx.into(),
+            ..Default::default()
+        }
+    }
+
+    pub fn modify_qp(&mut self, qp: &Qp, attr_mask: u32, attr: QpAttr) -> AdminResult {
+        self.admin(&Self::modify_qp_cmd(qp, attr_mask, attr))
+    }
+
+    /// MODIFY_QP to `state` with no other attribute (e.g. ERR, RESET, SQD).
+    pub fn set_qp_state(&mut self, qp: &mut Qp, state: QpState) -> AdminResult {
+        let attr = QpAttr {
+            qp_state: state.into(),
+            ..Default::default()
+        };
+        let r = self.modify_qp(qp, mask(&[QpAttrMask::State]), attr);
+        if state == QpState::Reset && r.status == 0 {
+            // The device zeroed the doorbell slot; the driver restarts its indices.
+            qp.sq_pi = 0;
+            qp.rq_pi = 0;
+        }
+        r
+    }
+
+    pub fn query_qp_cmd(qp: &Qp, out: u64, out_len: u32) -> CmdModifyQp {
+        CmdModifyQp {
+            hdr: header(AqOpcode::QueryQp),
+            qpn: qp.qpn.into(),
+            out_addr: out.into(),
+            out_len: out_len.into(),
+            uctx: qp.uctx.into(),
+            ..Default::default()
+        }
+    }
+
+    pub fn query_qp(&mut self, qp: &Qp) -> QpAttr {
+        let out = self.mem.alloc(QpAttr::SIZE as u64, 8);
+        self.admin(&Self::query_qp_cmd(qp, out, QpAttr::SIZE as u32))
+            .ok();
+        self.mem.read_obj(out)
+    }
+
+    pub fn qp_state(&mut self, qp: &Qp) -> QpState {
+        QpState::try_from(self.query_qp(qp).qp_state).expect("valid QP state")
+    }
+
+    pub fn destroy_qp(&mut self, qp: &Qp) -> AdminResult {
+        self.admin(&cmd_handle(AqOpcode::DestroyQp, qp.qpn, qp.uctx))
+    }
+
+    /// RESET -> INIT with the port, P_Key index 0 and `access`.
+    pub fn qp_to_init(&mut self, qp: &Qp, access: u32) -> AdminResult {
+        let attr = QpAttr {
+            qp_state: QpState::Init.into(),
+            port_num: PORT_NUM as u8,
+            qp_access_flags: access.into(),
+            ..Default::default()
+        };
+        use QpAttrMask::*;
+        self.modify_qp(qp, mask(&[State, PkeyIndex, Port, AccessFlags]), attr)
+    }
+
+    /// The RTR attributes and mask for a connection to (`dlid`, `dest_qpn`).
+    pub fn rtr_attr(dlid: u16, dest_qpn: u32, o: &ConnectOpts) -> (u32, QpAttr) {
+        use QpAttrMask::*;
+        let attr = QpAttr {
+            qp_state: QpState::Rtr.into(),
+            path_mtu: o.path_mtu.into(),
+            dest_qp_num: dest_qpn.into(),
+            rq_psn: o.rq_psn.into(),
+            max_dest_rd_atomic: o.max_dest_rd_atomic,
+            min_rnr_timer: o.min_rnr_timer,
+            dlid: dlid.into(),
+            ..Default::default()
+        };
+        let m = mask(&[
+            State,
+            Av,
+            PathMtu,
+            DestQpn,
+            RqPsn,
+            MaxDestRdAtomic,
+            MinRnrTimer,
+        ]);
+        (m, attr)
+    }
+
+    /// The RTS attributes and mask.
+    pub fn rts_attr(o: &ConnectOpts) -> (u32, QpAttr) {
+        use QpAttrMask::*;
+        let attr = QpAttr {
+            qp_state: QpState::Rts.into(),
+            timeout: o.timeout,
+            retry_cnt: o.retry_cnt,
+            rnr_retry: o.rnr_retry,
+            sq_psn: o.sq_psn.into(),
+            max_rd_atomic: o.max_rd_atomic,
+            ..Default::default()
+        };
+        let m = mask(&[State, Timeout, RetryCnt, RnrRetry, SqPsn, MaxQpRdAtomic]);
+        (m, attr)
+    }
+
+    /// INIT -> RTR -> RTS towards (`dlid`, `dest_qpn`); the QP must be in RESET.
+    pub fn connect_qp(&mut self, qp: &Qp, dlid: u16, dest_qpn: u32, o: &ConnectOpts) {
+        self.qp_to_init(qp, o.access).ok();
+        let (m, attr) = Self::rtr_attr(dlid, dest_qpn, o);
+        self.modify_qp(qp, m, attr).ok();
+        let (m, attr) = Self::rts_attr(o);
+        self.modify_qp(qp, m, attr).ok();
+    }
+}
