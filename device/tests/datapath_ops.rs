@@ -52,6 +52,7 @@ on_both_topologies!(
     unarmed_cq_posts_no_event,
     solicited_arm_fires_only_for_solicited_completions,
     first_message_received_in_rtr_posts_comm_est,
+    completion_and_event_queues_wrap_their_phase,
 );
 
 const MIB: u64 = 1 << 20;
@@ -400,7 +401,8 @@ fn queues_wrap_around_many_times(t: Topology) {
     let mut p = Pair::with(t, caps, ConnectOpts::default());
     let src = p.mr(A, 64, ACCESS_ALL);
     let dst = p.mr(B, 64 * 4, ACCESS_ALL);
-    for round in 0..50u64 {
+    // 300 rounds of 4: the CQs of 256 entries wrap several times too.
+    for round in 0..300u64 {
         let data = pattern(round, 64);
         p.write(A, &src, 0, &data);
         let recvs: Vec<RecvWr> = (0..4)
@@ -743,4 +745,41 @@ fn first_message_received_in_rtr_posts_comm_est(t: Topology) {
     assert_cqe_ok(&p.recv_cqe(B), 1, WcOpcode::Recv);
     p.drv(B).wait_async_event_for(EventType::CommEst, qpn_b);
     assert_eq!(p.qp_state(B), QpState::Rtr, "RTR receives");
+}
+
+fn completion_and_event_queues_wrap_their_phase(t: Topology) {
+    let mut p = Pair::new(t);
+    let src = p.mr(A, 8, ACCESS_ALL);
+    let dst = p.mr(B, 8, ACCESS_ALL);
+    let caps = QpCaps::default();
+    let (lid_a, lid_b) = (p.lid(A), p.lid(B));
+    // On A: an EQ of 2 entries on vector 2, a CQ of 2 entries on it, and a QP using it.
+    let (drv, side) = p.side(A);
+    let mut eq = drv.create_eq(1, false, 2);
+    let mut cq = drv.create_cq_on(side.uctx, 1, Layout::Scattered, eq.eqn);
+    let mut qp = drv.create_qp(side.uctx, side.pd, &cq, &cq, caps);
+    let (drv, side) = p.side(B);
+    let peer = drv.create_qp(side.uctx, side.pd, &side.send_cq, &side.recv_cq, caps);
+    drv.connect_qp(&peer, lid_a, qp.qpn, &ConnectOpts::default());
+    p.drv(A)
+        .connect_qp(&qp, lid_b, peer.qpn, &ConnectOpts::default());
+    let drv = p.drv(A);
+    drv.take_irqs(2);
+
+    for i in 0..9u64 {
+        drv.arm_cq(&mut cq, CqArm::Next);
+        drv.post_send(
+            &mut qp,
+            &SendWr::write(i, vec![src.sge(0, 8)], &dst, 0).signaled(),
+        );
+        assert_cqe_ok(&drv.wait_cqe(&mut cq), i, WcOpcode::RdmaWrite);
+        let e = drv.wait_eqe(&mut eq);
+        assert_eq!(
+            (EventType::try_from(e.event_type), e.obj.to_native()),
+            (Ok(EventType::Completion), cq.cqn),
+            "event {i}"
+        );
+        assert!(drv.wait_irq(2) >= 1, "MSI-X vector 2 for event {i}");
+    }
+    assert_eq!(drv.poll_eq(&mut eq), None);
 }

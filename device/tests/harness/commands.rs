@@ -431,6 +431,11 @@ impl FakeDriver {
 
     pub fn create_cq_with(&mut self, uctx: u32, depth_log2: u32, layout: Layout) -> Cq {
         let eqn = self.comp_eqn();
+        self.create_cq_on(uctx, depth_log2, layout, eqn)
+    }
+
+    /// A CQ whose completion events go to EQ `eqn`.
+    pub fn create_cq_on(&mut self, uctx: u32, depth_log2: u32, layout: Layout, eqn: u32) -> Cq {
         let (cmd, ring) = self.create_cq_cmd(uctx, depth_log2, layout, eqn);
         let [cqn, slot, ..] = self.admin(&cmd).ok();
         Cq {
