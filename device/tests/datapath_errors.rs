@@ -51,6 +51,7 @@ on_both_topologies!(
     read_into_read_only_guest_memory_fails_with_dma_fault,
     write_into_read_only_remote_memory_fails_with_remote_dma_fault,
     read_from_unmapped_remote_memory_fails_with_remote_dma_fault,
+    memory_unmapped_after_registration_fails_with_dma_fault,
     send_posted_in_init_fails_with_qp_state,
     send_posted_in_rtr_fails_with_qp_state,
     send_posted_in_reset_fails_with_qp_state,
@@ -621,6 +622,37 @@ fn read_from_unmapped_remote_memory_fails_with_remote_dma_fault(t: Topology) {
         EventType::QpFatal,
         VendorErr::RemoteDmaFault,
     );
+}
+
+fn memory_unmapped_after_registration_fails_with_dma_fault(t: Topology) {
+    let extra = 0x38_0000_0000;
+    let mut p = Pair::new(t);
+    let (drv, side) = p.side(A);
+    drv.map_extra_range(
+        extra,
+        0x10000,
+        harness::vfio::DMA_READ | harness::vfio::DMA_WRITE,
+    );
+    let src = drv.reg_mr_on_pages(side.uctx, side.pd, pages_at(extra, 4), ACCESS_ALL);
+    let dst = p.mr(B, 64, ACCESS_ALL);
+    let data = pattern(3, 64);
+    p.write(A, &src, 0, &data);
+    p.post_send(
+        A,
+        &SendWr::write(1, vec![src.sge(0, 64)], &dst, 0).signaled(),
+    );
+    assert_cqe_ok(&p.send_cqe(A), 1, WcOpcode::RdmaWrite);
+    assert_same_bytes(&p.read(B, &dst, 0, 64), &data, "written while mapped");
+
+    p.drv(A).unmap_range(extra, 0x10000);
+
+    expect_failure_and_flush(
+        &mut p,
+        SendWr::write(2, vec![src.sge(0, 64)], &dst, 0),
+        WcStatus::LocProtErr,
+        VendorErr::DmaFault,
+    );
+    p.assert_still_serving();
 }
 
 // ---------------------------------------------------------------------- QP states

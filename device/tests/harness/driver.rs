@@ -402,10 +402,20 @@ impl FakeDriver {
     /// Adds guest memory at `gpa` that the device may only read (DMA_MAP READ). The test
     /// itself can still write it through `mem`.
     pub fn map_read_only_range(&mut self, gpa: u64, size: u64) {
+        self.map_extra_range(gpa, size, DMA_READ);
+    }
+
+    /// Adds guest memory at `gpa` backed by a new memfd, DMA-mapped with `flags`.
+    pub fn map_extra_range(&mut self, gpa: u64, size: u64, flags: u32) {
         let file = self.mem.add_range(gpa, size);
         self.vfio
-            .dma_map(gpa, size, 0, DMA_READ, Some(file.as_raw_fd()))
-            .expect("DMA_MAP read-only");
+            .dma_map(gpa, size, 0, flags, Some(file.as_raw_fd()))
+            .expect("DMA_MAP of an extra range");
+    }
+
+    /// DMA_UNMAP of a range mapped earlier (the test keeps its own mapping).
+    pub fn unmap_range(&mut self, gpa: u64, size: u64) {
+        self.vfio.dma_unmap(gpa, size).expect("DMA_UNMAP");
     }
 
     /// Declares guest memory at `gpa` without an fd (like QEMU's ROM maps): the device
