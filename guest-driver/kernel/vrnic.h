@@ -63,6 +63,7 @@ struct vrnic_limits {
 	u32 max_uctx;		/* < VRNIC_DB_PAGES */
 	u64 page_size_cap;	/* restricted to VRNIC_PAGE_SHIFT_MASK */
 	u64 max_mr_size;
+	u32 comp_vectors;	/* from QUERY_DEVICE: vectors for completion EQs */
 };
 
 struct vrnic_aq {

@@ -126,7 +126,7 @@ static void vrnic_warn_mismatch(struct vrnic_dev *dev, const char *name,
 static void vrnic_set_attrs(struct vrnic_dev *dev,
 			    const struct vrnic_device_attr *da)
 {
-	const struct vrnic_limits *lim = &dev->lim;
+	struct vrnic_limits *lim = &dev->lim;
 	struct ib_device_attr *a = &dev->attrs;
 
 	vrnic_warn_mismatch(dev, "max_qp_wr", lim->max_qp_wr,
@@ -135,6 +135,7 @@ static void vrnic_set_attrs(struct vrnic_dev *dev,
 	vrnic_warn_mismatch(dev, "max_sge", lim->max_sge, le32_to_cpu(da->max_sge));
 	vrnic_warn_mismatch(dev, "max_inline", lim->max_inline,
 			    le32_to_cpu(da->max_inline));
+	lim->comp_vectors = le32_to_cpu(da->num_comp_vectors);
 	if (da->phys_port_cnt != 1)
 		dev_warn(&dev->pdev->dev,
 			 "QUERY_DEVICE reports %u ports; using port 1 only\n",
@@ -192,12 +193,18 @@ static int vrnic_query_identity(struct vrnic_dev *dev)
 	return 0;
 }
 
-/* Vector 0 for admin + async events, one completion vector per CPU (capped). */
+/*
+ * Vector 0 for admin + async events, then one completion vector per CPU,
+ * capped by the device (MSIX_VECTORS, num_comp_vectors, MAX_EQ).
+ */
 static int vrnic_alloc_vectors(struct vrnic_dev *dev)
 {
 	u32 want = min3(num_online_cpus(), (unsigned int)VRNIC_MSIX_VECTORS - 1,
 			dev->lim.max_eq - 1);
 	int nvec;
+
+	if (dev->lim.comp_vectors)
+		want = min(want, dev->lim.comp_vectors);
 
 	nvec = pci_alloc_irq_vectors(dev->pdev, 2, 1 + want, PCI_IRQ_MSIX);
 	if (nvec < 0) {

@@ -186,6 +186,7 @@ int vrnic_alloc_ucontext(struct ib_ucontext *ibuctx, struct ib_udata *udata)
 	struct vrnic_dev *dev = to_vdev(ibuctx->device);
 	struct vrnic_alloc_ucontext_resp resp = {};
 	u64 db_key = 0, kick_key = 0;
+	phys_addr_t page_off;
 	u32 num;
 	int err;
 
@@ -203,11 +204,11 @@ int vrnic_alloc_ucontext(struct ib_ucontext *ibuctx, struct ib_udata *udata)
 		goto err_dealloc;
 	}
 
-	uctx->db_entry = vrnic_mmap_entry_insert(uctx,
-						 dev->db_bar + (phys_addr_t)num * VRNIC_DB_PAGE_SIZE,
+	/* Page N of the doorbell and kick BARs belongs to context N. */
+	page_off = (phys_addr_t)num * VRNIC_DB_PAGE_SIZE;
+	uctx->db_entry = vrnic_mmap_entry_insert(uctx, dev->db_bar + page_off,
 						 &db_key);
-	uctx->kick_entry = vrnic_mmap_entry_insert(uctx,
-						   dev->kick_bar + (phys_addr_t)num * VRNIC_DB_PAGE_SIZE,
+	uctx->kick_entry = vrnic_mmap_entry_insert(uctx, dev->kick_bar + page_off,
 						   &kick_key);
 	if (!uctx->db_entry || !uctx->kick_entry) {
 		err = -ENOMEM;
