@@ -47,7 +47,9 @@ loop write_bw ib_write_bw -d vrnic0 -n 200 -s 65536
 loop send_bw ib_send_bw -d vrnic0 -n 200
 loop read_bw ib_read_bw -d vrnic0 -n 200
 loop write_bw_sweep_2qp ib_write_bw -d vrnic0 -a -n 10 -q 2
-loop send_lat_events ib_send_lat -d vrnic0 -n 100 -e
+# 2 x 3000 completion events on 2048-entry completion EQs: the EQ phase wraps.
+loop send_lat_events ib_send_lat -d vrnic0 -n 3000 -e
+grep vrnic /proc/interrupts
 loop rc_pingpong_events ibv_rc_pingpong -d vrnic0 -e -n 50
 
 ibv_rc_pingpong -d vrnic0 >/tmp/held.log 2>&1 &
