@@ -46,12 +46,12 @@ enum vrnic_aq_opcode {
 	VRNIC_AQ_OPCODE_DEALLOC_PD = 6, /* Destroy a PD; fails with BUSY while MRs or QPs use it. */
 	VRNIC_AQ_OPCODE_REG_MR = 7, /* Register a memory region; result0 = mkey (lkey and rkey). */
 	VRNIC_AQ_OPCODE_DEREG_MR = 8, /* Deregister a memory region. */
-	VRNIC_AQ_OPCODE_CREATE_CQ = 9, /* Create a completion queue; result0 = cqn, result1 = doorbell slot. */
+	VRNIC_AQ_OPCODE_CREATE_CQ = 9, /* Create a completion queue; result0 = cqn, result1 = doorbell slot (zeroed by the device). */
 	VRNIC_AQ_OPCODE_DESTROY_CQ = 10, /* Destroy a CQ; fails with BUSY while QPs use it. */
 	VRNIC_AQ_OPCODE_CREATE_EQ = 11, /* Create an event queue; result0 = eqn, result1 = doorbell slot (page 0). */
 	VRNIC_AQ_OPCODE_DESTROY_EQ = 12, /* Destroy an EQ; fails with BUSY while CQs use it. */
-	VRNIC_AQ_OPCODE_CREATE_QP = 13, /* Create a QP in RESET; result0 = qpn, result1 = doorbell slot. */
-	VRNIC_AQ_OPCODE_MODIFY_QP = 14, /* Change QP attributes and state (IBTA transitions). */
+	VRNIC_AQ_OPCODE_CREATE_QP = 13, /* Create a QP in RESET; result0 = qpn, result1 = doorbell slot (zeroed by the device). */
+	VRNIC_AQ_OPCODE_MODIFY_QP = 14, /* Change QP attributes and state (IBTA transitions). Moving to RESET sets both consumer indices to 0, zeroes the QP's doorbell slot and forgets every outstanding WQE: no CQE for them is written after the command completes. */
 	VRNIC_AQ_OPCODE_QUERY_QP = 15, /* Write the QP's qp_attr to out_addr. */
 	VRNIC_AQ_OPCODE_DESTROY_QP = 0x10, /* Destroy a QP (any state); its outstanding WQEs are dropped without completions. */
 };
@@ -619,7 +619,7 @@ struct vrnic_port_attr {
 	__le16 gid_tbl_len; /* 16: 1. */
 	__le16 pkey_tbl_len; /* 18: 1 (P_Key 0xFFFF). */
 	__u8 active_width; /* 20: IB width code (2 = 4X). */
-	__u8 active_speed; /* 21: IB speed code (32 = HDR). */
+	__u8 active_speed; /* 21: IB speed code (32 = EDR: 4X EDR is reported as 100 Gb/s). */
 	__u8 link_layer; /* 22: 1 (InfiniBand). */
 	__u8 lmc; /* 23: 0. */
 	__u8 gid[16]; /* 24: GID 0: fe80::/64 prefix and the node GUID, network order. */

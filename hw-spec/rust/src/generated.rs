@@ -600,7 +600,7 @@ pub enum AqOpcode {
     RegMr = 7,
     /// Deregister a memory region.
     DeregMr = 8,
-    /// Create a completion queue; result0 = cqn, result1 = doorbell slot.
+    /// Create a completion queue; result0 = cqn, result1 = doorbell slot (zeroed by the device).
     CreateCq = 9,
     /// Destroy a CQ; fails with BUSY while QPs use it.
     DestroyCq = 10,
@@ -608,9 +608,9 @@ pub enum AqOpcode {
     CreateEq = 11,
     /// Destroy an EQ; fails with BUSY while CQs use it.
     DestroyEq = 12,
-    /// Create a QP in RESET; result0 = qpn, result1 = doorbell slot.
+    /// Create a QP in RESET; result0 = qpn, result1 = doorbell slot (zeroed by the device).
     CreateQp = 13,
-    /// Change QP attributes and state (IBTA transitions).
+    /// Change QP attributes and state (IBTA transitions). Moving to RESET sets both consumer indices to 0, zeroes the QP's doorbell slot and forgets every outstanding WQE: no CQE for them is written after the command completes.
     ModifyQp = 14,
     /// Write the QP's qp_attr to out_addr.
     QueryQp = 15,
@@ -2122,7 +2122,7 @@ pub struct PortAttr {
     pub pkey_tbl_len: Le16,
     /// IB width code (2 = 4X).
     pub active_width: u8,
-    /// IB speed code (32 = HDR).
+    /// IB speed code (32 = EDR: 4X EDR is reported as 100 Gb/s).
     pub active_speed: u8,
     /// 1 (InfiniBand).
     pub link_layer: u8,
