@@ -62,6 +62,8 @@ on_both_topologies!(
     cq_overflow_moves_every_qp_of_the_cq_to_err,
     doorbell_beyond_the_queue_depth_errors_the_qp,
     qp_moved_to_err_flushes_both_queues,
+    wqes_posted_in_err_are_flushed,
+    moving_to_reset_forgets_outstanding_wqes,
     solicited_arm_fires_for_an_error_completion,
 );
 
@@ -896,4 +898,66 @@ fn solicited_arm_fires_for_an_error_completion(t: Topology) {
         (EventType::try_from(e.event_type), e.obj.to_native()),
         (Ok(EventType::Completion), cqn)
     );
+}
+
+fn wqes_posted_in_err_are_flushed(t: Topology) {
+    let mut p = Pair::new(t);
+    let mr = p.mr(A, 8, ACCESS_ALL);
+    let (drv, side) = p.side(A);
+    drv.set_qp_state(&mut side.qp, QpState::Err).ok();
+
+    p.post_sends(
+        A,
+        &[
+            SendWr::send(1, vec![mr.sge(0, 8)]),
+            SendWr::send(2, vec![mr.sge(0, 8)]).signaled(),
+        ],
+    );
+    p.post_recv(A, &RecvWr::new(3, vec![]));
+
+    let sends = p.send_cqes(A, 2);
+    let recv = p.recv_cqe(A);
+    for (c, id) in sends.iter().chain([&recv]).zip([1u64, 2, 3]) {
+        assert_cqe_status(c, WcStatus::WrFlushErr, VendorErr::Flush);
+        assert_eq!(c.wr_id.to_native(), id);
+    }
+}
+
+fn moving_to_reset_forgets_outstanding_wqes(t: Topology) {
+    let mut p = Pair::new(t);
+    let src = p.mr(A, 8, ACCESS_ALL);
+    let dst = p.mr(B, 8, ACCESS_ALL);
+    let (drv, side) = p.side(A);
+    drv.set_qp_state(&mut side.qp, QpState::Sqd).ok();
+    p.post_sends(
+        A,
+        &[
+            SendWr::write(1, vec![src.sge(0, 8)], &dst, 0).signaled(),
+            SendWr::write(2, vec![src.sge(0, 8)], &dst, 0).signaled(),
+        ],
+    );
+    p.post_recv(A, &RecvWr::new(3, vec![]));
+
+    let (lid, qpn) = (p.lid(B), p.qpn(B));
+    let (drv, side) = p.side(A);
+    drv.set_qp_state(&mut side.qp, QpState::Reset).ok();
+    assert_eq!(
+        (
+            drv.db_load(side.qp.uctx, side.qp.slot, 0),
+            drv.db_load(side.qp.uctx, side.qp.slot, 1)
+        ),
+        (0, 0),
+        "the doorbell slot is zeroed"
+    );
+    drv.connect_qp(&side.qp, lid, qpn, &ConnectOpts::default());
+    p.post_send(
+        A,
+        &SendWr::write(4, vec![src.sge(0, 8)], &dst, 0).signaled(),
+    );
+
+    let c = p.send_cqe(A);
+    assert_cqe_ok(&c, 4, WcOpcode::RdmaWrite);
+    assert_eq!(c.wqe_index.to_native(), 0, "indices restart at 0");
+    assert_eq!(p.poll_send_cq(A), None, "no CQE for the forgotten WQEs");
+    assert_eq!(p.poll_recv_cq(A), None, "nor for the forgotten receive");
 }
