@@ -19,5 +19,8 @@ bash qemu-config/provision.sh all
 step "unit, harness and QEMU device tests"
 cargo test --workspace --release
 
+step "kernel driver in a guest: probe, loopback verbs, rmmod with resources open"
+bash guest-driver/kernel/tests/guest-smoke.sh
+
 step "end-to-end tests in QEMU guests (perftest, ibv_* tools)"
 bash tests/e2e.sh
