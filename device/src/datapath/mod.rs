@@ -130,6 +130,10 @@ pub fn run_poller(fabric: Arc<Fabric>, idle: Duration) {
     while !waker.stopping() {
         let progress = poll_all(&fabric);
         if progress.worked {
+            if !polling {
+                set_polling(&fabric, true);
+                polling = true;
+            }
             last_work = Instant::now();
             continue;
         }

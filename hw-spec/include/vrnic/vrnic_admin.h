@@ -322,7 +322,7 @@ _Static_assert(__builtin_offsetof(struct vrnic_cmd_create_cq, reserved1) == 40, 
 struct vrnic_cmd_create_eq {
 	struct vrnic_aq_header hdr;
 	__u8 depth_log2; /* 8: log2 of the ring size, 1..16. */
-	__u8 flags; /* 9: Bit 0 EQ_FLAG_ASYNC: this EQ receives async events (at most one such EQ). */
+	__u8 flags; /* 9: Bit 0 EQ_FLAG_ASYNC: this EQ receives async events (at most one such EQ: a second one fails with BUSY). */
 	__le16 msix_vector; /* 10: MSI-X vector signalled after EQEs are written (< MSIX_VECTORS). */
 	__le32 reserved0; /* 12: must be zero */
 	struct vrnic_page_list ring; /* 16: The ring's pages. */

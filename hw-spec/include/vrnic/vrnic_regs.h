@@ -219,13 +219,13 @@ _Static_assert(__builtin_offsetof(struct vrnic_db_cq_slot, arm) == 4, "vrnic_db_
 /* Doorbell slot of an EQ (kernel page only). */
 struct vrnic_db_eq_slot {
 	__le32 ci; /* 0: Consumer index: free-running count of EQEs consumed. */
-	__le32 reserved0; /* 4: must be zero */
+	__le32 unused0; /* 4: Ignored by the device. */
 };
 #define VRNIC_DB_EQ_SLOT_SIZE 8
 #define VRNIC_DB_EQ_SLOT_CI_OFF 0
-#define VRNIC_DB_EQ_SLOT_RESERVED0_OFF 4
+#define VRNIC_DB_EQ_SLOT_UNUSED0_OFF 4
 _Static_assert(sizeof(struct vrnic_db_eq_slot) == 8, "vrnic_db_eq_slot size");
 _Static_assert(__builtin_offsetof(struct vrnic_db_eq_slot, ci) == 0, "vrnic_db_eq_slot.ci offset");
-_Static_assert(__builtin_offsetof(struct vrnic_db_eq_slot, reserved0) == 4, "vrnic_db_eq_slot.reserved0 offset");
+_Static_assert(__builtin_offsetof(struct vrnic_db_eq_slot, unused0) == 4, "vrnic_db_eq_slot.unused0 offset");
 
 #endif /* VRNIC_REGS_H */

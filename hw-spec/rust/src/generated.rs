@@ -504,8 +504,8 @@ const _: () = assert!(std::mem::offset_of!(DbCqSlot, arm) == 4);
 pub struct DbEqSlot {
     /// Consumer index: free-running count of EQEs consumed.
     pub ci: Le32,
-    /// Reserved, must be zero.
-    pub reserved0: Le32,
+    /// Ignored by the device.
+    pub unused0: Le32,
 }
 
 impl Default for DbEqSlot {
@@ -523,21 +523,19 @@ unsafe impl ByteValued for DbEqSlot {}
 impl DbEqSlot {
     pub const SIZE: usize = 8;
     pub const CI_OFF: usize = 0;
-    pub const RESERVED0_OFF: usize = 4;
+    pub const UNUSED0_OFF: usize = 4;
 
     /// The first reserved field (searching nested structs too) that is not zero, as
     /// (field name, byte offset in this struct).
     pub fn nonzero_reserved(&self) -> Option<(&'static str, usize)> {
-        if self.reserved0.to_native() != 0 {
-            return Some(("reserved0", Self::RESERVED0_OFF));
-        }
+        let _ = self;
         None
     }
 }
 
 const _: () = assert!(std::mem::size_of::<DbEqSlot>() == 8);
 const _: () = assert!(std::mem::offset_of!(DbEqSlot, ci) == 0);
-const _: () = assert!(std::mem::offset_of!(DbEqSlot, reserved0) == 4);
+const _: () = assert!(std::mem::offset_of!(DbEqSlot, unused0) == 4);
 
 // ---- Admin queue (admin.toml) ----
 
@@ -1567,7 +1565,7 @@ pub struct CmdCreateEq {
     pub hdr: AqHeader,
     /// log2 of the ring size, 1..16.
     pub depth_log2: u8,
-    /// Bit 0 EQ_FLAG_ASYNC: this EQ receives async events (at most one such EQ).
+    /// Bit 0 EQ_FLAG_ASYNC: this EQ receives async events (at most one such EQ: a second one fails with BUSY).
     pub flags: u8,
     /// MSI-X vector signalled after EQEs are written (< MSIX_VECTORS).
     pub msix_vector: Le16,
@@ -3382,8 +3380,8 @@ pub const LAYOUT: &[(&str, usize)] = &[
     ("db_eq_slot", std::mem::size_of::<DbEqSlot>()),
     ("db_eq_slot.ci", std::mem::offset_of!(DbEqSlot, ci)),
     (
-        "db_eq_slot.reserved0",
-        std::mem::offset_of!(DbEqSlot, reserved0),
+        "db_eq_slot.unused0",
+        std::mem::offset_of!(DbEqSlot, unused0),
     ),
     ("page_list", std::mem::size_of::<PageList>()),
     ("page_list.addr", std::mem::offset_of!(PageList, addr)),

@@ -37,7 +37,7 @@ int main(void)
 	OFF(db_cq_slot, arm);
 	SIZE(db_eq_slot);
 	OFF(db_eq_slot, ci);
-	OFF(db_eq_slot, reserved0);
+	OFF(db_eq_slot, unused0);
 	VAL(AQ_DEPTH_LOG2_MAX);
 	VAL(VERSION_MAJOR);
 	VAL(VERSION_MINOR);
