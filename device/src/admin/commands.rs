@@ -136,6 +136,24 @@ pub fn owned(owner: u32, caller: u32, field: usize) -> CmdResult<()> {
     }
 }
 
+/// Writes a QUERY_DEVICE/QUERY_PORT answer to the buffer the command names.
+fn answer_query<T: ByteValued>(
+    mem: &RamSnapshot,
+    cmd: &CmdQuery,
+    answer: &T,
+) -> CmdResult<[u32; 4]> {
+    let (addr, len) = (cmd.out_addr.to_native(), cmd.out_len.to_native());
+    write_out(
+        mem,
+        addr,
+        len,
+        answer,
+        CmdQuery::OUT_ADDR_OFF,
+        CmdQuery::OUT_LEN_OFF,
+    )?;
+    Ok([0; 4])
+}
+
 fn query_device(rnic: &Rnic, mem: &RamSnapshot, cmd: &CmdQuery) -> CmdResult<[u32; 4]> {
     if cmd.port != 0 {
         return Err(bad_field(CmdQuery::PORT_OFF));
@@ -169,15 +187,7 @@ fn query_device(rnic: &Rnic, mem: &RamSnapshot, cmd: &CmdQuery) -> CmdResult<[u3
         phys_port_cnt: 1,
         ..Default::default()
     };
-    write_out(
-        mem,
-        cmd.out_addr.to_native(),
-        cmd.out_len.to_native(),
-        &attr,
-        CmdQuery::OUT_ADDR_OFF,
-        CmdQuery::OUT_LEN_OFF,
-    )?;
-    Ok([0; 4])
+    answer_query(mem, cmd, &attr)
 }
 
 fn query_port(rnic: &Rnic, mem: &RamSnapshot, cmd: &CmdQuery) -> CmdResult<[u32; 4]> {
@@ -203,15 +213,7 @@ fn query_port(rnic: &Rnic, mem: &RamSnapshot, cmd: &CmdQuery) -> CmdResult<[u32;
         gid,
         ..Default::default()
     };
-    write_out(
-        mem,
-        cmd.out_addr.to_native(),
-        cmd.out_len.to_native(),
-        &attr,
-        CmdQuery::OUT_ADDR_OFF,
-        CmdQuery::OUT_LEN_OFF,
-    )?;
-    Ok([0; 4])
+    answer_query(mem, cmd, &attr)
 }
 
 fn alloc_uctx(rnic: &Rnic, st: &mut RnicState, cmd: &CmdHandle) -> CmdResult<[u32; 4]> {

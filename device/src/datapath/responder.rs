@@ -111,19 +111,29 @@ fn remote_range(st: &RnicState, req: &Request, access: Access) -> Result<Pieces,
         .collect())
 }
 
+/// `remote_range`, or the refusal (target QP to ERR with QP_ACCESS_ERR, REM_ACCESS_ERR).
+fn remote_access(
+    rnic: &Rnic,
+    st: &mut RnicState,
+    req: &Request,
+    access: Access,
+) -> Result<Pieces, Response> {
+    remote_range(st, req, access).map_err(|why| {
+        fail(
+            rnic,
+            st,
+            req.dest_qpn,
+            EventType::QpAccessErr,
+            WcStatus::RemAccessErr,
+            why,
+        )
+    })
+}
+
 fn write(rnic: &Rnic, st: &mut RnicState, mem: &RamSnapshot, req: &Request) -> Response {
-    let dst = match remote_range(st, req, Access::RemoteWrite) {
+    let dst = match remote_access(rnic, st, req, Access::RemoteWrite) {
         Ok(p) => p,
-        Err(why) => {
-            return fail(
-                rnic,
-                st,
-                req.dest_qpn,
-                EventType::QpAccessErr,
-                WcStatus::RemAccessErr,
-                why,
-            )
-        }
+        Err(refused) => return refused,
     };
     if req.imm.is_some() && !receive_posted(rnic, st, req.dest_qpn) {
         return rnr(st, req.dest_qpn);
@@ -230,18 +240,9 @@ fn read(rnic: &Rnic, st: &mut RnicState, mem: &RamSnapshot, req: &Request) -> Re
             VendorErr::RemoteAccess,
         );
     }
-    let src = match remote_range(st, req, Access::RemoteRead) {
+    let src = match remote_access(rnic, st, req, Access::RemoteRead) {
         Ok(p) => p,
-        Err(why) => {
-            return fail(
-                rnic,
-                st,
-                req.dest_qpn,
-                EventType::QpAccessErr,
-                WcStatus::RemAccessErr,
-                why,
-            )
-        }
+        Err(refused) => return refused,
     };
     match copy(req.mem, req.pieces, mem, &src, req.len) {
         Ok(()) => Response::Done,
