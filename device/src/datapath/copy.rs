@@ -53,13 +53,13 @@ fn copy_chunk(
     n: u64,
 ) -> Result<(), Fault> {
     let len = usize::try_from(n).map_err(|_| Fault::Source)?;
-    src_mem.check_read(src, len).map_err(|_| Fault::Source)?;
-    dst_mem
-        .check_write(dst, len)
-        .map_err(|_| Fault::Destination)?;
+    // copy_from checks both ranges before it copies; only a failure needs to know which.
     dst_mem
         .copy_from(dst, src_mem, src, len)
-        .map_err(|_| Fault::Destination)
+        .map_err(|_| match src_mem.check_read(src, len) {
+            Err(_) => Fault::Source,
+            Ok(()) => Fault::Destination,
+        })
 }
 
 /// Walks two piece lists in step: (destination address, is-final-chunk), source address, length.
