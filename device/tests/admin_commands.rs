@@ -1286,3 +1286,37 @@ fn qpns_are_24_bit_and_never_0_or_1() {
         assert!((QPN_MIN..=QPN_MAX).contains(&qp.qpn), "QPN {}", qp.qpn);
     }
 }
+
+#[test]
+fn reg_mr_beyond_the_device_page_list_budget_is_no_resources() {
+    let (_devices, mut d) = device();
+    let uctx = d.alloc_uctx();
+    let pd = d.alloc_pd(uctx);
+    // 4 GiB of 4 KiB pages described as CONTIGUOUS: 1 Mi entries for the device to hold,
+    // without the guest having to provide a list. 16 of them fill the 16 Mi-entry budget.
+    let huge = |iova: u64| CmdRegMr {
+        hdr: header(AqOpcode::RegMr),
+        pdn: pd.into(),
+        access: u32::from(Access::LocalWrite).into(),
+        iova: iova.into(),
+        length: (4u64 << 30).into(),
+        pages: PageList {
+            addr: (1u64 << 40).into(),
+            npages: (1u32 << 20).into(),
+            page_shift: 12,
+            mode: PageListMode::Contiguous.into(),
+            ..Default::default()
+        },
+        uctx: uctx.into(),
+        ..Default::default()
+    };
+    let keys: Vec<u32> = (0..16u64)
+        .map(|i| d.admin(&huge(i << 32)).ok()[0])
+        .collect();
+
+    let over = d.admin(&huge(16 << 32));
+
+    over.expect_general_err(AqStatus::NoResources);
+    d.admin(&cmd_handle(AqOpcode::DeregMr, keys[0], uctx)).ok();
+    d.admin(&huge(16 << 32)).ok();
+}

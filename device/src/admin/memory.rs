@@ -7,6 +7,9 @@ use crate::objects::{page_list, Mr};
 use crate::rnic::RnicState;
 use vrnic_hw::{bar0, Access, CmdHandle, CmdRegMr, ACCESS_SUPPORTED_MASK};
 
+/// Most page-list entries all MRs of one device may hold together.
+pub const MAX_MTT_ENTRIES: usize = 1 << 24;
+
 fn max_mr_size() -> u64 {
     u64::from(bar0::MAX_MR_SIZE_HI_RESET) << 32 | u64::from(bar0::MAX_MR_SIZE_LO_RESET)
 }
@@ -33,6 +36,17 @@ pub fn reg_mr(st: &mut RnicState, mem: &RamSnapshot, cmd: &CmdRegMr) -> CmdResul
     }
     if iova.checked_add(length).is_none() {
         return Err(bad_field(CmdRegMr::IOVA_OFF));
+    }
+    // Page lists are copied into host memory: bound their total so no guest can make the
+    // device allocate without limit (16M entries: 128 MiB, 64 GiB of 4 KiB pages).
+    let held: usize = st
+        .objects
+        .mrs
+        .iter()
+        .map(|(_, mr)| mr.pages.pages.len())
+        .sum();
+    if held.saturating_add(cmd.pages.npages.to_native() as usize) > MAX_MTT_ENTRIES {
+        return Err(no_resources());
     }
     let shift = u32::from(cmd.pages.page_shift).min(63);
     let first_offset = iova & ((1u64 << shift) - 1);
