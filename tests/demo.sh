@@ -15,6 +15,7 @@ TESTS=(
 	'ib_write_bw-65536|pair|ib_write_bw -d vrnic0 -s 65536 -n 5000 -F -p $PORT|ib_write_bw -d vrnic0 -s 65536 -n 5000 -F -p $PORT $PEER'
 	'ib_write_bw-1048576|pair|ib_write_bw -d vrnic0 -s 1048576 -n 2000 -F -p $PORT|ib_write_bw -d vrnic0 -s 1048576 -n 2000 -F -p $PORT $PEER'
 	'ib_write_lat-8|pair|ib_write_lat -d vrnic0 -s 8 -n 2000 -F -p $PORT|ib_write_lat -d vrnic0 -s 8 -n 2000 -F -p $PORT $PEER'
+	'ib_read_lat-8|pair|ib_read_lat -d vrnic0 -s 8 -n 2000 -F -p $PORT|ib_read_lat -d vrnic0 -s 8 -n 2000 -F -p $PORT $PEER'
 )
 for g in a b; do
 	mkdir -p "$work/$g"
@@ -24,7 +25,8 @@ for g in a b; do
 	printf '%s\n' "${TESTS[@]}" >"$work/$g/tests"
 done
 say "booting two guests (TCG; about 20 s)"
-guest() { "$REPO/qemu-config/run-guest.sh" --initrd "$E2E_IMAGE" --timeout 1200 --mem 2G "$@"; }
+# shellcheck disable=SC2086 # VRNIC_GUEST_ARGS: extra run-guest.sh options, e.g. --smp 1
+guest() { "$REPO/qemu-config/run-guest.sh" --initrd "$E2E_IMAGE" --timeout 1200 --mem 2G ${VRNIC_GUEST_ARGS:-} "$@"; }
 guest --name guest-a --ip 169.254.100.1/24 --net-listen "$work/link.sock" --job "$work/a" \
 	--vrnic-socket "$work/rnic0.sock" --log "$work/a/console.log" &
 pa=$!

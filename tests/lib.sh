@@ -27,7 +27,8 @@ start_vrnic() {
 	for spec in "$@"; do
 		args+=(--device "${spec%%,*},socket=$dir/${spec%%,*}.sock,${spec#*,}")
 	done
-	RUST_LOG=${RUST_LOG:-info} "$REPO/target/release/vrnic" serve "${args[@]}" >"$dir/vrnic.log" 2>&1 &
+	# shellcheck disable=SC2086 # VRNIC_SERVE_ARGS: extra options, e.g. --poll-idle-us 0
+	RUST_LOG=${RUST_LOG:-info} "$REPO/target/release/vrnic" serve "${args[@]}" ${VRNIC_SERVE_ARGS:-} >"$dir/vrnic.log" 2>&1 &
 	VRNIC_PID=$!
 	for spec in "$@"; do
 		local n=0

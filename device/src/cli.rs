@@ -1,5 +1,6 @@
 //! The command line and the TOML configuration file of `vrnic serve`.
 
+use crate::datapath::PollerConfig;
 use crate::pci::PciIds;
 use crate::rnic::RnicConfig;
 use serde::Deserialize;
@@ -11,7 +12,7 @@ vrnic: a virtual RDMA NIC served to QEMU guests over vfio-user
 
 Usage:
   vrnic serve --device NAME,socket=PATH,lid=N[,vendor=ID,device=ID,subsystem-vendor=ID,subsystem=ID] ...
-              [--config FILE] [--poll-idle-us N]
+              [--config FILE] [--poll-idle-us N] [--poll-always]
   vrnic --help
 
 Options:
@@ -21,12 +22,17 @@ Options:
                       defaults are the hw-spec's (1234:7652, subsystem 1234:0001).
   --config FILE       Read devices (and poll_idle_us) from a TOML file:
                         poll_idle_us = 1000
+                        poll_always = false
                         [[device]]
                         name = \"rnic0\"
                         socket = \"/run/vrnic/rnic0.sock\"
                         lid = 1
   --poll-idle-us N    How long the doorbell poller keeps polling after the last work before
-                      it sleeps (default 1000).
+                      it sleeps until a driver kicks it (default 1000).
+  --poll-always       Keep idle polling even when the host has no core to spare. By default
+                      the poller notices it is starved (a host running more busy vCPUs than
+                      it has cores) and sleeps instead, so drivers kick it: a kick blocks the
+                      posting vCPU and frees a core, which is faster on a crowded host.
 
 Attach with QEMU (guest RAM must be shared memfd memory):
   -object memory-backend-memfd,id=mem,size=2G,share=on -machine q35,memory-backend=mem -m 2G
@@ -38,7 +44,7 @@ Logging: RUST_LOG=info|debug|trace (env_logger). SIGINT/SIGTERM stop cleanly.";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServeArgs {
     pub devices: Vec<RnicConfig>,
-    pub poll_idle: Duration,
+    pub poller: PollerConfig,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -80,6 +86,7 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
     }
     let mut devices = Vec::new();
     let mut poll_idle_us = None;
+    let mut poll_always = None;
     while let Some(arg) = it.next() {
         match arg.as_str() {
             "-h" | "--help" => return Ok(Command::Help),
@@ -90,11 +97,13 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
                 let v = it.next().ok_or(CliError::MissingValue("--poll-idle-us"))?;
                 poll_idle_us = Some(v.parse().map_err(|_| CliError::BadNumber(v.clone()))?);
             }
+            "--poll-always" => poll_always = Some(true),
             "--config" => {
                 let path = it.next().ok_or(CliError::MissingValue("--config"))?;
                 let file = read_config(path)?;
                 devices.extend(file.devices);
                 poll_idle_us = poll_idle_us.or(file.poll_idle_us);
+                poll_always = poll_always.or(file.poll_always);
             }
             other => return Err(CliError::Unknown(other.into())),
         }
@@ -102,7 +111,10 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
     check(&devices)?;
     Ok(Command::Serve(ServeArgs {
         devices,
-        poll_idle: Duration::from_micros(poll_idle_us.unwrap_or(1000)),
+        poller: PollerConfig {
+            idle: poll_idle_us.map_or(PollerConfig::default().idle, Duration::from_micros),
+            give_way: !poll_always.unwrap_or(false),
+        },
     }))
 }
 
@@ -182,6 +194,7 @@ fn parse_device(spec: &str) -> Result<RnicConfig, CliError> {
 #[serde(deny_unknown_fields)]
 struct ConfigFile {
     poll_idle_us: Option<u64>,
+    poll_always: Option<bool>,
     #[serde(default, rename = "device")]
     devices: Vec<DeviceEntry>,
 }
@@ -201,6 +214,7 @@ struct DeviceEntry {
 struct Config {
     devices: Vec<RnicConfig>,
     poll_idle_us: Option<u64>,
+    poll_always: Option<bool>,
 }
 
 fn read_config(path: &str) -> Result<Config, CliError> {
@@ -234,6 +248,7 @@ fn read_config(path: &str) -> Result<Config, CliError> {
     Ok(Config {
         devices,
         poll_idle_us: file.poll_idle_us,
+        poll_always: file.poll_always,
     })
 }
 
@@ -255,7 +270,13 @@ mod tests {
             (a.devices[1].ids.vendor, a.devices[1].ids.device),
             (0x15b3, 4115)
         );
-        assert_eq!(a.poll_idle, Duration::from_micros(50));
+        assert_eq!(
+            a.poller,
+            PollerConfig {
+                idle: Duration::from_micros(50),
+                give_way: true
+            }
+        );
     }
 
     #[test]
@@ -300,14 +321,19 @@ mod tests {
     #[test]
     fn config_file_supplies_devices() {
         let path = std::env::temp_dir().join(format!("vrnic-cli-{}.toml", std::process::id()));
-        std::fs::write(&path, "poll_idle_us = 7\n[[device]]\nname = \"r0\"\nsocket = \"/tmp/r0\"\nlid = 3\nvendor = 4660\n").unwrap();
+        std::fs::write(&path, "poll_idle_us = 7\npoll_always = true\n[[device]]\nname = \"r0\"\nsocket = \"/tmp/r0\"\nlid = 3\nvendor = 4660\n").unwrap();
         let Ok(Command::Serve(a)) = parse(&args(&format!("serve --config {}", path.display())))
         else {
             panic!()
         };
         assert_eq!(
-            (a.devices[0].lid, a.devices[0].ids.vendor, a.poll_idle),
-            (3, 0x1234, Duration::from_micros(7))
+            (
+                a.devices[0].lid,
+                a.devices[0].ids.vendor,
+                a.poller.idle,
+                a.poller.give_way
+            ),
+            (3, 0x1234, Duration::from_micros(7), false)
         );
         std::fs::write(&path, "[[device]]\nname = \"r0\"\n").unwrap();
         assert!(matches!(

@@ -1,11 +1,10 @@
 //! The fabric: every device served by this process, reachable by LID, and the poller that
 //! moves data between them.
 
-use crate::datapath::{run_poller, Waker};
+use crate::datapath::{run_poller, PollerConfig, Waker};
 use crate::rnic::{Rnic, RnicConfig};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
 
 pub struct Fabric {
     devices: Vec<Arc<Rnic>>,
@@ -57,10 +56,10 @@ impl Fabric {
     }
 
     /// Starts the poller thread; `stop()` on the waker ends it.
-    pub fn start_poller(self: &Arc<Self>, idle: Duration) -> std::io::Result<JoinHandle<()>> {
+    pub fn start_poller(self: &Arc<Self>, config: PollerConfig) -> std::io::Result<JoinHandle<()>> {
         let fabric = self.clone();
         std::thread::Builder::new()
             .name("vrnic-poller".into())
-            .spawn(move || run_poller(fabric, idle))
+            .spawn(move || run_poller(fabric, config))
     }
 }

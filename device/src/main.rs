@@ -57,7 +57,7 @@ fn serve(args: cli::ServeArgs) -> Result<(), String> {
         );
     }
     let poller = fabric
-        .start_poller(args.poll_idle)
+        .start_poller(args.poller)
         .map_err(|e| e.to_string())?;
     let sig = wait_for_signal(&signals);
     log::info!("signal {sig}: stopping");

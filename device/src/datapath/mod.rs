@@ -120,13 +120,55 @@ fn set_polling(fabric: &Fabric, polling: bool) {
     }
 }
 
-/// The poller thread's loop: poll while there is work (and for `idle` after it), then
-/// announce sleep through POLL_STATE, look once more, and sleep until kicked.
-pub fn run_poller(fabric: Arc<Fabric>, idle: Duration) {
+/// How long the poller spins after the last work before it naps between looks.
+const SPIN: Duration = Duration::from_micros(20);
+/// The nap between looks while still polling.
+const NAP: Duration = Duration::from_micros(5);
+/// A look that took this long means the poller is competing for a core.
+const STARVED: Duration = Duration::from_micros(200);
+/// How long the poller stops idle polling after it starved.
+const STARVED_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Asks for precise short sleeps: the default 50 us timer slack would stretch every nap.
+fn tighten_timer_slack() {
+    // SAFETY: PR_SET_TIMERSLACK takes an integer argument and touches no memory of ours.
+    let rc = unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000u64, 0u64, 0u64, 0u64) };
+    if rc != 0 {
+        log::debug!(
+            "PR_SET_TIMERSLACK failed: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
+/// How the poller behaves between bursts of work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PollerConfig {
+    /// How long it keeps looking after the last work before it sleeps until kicked.
+    pub idle: Duration,
+    /// Give up idle polling while the host has no core to spare for it (see `STARVED`).
+    pub give_way: bool,
+}
+
+impl Default for PollerConfig {
+    fn default() -> Self {
+        PollerConfig {
+            idle: Duration::from_micros(1000),
+            give_way: true,
+        }
+    }
+}
+
+/// The poller thread's loop: poll while there is work; for `idle` after it keep looking
+/// (spinning briefly, then napping), then announce sleep through POLL_STATE, look once
+/// more, and sleep until kicked.
+pub fn run_poller(fabric: Arc<Fabric>, config: PollerConfig) {
+    tighten_timer_slack();
     let waker = fabric.waker().clone();
     let mut last_work = Instant::now();
     set_polling(&fabric, false);
     let mut polling = false;
+    let mut starved_at: Option<Instant> = None;
     while !waker.stopping() {
         let progress = poll_all(&fabric);
         if progress.worked {
@@ -137,10 +179,30 @@ pub fn run_poller(fabric: Arc<Fabric>, idle: Duration) {
             last_work = Instant::now();
             continue;
         }
+        // After starving, poll only while there is work, for a while.
+        let idle = match starved_at {
+            Some(t) if t.elapsed() < STARVED_BACKOFF => Duration::ZERO,
+            _ => config.idle,
+        };
         if polling && last_work.elapsed() < idle {
-            // Leave the core to the VMs' vCPU threads between looks.
-            std::thread::yield_now();
-            continue;
+            let look = Instant::now();
+            if last_work.elapsed() < SPIN {
+                std::thread::yield_now();
+            } else {
+                // Still polling (no kicks needed), but leave the cores to the VMs' vCPUs.
+                std::thread::sleep(NAP);
+            }
+            // Waited far longer than asked: the host has no core to spare for polling, and
+            // a doorbell would sit unseen for a scheduler slice. Sleep instead, so drivers
+            // kick: a kick blocks the posting vCPU, which frees a core for this thread.
+            if !config.give_way || look.elapsed() < STARVED {
+                continue;
+            }
+            log::trace!(
+                "poller starved for {:?}; sleeping until kicked",
+                look.elapsed()
+            );
+            starved_at = Some(Instant::now());
         }
         set_polling(&fabric, false);
         // Pairs with the drivers' barrier between the doorbell store and the POLL_STATE load.

@@ -67,7 +67,12 @@ impl TestDevices {
                     .expect("spawn server"),
             );
         }
-        let poller = fabric.start_poller(idle).expect("poller");
+        // Tests reason about POLL_STATE: the poller must not give way to a busy test machine.
+        let config = vrnic::datapath::PollerConfig {
+            idle,
+            give_way: false,
+        };
+        let poller = fabric.start_poller(config).expect("poller");
         TestDevices {
             fabric,
             sockets,
