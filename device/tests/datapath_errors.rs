@@ -58,6 +58,7 @@ on_both_topologies!(
     send_posted_in_sqd_waits_for_rts,
     missing_destination_qp_fails_with_retry_exc_err,
     destination_qp_not_ready_fails_with_retry_exc_err,
+    write_to_a_qp_connected_elsewhere_is_dropped,
     cq_overflow_errors_the_cq_and_its_qp,
     cq_overflow_moves_every_qp_of_the_cq_to_err,
     doorbell_beyond_the_queue_depth_errors_the_qp,
@@ -786,8 +787,19 @@ fn cq_overflow_errors_the_cq_and_its_qp(t: Topology) {
     let (drv, side) = p.side(A);
     let mut small = drv.create_cq(side.uctx, 1);
     let mut qp = drv.create_qp(side.uctx, side.pd, &small, &small, QpCaps::default());
-    let (lid, qpn) = (p.lid(B), p.qpn(B));
-    p.drv(A).connect_qp(&qp, lid, qpn, &ConnectOpts::default());
+    // An RC target accepts only its connected peer: give the new QP one of its own on B.
+    let (lid_a, lid_b) = (p.lid(A), p.lid(B));
+    let (drv_b, side_b) = p.side(B);
+    let peer = drv_b.create_qp(
+        side_b.uctx,
+        side_b.pd,
+        &side_b.send_cq,
+        &side_b.recv_cq,
+        QpCaps::default(),
+    );
+    drv_b.connect_qp(&peer, lid_a, qp.qpn, &ConnectOpts::default());
+    p.drv(A)
+        .connect_qp(&qp, lid_b, peer.qpn, &ConnectOpts::default());
     let wrs: Vec<SendWr> = (0..3)
         .map(|i| SendWr::write(i, vec![src.sge(0, 8)], &dst, 0).signaled())
         .collect();
@@ -960,4 +972,31 @@ fn moving_to_reset_forgets_outstanding_wqes(t: Topology) {
     assert_eq!(c.wqe_index.to_native(), 0, "indices restart at 0");
     assert_eq!(p.poll_send_cq(A), None, "no CQE for the forgotten WQEs");
     assert_eq!(p.poll_recv_cq(A), None, "nor for the forgotten receive");
+}
+
+fn write_to_a_qp_connected_elsewhere_is_dropped(t: Topology) {
+    let opts = ConnectOpts {
+        timeout: 1,
+        retry_cnt: 1,
+        ..ConnectOpts::default()
+    };
+    let mut p = Pair::with(t, QpCaps::default(), opts);
+    let (lid_a, stranger) = (p.lid(A), p.qpn(A) + 100);
+    let (drv, side) = p.side(B);
+    drv.set_qp_state(&mut side.qp, QpState::Reset).ok();
+    drv.connect_qp(&side.qp, lid_a, stranger, &ConnectOpts::default());
+    let src = p.mr(A, 8, ACCESS_ALL);
+    p.drv(A).mr_fill(&src, 0xab);
+    let dst = p.mr(B, 8, ACCESS_ALL);
+
+    // B's QP is RC-connected to another QP: A's packets are dropped and A times out.
+    expect_failure_and_flush(
+        &mut p,
+        SendWr::write(1, vec![src.sge(0, 8)], &dst, 0),
+        WcStatus::RetryExcErr,
+        VendorErr::Unreachable,
+    );
+
+    assert_eq!(p.drv(B).mr_read(&dst, 0, 8), vec![0; 8], "nothing landed");
+    assert_eq!(p.qp_state(B), QpState::Rts, "the target is untouched");
 }

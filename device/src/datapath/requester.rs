@@ -170,6 +170,7 @@ fn execute(
     let with_imm = matches!(opcode, WrOpcode::SendWithImm | WrOpcode::RdmaWriteWithImm);
     let req = Request {
         opcode,
+        src_lid: rnic.lid(),
         src_qpn: qpn,
         dest_qpn,
         solicited: wqe.flags & u8::from(SendFlags::Solicited) != 0,

@@ -15,6 +15,7 @@ use vrnic_hw::{
 /// A request travelling from a requester QP to its target.
 pub struct Request<'a> {
     pub opcode: WrOpcode,
+    pub src_lid: u16,
     pub src_qpn: u32,
     pub dest_qpn: u32,
     pub solicited: bool,
@@ -49,7 +50,11 @@ pub fn respond(rnic: &Rnic, st: &mut RnicState, req: &Request) -> Response {
     let Some(qp) = st.objects.qp(req.dest_qpn) else {
         return Response::Unreachable;
     };
-    if !qp.receives_allowed() {
+    // RC: only the connected peer reaches a QP; anything else is dropped, as a packet from a
+    // stranger would be, and its sender times out.
+    let connected =
+        qp.attr.dest_qp_num.to_native() == req.src_qpn && qp.attr.dlid.to_native() == req.src_lid;
+    if !qp.receives_allowed() || !connected {
         return Response::Unreachable;
     }
     if qp.state == QpState::Rtr && !qp.comm_established {
