@@ -108,6 +108,7 @@ pub fn create_qp(
             max_recv_sge: cmd.max_recv_sge,
             max_inline,
             waiting: None,
+            sq_offset: 0,
             comm_established: false,
         },
     );
@@ -293,6 +294,7 @@ pub fn modify_qp(rnic: &Rnic, st: &mut RnicState, cmd: &CmdModifyQp) -> CmdResul
             qp.sq.ci = 0;
             qp.rq.ci = 0;
             qp.waiting = None;
+            qp.sq_offset = 0;
             qp.comm_established = false;
             qp.attr = QpAttr::default();
             rnic.doorbells.set_slot_word(uctx, slot, 0, 0);

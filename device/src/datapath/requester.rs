@@ -3,6 +3,7 @@
 //! processing").
 
 use super::completion::post_cqe;
+use super::copy::sub_range;
 use super::events::post_async;
 use super::responder::{respond, Request, Response};
 use super::sge;
@@ -20,6 +21,8 @@ use vrnic_hw::{
 
 /// WQEs one QP may execute per pass, so one busy QP cannot starve the others.
 const BUDGET: usize = 32;
+/// Bytes of one message moved per pass.
+const CHUNK: u64 = 1 << 20;
 
 /// A failed WQE: its completion status and the device's reason.
 type Failure = (WcStatus, VendorErr);
@@ -104,6 +107,8 @@ fn run_send_queue(
                 complete_send(rnic, st, mem, qpn, &wqe, Err(failure));
                 return Progress::worked();
             }
+            // Let the other QPs have their turn before the next chunk.
+            Step::Partial => return Progress::worked(),
             Step::Waiting(retry_at) => {
                 progress.retry_at = Some(retry_at);
                 break;
@@ -132,6 +137,8 @@ fn read_wqe(mem: &RamSnapshot, st: &RnicState, qpn: u32) -> Result<(u64, SendWqe
 
 enum Step {
     Done(u64),
+    /// A chunk of a long message moved; the rest follows in later passes.
+    Partial,
     Failed(Failure),
     Waiting(Instant),
 }
@@ -152,6 +159,10 @@ fn execute(
         Ok(found) => found,
         Err(failure) => return Step::Failed(failure),
     };
+    // This pass moves one chunk of the message: [offset, offset + chunk).
+    let offset = st.objects.qp(qpn).map_or(0, |qp| qp.sq_offset).min(len);
+    let chunk = (len - offset).min(CHUNK);
+    let pieces = sub_range(&pieces, offset, chunk);
     // The local buffers must be reachable before the target is involved: a local DMA
     // fault is the requester's error whatever the target's state (e.g. no receive posted).
     let local_ok = pieces.iter().all(|&(addr, n)| {
@@ -178,6 +189,8 @@ fn execute(
         remote_addr: wqe.remote_addr.to_native(),
         rkey: wqe.rkey.to_native(),
         len,
+        offset,
+        chunk,
         pieces: &pieces,
         mem,
     };
@@ -192,6 +205,10 @@ fn execute(
     let (reason, delay, retries) = match response {
         Response::Done => {
             qp.waiting = None;
+            if offset + chunk < len {
+                qp.sq_offset = offset + chunk;
+                return Step::Partial;
+            }
             return Step::Done(len);
         }
         Response::Remote(status, why) => return Step::Failed((status, why)),
@@ -323,6 +340,7 @@ fn complete_send(
     };
     let index = qp.sq.ci;
     qp.sq.ci = index.wrapping_add(1);
+    qp.sq_offset = 0;
     let signaled = wqe.flags & u8::from(SendFlags::Signaled) != 0;
     let (status, why, len) = match outcome {
         Ok(len) => (WcStatus::Success, VendorErr::None, len),

@@ -2,7 +2,7 @@
 //! and completes the receive (SPEC "Send queue processing", "Data placement").
 
 use super::completion::post_cqe;
-use super::copy::{copy, Fault, Pieces};
+use super::copy::{copy, sub_range, Fault, Pieces};
 use super::events::post_async;
 use super::sge;
 use crate::guest_memory::RamSnapshot;
@@ -22,10 +22,21 @@ pub struct Request<'a> {
     pub imm: Option<[u8; 4]>,
     pub remote_addr: u64,
     pub rkey: u32,
+    /// Length of the whole message.
     pub len: u64,
-    /// The requester's local pieces (source of WRITE/SEND, destination of READ).
+    /// This request moves bytes `[offset, offset + chunk)` of the message.
+    pub offset: u64,
+    pub chunk: u64,
+    /// The requester's local pieces of this chunk (source of WRITE/SEND, destination of READ).
     pub pieces: &'a Pieces,
     pub mem: &'a RamSnapshot,
+}
+
+impl Request<'_> {
+    /// This chunk ends the message: completions follow it.
+    fn is_last(&self) -> bool {
+        self.offset + self.chunk == self.len
+    }
 }
 
 /// What the requester learns.
@@ -110,8 +121,12 @@ fn remote_range(st: &RnicState, req: &Request, access: Access) -> Result<Pieces,
     if !mr.allows(bit) || qp.attr.qp_access_flags.to_native() & bit == 0 {
         return Err(VendorErr::RemoteAccess);
     }
+    // The whole message must fit, whichever chunk this is.
+    mr.range(req.remote_addr, req.len)
+        .ok_or(VendorErr::RemoteBounds)?;
+    let start = req.remote_addr + req.offset;
     Ok(mr
-        .range(req.remote_addr, req.len)
+        .range(start, req.chunk)
         .ok_or(VendorErr::RemoteBounds)?
         .collect())
 }
@@ -143,7 +158,7 @@ fn write(rnic: &Rnic, st: &mut RnicState, mem: &RamSnapshot, req: &Request) -> R
     if req.imm.is_some() && !receive_posted(rnic, st, req.dest_qpn) {
         return rnr(st, req.dest_qpn);
     }
-    match copy(mem, &dst, req.mem, req.pieces, req.len) {
+    match copy(mem, &dst, req.mem, req.pieces, req.chunk) {
         Ok(()) => {}
         Err(Fault::Source) => return Response::LocalFault,
         Err(Fault::Destination) => {
@@ -158,8 +173,8 @@ fn write(rnic: &Rnic, st: &mut RnicState, mem: &RamSnapshot, req: &Request) -> R
         }
     }
     match req.imm {
-        Some(_) => complete_receive(rnic, st, mem, req, WcOpcode::RecvRdmaWithImm),
-        None => Response::Done,
+        Some(_) if req.is_last() => complete_receive(rnic, st, mem, req, WcOpcode::RecvRdmaWithImm),
+        _ => Response::Done,
     }
 }
 
@@ -204,8 +219,10 @@ fn send(rnic: &Rnic, st: &mut RnicState, mem: &RamSnapshot, req: &Request) -> Re
             VendorErr::Length,
         );
     }
-    match copy(mem, &dst, req.mem, req.pieces, req.len) {
-        Ok(()) => complete_receive(rnic, st, mem, req, WcOpcode::Recv),
+    let dst = sub_range(&dst, req.offset, req.chunk);
+    match copy(mem, &dst, req.mem, req.pieces, req.chunk) {
+        Ok(()) if req.is_last() => complete_receive(rnic, st, mem, req, WcOpcode::Recv),
+        Ok(()) => Response::Done,
         Err(Fault::Source) => Response::LocalFault,
         Err(Fault::Destination) => {
             finish_receive(
@@ -249,7 +266,7 @@ fn read(rnic: &Rnic, st: &mut RnicState, mem: &RamSnapshot, req: &Request) -> Re
         Ok(p) => p,
         Err(refused) => return refused,
     };
-    match copy(req.mem, req.pieces, mem, &src, req.len) {
+    match copy(req.mem, req.pieces, mem, &src, req.chunk) {
         Ok(()) => Response::Done,
         Err(Fault::Destination) => Response::LocalFault,
         Err(Fault::Source) => fail(

@@ -39,6 +39,9 @@ pub struct Qp {
     pub max_recv_sge: u8,
     pub max_inline: u32,
     pub waiting: Option<Waiting>,
+    /// Bytes of the head send WQE already transferred: long messages move in chunks so one
+    /// QP cannot hold the data path for the length of a huge transfer.
+    pub sq_offset: u64,
     /// COMM_EST has been reported (first message received in RTR).
     pub comm_established: bool,
 }
