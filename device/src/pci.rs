@@ -1,5 +1,6 @@
 //! PCI configuration space of the device: registers plus a mask of the bits a guest may
-//! write; every write goes through one masked store.
+//! write; every write goes through one masked store. Setting DevCtl "Initiate Function Level
+//! Reset" is not stored: the write reports it and the device resets the function.
 
 use vrnic_hw::{
     BAR_CTRL, BAR_CTRL_SIZE, BAR_DB, BAR_DB_SIZE, BAR_KICK, BAR_KICK_SIZE, MSIX_PBA_OFF,
@@ -37,6 +38,24 @@ const CAP_ID_MSIX: u8 = 0x11;
 /// Command bits a guest may set: memory space, bus master, INTx disable.
 const COMMAND_WRITABLE: u16 = 0x0002 | 0x0004 | 0x0400;
 const STATUS_CAP_LIST: u16 = 0x0010;
+/// PCIe capability: Device Capabilities and Device Control.
+const PCIE_DEVCAP: usize = 0x04;
+const PCIE_DEVCTL: usize = 0x08;
+/// DevCap: role-based error reporting.
+const DEVCAP_RBER: u32 = 1 << 15;
+/// DevCap: Function Level Reset capability.
+const DEVCAP_FLR: u32 = 1 << 28;
+/// DevCtl: Initiate Function Level Reset (write 1; always reads 0).
+const DEVCTL_INITIATE_FLR: u16 = 1 << 15;
+
+/// What a config space write asks of the device besides storing bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigWrite {
+    Stored,
+    /// The write set DevCtl "Initiate Function Level Reset": the device must reset the
+    /// function (everything, config space included) before the write completes.
+    FunctionLevelReset,
+}
 
 pub struct ConfigSpace {
     bytes: Vec<u8>,
@@ -76,12 +95,14 @@ impl ConfigSpace {
         c.bytes[pcie] = CAP_ID_PCIE;
         c.bytes[pcie + 1] = PCI_CAP_MSIX_OFF as u8;
         c.put16(pcie + 0x02, 0x0002);
-        c.put32(pcie + 0x04, 0x0000_8000); // DevCap: role-based error reporting
-        c.mask16(pcie + 0x08, 0x7FFF); // DevCtl
+        c.put32(pcie + PCIE_DEVCAP, DEVCAP_RBER | DEVCAP_FLR);
+        // DevCtl: everything but Initiate FLR, which triggers and never sticks.
+        c.mask16(pcie + PCIE_DEVCTL, !DEVCTL_INITIATE_FLR);
         c.put32(pcie + 0x0C, 0x0000_0011); // LinkCap: x1, 2.5 GT/s
         c.put16(pcie + 0x12, 0x0011); // LinkSta: x1, 2.5 GT/s
         c.mask16(pcie + 0x28, 0xFFFF); // DevCtl2
-                                       // MSI-X: table and PBA in BAR0 (QEMU emulates both; PBA reads reach us).
+
+        // MSI-X: table and PBA in BAR0 (QEMU emulates both; PBA reads reach us).
         let msix = PCI_CAP_MSIX_OFF as usize;
         c.bytes[msix] = CAP_ID_MSIX;
         c.bytes[msix + 1] = 0;
@@ -115,14 +136,21 @@ impl ConfigSpace {
         Ok(())
     }
 
-    /// A guest write: only writable bits change.
-    pub fn write(&mut self, offset: u64, data: &[u8]) -> Result<(), i32> {
+    /// A guest write: only writable bits change. Reports a write that initiates a Function
+    /// Level Reset (the caller resets the device, this config space included).
+    pub fn write(&mut self, offset: u64, data: &[u8]) -> Result<ConfigWrite, i32> {
         let range = range(offset, data.len())?;
+        let flr_byte = PCI_CAP_PCIE_OFF as usize + PCIE_DEVCTL + 1;
+        let flr_bit = (DEVCTL_INITIATE_FLR >> 8) as u8;
+        let mut effect = ConfigWrite::Stored;
         for (i, new) in range.zip(data) {
             let mask = self.writable[i];
             self.bytes[i] = (self.bytes[i] & !mask) | (new & mask);
+            if i == flr_byte && new & flr_bit != 0 {
+                effect = ConfigWrite::FunctionLevelReset;
+            }
         }
-        Ok(())
+        Ok(effect)
     }
 
     pub fn reset(&mut self) {
@@ -156,6 +184,46 @@ mod tests {
         assert_eq!(read32(&c, 0x18), !(BAR_DB_SIZE - 1) & !0xF | 0x4);
         c.reset();
         assert_eq!(read32(&c, 0x18), 0x4);
+    }
+
+    fn read16(c: &ConfigSpace, off: usize) -> u16 {
+        let mut b = [0; 2];
+        c.read(off as u64, &mut b).unwrap();
+        u16::from_le_bytes(b)
+    }
+
+    #[test]
+    fn flr_is_advertised_and_initiating_it_is_reported_and_never_sticks() {
+        let mut c = ConfigSpace::new(PciIds::default());
+        let devcap = PCI_CAP_PCIE_OFF as u64 + PCIE_DEVCAP as u64;
+        let devctl = PCI_CAP_PCIE_OFF as usize + PCIE_DEVCTL;
+        assert_ne!(read32(&c, devcap) & DEVCAP_FLR, 0, "DevCap advertises FLR");
+
+        // Ordinary DevCtl bits are stored and ask for nothing.
+        assert_eq!(
+            c.write(devctl as u64, &0x0010u16.to_le_bytes()),
+            Ok(ConfigWrite::Stored)
+        );
+        assert_eq!(read16(&c, devctl), 0x0010);
+        // Read-modify-write with Initiate FLR, as Linux's pcie_flr() does, in every width.
+        for (off, data) in [
+            (devctl, vec![0x10, 0x80]),
+            (devctl + 1, vec![0x80]),
+            (devctl - 4, [0u8, 0, 0, 0, 0x10, 0x80].to_vec()),
+        ] {
+            assert_eq!(
+                c.write(off as u64, &data),
+                Ok(ConfigWrite::FunctionLevelReset),
+                "write of {data:x?} at {off:#x}"
+            );
+            assert_eq!(read16(&c, devctl) & DEVCTL_INITIATE_FLR, 0, "never sticks");
+        }
+        // Writing the low byte alone or a neighbouring register never triggers it.
+        assert_eq!(c.write(devctl as u64, &[0xff]), Ok(ConfigWrite::Stored));
+        assert_eq!(
+            c.write(devctl as u64 + 2, &[0xff, 0xff]),
+            Ok(ConfigWrite::Stored)
+        );
     }
 
     #[test]

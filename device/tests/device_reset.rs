@@ -1,11 +1,12 @@
-//! Resets and disconnects with work in flight: DEV_CTRL.RESET and vfio DEVICE_RESET leave
-//! the device clean (registers, doorbells, no DMA afterwards) and ready for a new bring-up;
+//! Resets and disconnects with work in flight: DEV_CTRL.RESET, vfio DEVICE_RESET and a
+//! Function Level Reset through config space leave the device clean (registers, doorbells, no DMA afterwards) and ready for a new bring-up;
 //! a VMM that disconnects (QEMU exiting) takes only its own device's state with it.
 
 mod harness;
 
 use std::time::Duration;
 
+use harness::vfio::REGION_CONFIG;
 use harness::*;
 use vrnic_hw::*;
 use Which::{A, B};
@@ -104,6 +105,38 @@ fn vfio_device_reset_with_work_in_flight_leaves_the_device_clean_and_reusable() 
 
     p.drv(A).vfio.device_reset().expect("DEVICE_RESET");
 
+    assert_clean_and_reusable(&mut p);
+    assert_eq!(p.qp_state(B), QpState::Rts);
+}
+
+#[test]
+fn function_level_reset_through_devctl_with_work_in_flight_leaves_the_device_clean_and_reusable() {
+    let mut p = Pair::new(Topology::TwoDevices);
+    work_in_flight(&mut p);
+    let devcap = u64::from(PCI_CAP_PCIE_OFF) + 4;
+    let devctl = u64::from(PCI_CAP_PCIE_OFF) + 8;
+    let config = |d: &mut FakeDriver, off: u64, len: u32| {
+        let b = d
+            .vfio
+            .region_read(REGION_CONFIG, off, len)
+            .expect("config read");
+        b.iter().rev().fold(0u32, |v, &x| v << 8 | u32::from(x))
+    };
+    let cap = config(p.drv(A), devcap, 4);
+
+    // What Linux's pcie_flr() does: read-modify-write DevCtl with Initiate FLR (bit 15).
+    let ctl = config(p.drv(A), devctl, 2) as u16;
+    p.drv(A)
+        .vfio
+        .region_write(REGION_CONFIG, devctl, &(ctl | 0x8000).to_le_bytes())
+        .expect("FLR write");
+
+    assert_ne!(cap & 1 << 28, 0, "DevCap advertises FLR");
+    assert_eq!(
+        config(p.drv(A), devctl, 2) & 0x8000,
+        0,
+        "Initiate FLR reads 0"
+    );
     assert_clean_and_reusable(&mut p);
     assert_eq!(p.qp_state(B), QpState::Rts);
 }

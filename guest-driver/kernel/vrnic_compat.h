@@ -5,6 +5,8 @@
  *   create_cq(ib_cq *, const ib_cq_init_attr *, uverbs_attr_bundle *)
  *   reg_user_mr(ib_pd *, start, length, virt_addr, access, ib_udata *)
  *   ib_modify_qp_is_ok(cur, next, type, mask) (no link-layer argument)
+ * and struct pci_error_handlers.reset_prepare/reset_done (since 4.13), so a
+ * function reset reaches the driver; no wrapper needed within the 6.12 floor.
  */
 #ifndef VRNIC_COMPAT_H
 #define VRNIC_COMPAT_H

@@ -10,6 +10,9 @@
  * every user object: QPs, then CQs, MRs, PDs, contexts), destroy the EQs,
  * reset the device so it never touches guest memory again, free the IRQs,
  * then free the memory the device knew about.
+ *
+ * A function reset (reset_prepare/reset_done) is teardown, FLR by the PCI
+ * core, then bring-up again with a new ib_device.
  */
 #include <linux/cpumask.h>
 #include <linux/dma-mapping.h>
@@ -329,32 +332,23 @@ static void vrnic_unmap_bars(struct vrnic_dev *dev)
 	dev->regs = NULL;
 }
 
-static int vrnic_probe(struct pci_dev *pdev, const struct pci_device_id *id)
+/*
+ * Everything above the PCI function: the vrnic_dev with its ib_device, BAR
+ * mappings, admin queue, vectors and EQs. Probe and a function reset bring it
+ * up; remove and a function reset take it down. Every bring-up allocates a
+ * new ib_device: an unregistered one is freed, never registered again.
+ */
+static struct vrnic_dev *vrnic_dev_up(struct pci_dev *pdev)
 {
 	struct vrnic_dev *dev;
 	int err;
 
 	dev = ib_alloc_device(vrnic_dev, ibdev);
 	if (!dev)
-		return -ENOMEM;
+		return ERR_PTR(-ENOMEM);
 	dev->pdev = pdev;
 	xa_init(&dev->cqs);
 	xa_init(&dev->qps);
-	pci_set_drvdata(pdev, dev);
-
-	err = pci_enable_device_mem(pdev);
-	if (err)
-		goto err_dealloc;
-	err = dma_set_mask_and_coherent(&pdev->dev, DMA_BIT_MASK(64));
-	if (err) {
-		dev_err(&pdev->dev, "no 64-bit DMA: %d\n", err);
-		goto err_disable;
-	}
-	dma_set_max_seg_size(&pdev->dev, UINT_MAX);
-	err = pci_request_regions(pdev, DRV_NAME);
-	if (err)
-		goto err_disable;
-	pci_set_master(pdev);
 
 	err = vrnic_map_bars(dev);
 	if (err)
@@ -389,19 +383,64 @@ static int vrnic_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 
 	dev_info(&pdev->dev, "%s: %u completion vectors\n",
 		 dev_name(&dev->ibdev.dev), dev->num_comp_eqs);
-	return 0;
+	return dev;
 
 err_hw:
 	vrnic_hw_teardown(dev);
 err_unmap:
 	vrnic_unmap_bars(dev);
+	ib_dealloc_device(&dev->ibdev);
+	return ERR_PTR(err);
+}
+
+/*
+ * Unregistering disassociates user contexts (their processes get
+ * IB_EVENT_DEVICE_FATAL, their mappings are zapped, later verbs fail) and
+ * destroys every object; then the device is reset and its memory freed.
+ */
+static void vrnic_dev_down(struct vrnic_dev *dev)
+{
+	vrnic_unregister(dev);
+	vrnic_hw_teardown(dev);
+	WARN_ON(!xa_empty(&dev->cqs) || !xa_empty(&dev->qps));
+	xa_destroy(&dev->cqs);
+	xa_destroy(&dev->qps);
+	vrnic_unmap_bars(dev);
+	ib_dealloc_device(&dev->ibdev);
+}
+
+static int vrnic_probe(struct pci_dev *pdev, const struct pci_device_id *id)
+{
+	struct vrnic_dev *dev;
+	int err;
+
+	err = pci_enable_device_mem(pdev);
+	if (err)
+		return err;
+	err = dma_set_mask_and_coherent(&pdev->dev, DMA_BIT_MASK(64));
+	if (err) {
+		dev_err(&pdev->dev, "no 64-bit DMA: %d\n", err);
+		goto err_disable;
+	}
+	dma_set_max_seg_size(&pdev->dev, UINT_MAX);
+	err = pci_request_regions(pdev, DRV_NAME);
+	if (err)
+		goto err_disable;
+	pci_set_master(pdev);
+
+	dev = vrnic_dev_up(pdev);
+	if (IS_ERR(dev)) {
+		err = PTR_ERR(dev);
+		goto err_release;
+	}
+	pci_set_drvdata(pdev, dev);
+	return 0;
+
+err_release:
 	pci_release_regions(pdev);
 err_disable:
 	pci_clear_master(pdev);
 	pci_disable_device(pdev);
-err_dealloc:
-	pci_set_drvdata(pdev, NULL);
-	ib_dealloc_device(&dev->ibdev);
 	return err;
 }
 
@@ -409,24 +448,61 @@ static void vrnic_remove(struct pci_dev *pdev)
 {
 	struct vrnic_dev *dev = pci_get_drvdata(pdev);
 
-	vrnic_unregister(dev);
-	vrnic_hw_teardown(dev);
-	WARN_ON(!xa_empty(&dev->cqs) || !xa_empty(&dev->qps));
-	xa_destroy(&dev->cqs);
-	xa_destroy(&dev->qps);
-	vrnic_unmap_bars(dev);
+	/* NULL when bring-up after a function reset failed. */
+	if (dev)
+		vrnic_dev_down(dev);
+	pci_set_drvdata(pdev, NULL);
 	pci_release_regions(pdev);
 	pci_clear_master(pdev);
 	pci_disable_device(pdev);
-	pci_set_drvdata(pdev, NULL);
-	ib_dealloc_device(&dev->ibdev);
 }
+
+/*
+ * Function reset (pci_reset_function(): sysfs "reset", FLR), called with the
+ * device lock held, so never concurrently with probe or remove. The PCI core
+ * saves config space after reset_prepare and restores it (Command, BARs,
+ * bus mastering) before reset_done; the PCI-level state (enabled, regions,
+ * master) therefore stays, and everything above it goes down and comes back.
+ */
+static void vrnic_reset_prepare(struct pci_dev *pdev)
+{
+	struct vrnic_dev *dev = pci_get_drvdata(pdev);
+
+	if (!dev)
+		return;
+	dev_info(&pdev->dev, "%s: function reset: unregistering\n",
+		 dev_name(&dev->ibdev.dev));
+	vrnic_dev_down(dev);
+	pci_set_drvdata(pdev, NULL);
+}
+
+static void vrnic_reset_done(struct pci_dev *pdev)
+{
+	struct vrnic_dev *dev;
+
+	if (pci_get_drvdata(pdev))
+		return;
+	dev = vrnic_dev_up(pdev);
+	if (IS_ERR(dev)) {
+		/* Another function reset or a rebind retries. */
+		dev_err(&pdev->dev, "bring-up after function reset failed: %ld\n",
+			PTR_ERR(dev));
+		return;
+	}
+	pci_set_drvdata(pdev, dev);
+}
+
+static const struct pci_error_handlers vrnic_err_handler = {
+	.reset_prepare = vrnic_reset_prepare,
+	.reset_done = vrnic_reset_done,
+};
 
 static struct pci_driver vrnic_pci_driver = {
 	.name = DRV_NAME,
 	.id_table = vrnic_pci_table,
 	.probe = vrnic_probe,
 	.remove = vrnic_remove,
+	.err_handler = &vrnic_err_handler,
 };
 
 module_pci_driver(vrnic_pci_driver);

@@ -10,7 +10,7 @@ use crate::admin;
 use crate::datapath::Waker;
 use crate::guest_memory::{GuestRam, RamSnapshot};
 use crate::objects::Objects;
-use crate::pci::{ConfigSpace, PciIds};
+use crate::pci::{ConfigSpace, ConfigWrite, PciIds};
 use crate::vfio_user::model::{irq_index, region_index, DeviceModel, RegionInfo, RegionMmap};
 use doorbells::DoorbellBar;
 use irqs::Irqs;
@@ -105,6 +105,23 @@ impl Rnic {
         st.admin = None;
         st.regs = Registers::default();
         self.doorbells.clear_all();
+    }
+
+    /// A reset of the whole function (vfio DEVICE_RESET, or an FLR the guest initiated):
+    /// the device reset plus config space. Interrupt routing stays: MSI-X is emulated by
+    /// the VMM, which sets or clears the eventfds itself.
+    fn reset_function(&self, st: &mut RnicState) {
+        self.reset(st);
+        st.config_space.reset();
+    }
+
+    fn config_write(&self, offset: u64, data: &[u8]) -> Result<(), i32> {
+        let mut st = self.lock();
+        if st.config_space.write(offset, data)? == ConfigWrite::FunctionLevelReset {
+            log::info!("{}: function level reset", self.name());
+            self.reset_function(&mut st);
+        }
+        Ok(())
     }
 
     fn bar0_read(&self, st: &RnicState, offset: u64, data: &mut [u8]) -> Result<(), i32> {
@@ -226,7 +243,7 @@ impl DeviceModel for RnicModel {
                 rnic.waker.wake();
                 Ok(())
             }
-            region_index::CONFIG => rnic.lock().config_space.write(offset, data),
+            region_index::CONFIG => rnic.config_write(offset, data),
             _ => Err(libc::EINVAL),
         }
     }
@@ -241,9 +258,7 @@ impl DeviceModel for RnicModel {
 
     fn reset(&mut self) {
         let rnic = &self.0;
-        let mut st = rnic.lock();
-        rnic.reset(&mut st);
-        st.config_space.reset();
+        rnic.reset_function(&mut rnic.lock());
     }
 
     fn connected(&mut self, ram: GuestRam) {
@@ -258,8 +273,7 @@ impl DeviceModel for RnicModel {
             rnic.name()
         );
         let mut st = rnic.lock();
-        rnic.reset(&mut st);
-        st.config_space.reset();
+        rnic.reset_function(&mut st);
         st.irqs.clear();
         st.ram = None;
     }

@@ -2,7 +2,8 @@
 # Kernel driver smoke test in one QEMU guest (TCG) attached to a `vrnic serve` device:
 # probe and port attributes, perftest and ibv_rc_pingpong over loopback (same device),
 # query_qp through `rdma res`, rmmod while a process holds PD/MR/CQ/QP and mmaps
-# (disassociate), reload, and a clean dmesg.
+# (disassociate), reload, a function level reset (sysfs `reset`) with a process holding
+# resources and one watching async events, then perftest again, rmmod, and a clean dmesg.
 # Usage: guest-driver/kernel/tests/guest-smoke.sh      (as root; provisions what it needs)
 # Builds vrnic.ko (build.sh), the provider into a private overlay, the device binary, and
 # packs a private guest image, so it does not disturb the shared cache's guest.cpio.
@@ -68,6 +69,36 @@ wait
 insmod /opt/vrnic/modules/vrnic.ko
 echo "result reload $?"
 loop send_bw_after_reload ib_send_bw -d vrnic0 -n 50
+
+# Function level reset through sysfs while a process holds PD/MR/CQ/QP and mmaps and
+# another watches async events: the driver unregisters (disassociating both), the PCI
+# core sets DevCtl "Initiate FLR", and the driver brings the device back as vrnic0.
+bdf=$(basename "$(readlink -f /sys/class/infiniband/vrnic0/device)")
+echo "reset_method $(cat /sys/bus/pci/devices/$bdf/reset_method)"
+timeout 120 ibv_rc_pingpong -d vrnic0 >/tmp/held.log 2>&1 &
+pid=$!
+timeout 120 ibv_asyncwatch -d vrnic0 >/tmp/async.log 2>&1 &
+apid=$!
+for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15; do
+  sleep 1
+  rdma res show qp 2>/dev/null | grep -q "type RC state INIT" && break
+done
+rdma res show
+echo 1 >/sys/bus/pci/devices/$bdf/reset
+echo "result flr $?"
+echo "after flr: $(rdma res show)"
+sleep 1
+echo "async after flr: $(grep -o 'IBV_EVENT_[A-Z_]*' /tmp/async.log | tr '\n' ' ')"
+kill $apid 2>/dev/null
+# The held server is blocked in accept(); a client makes it modify its QP, which must
+# fail at once (its context is gone) so that it exits instead of hanging.
+timeout 30 ibv_rc_pingpong -d vrnic0 127.0.0.1 >/tmp/client.log 2>&1
+wait $pid
+echo "result held-after-flr $?"
+cat /tmp/held.log
+wait
+ibv_devinfo -d vrnic0 | grep -E "hca_id|state" | tr -s '\t' ' ' | sed 's/^/devinfo after flr:/'
+loop write_bw_after_flr ib_write_bw -d vrnic0 -n 200 -s 65536
 rmmod vrnic
 echo "result rmmod $?"
 echo "dmesg-problems $(dmesg | grep -ciE 'WARNING|BUG:|Call Trace|vrnic [0-9a-f]{4}:.*(failed|leak|timed out)')"
@@ -102,6 +133,16 @@ check rmmod-with-resources-held '^result rmmod-held 0$'
 check unregistered 'after rmmod: \[\]'
 check reload '^result reload 0$'
 check rmmod '^result rmmod 0$'
+check reset-method-flr '^reset_method flr$'
+check flr '^result flr 0$'
+check flr-freed-everything 'after flr: [0-9]+: vrnic0: pd 0 cq 0 qp 0 cm_id 0 mr 0 ctx 0 srq 0'
+check flr-async-fatal '^async after flr: IBV_EVENT_DEVICE_FATAL $'
+check flr-held-process-fails '^result held-after-flr 1$'
+check flr-held-process-error 'Failed to modify QP to RTR'
+check flr-port-active 'devinfo after flr: state: PORT_ACTIVE \(4\)'
+check write_bw_after_flr '^result write_bw_after_flr 0$'
 check clean-dmesg '^dmesg-problems 0$'
+echo "device flr count $(grep -c 'function level reset' "$work/device.log")" >>"$out"
+check device-saw-one-flr '^device flr count 1$'
 echo "$pass passed, $fail failed"
 ((fail == 0))
