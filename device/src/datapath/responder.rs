@@ -131,6 +131,19 @@ fn remote_range(st: &RnicState, req: &Request, access: Access) -> Result<Pieces,
         .collect())
 }
 
+/// The target's own memory could not be reached: its QP fails (QP_FATAL), the requester
+/// gets REM_OP_ERR.
+fn target_memory_fault(rnic: &Rnic, st: &mut RnicState, req: &Request) -> Response {
+    fail(
+        rnic,
+        st,
+        req.dest_qpn,
+        EventType::QpFatal,
+        WcStatus::RemOpErr,
+        VendorErr::RemoteDmaFault,
+    )
+}
+
 /// `remote_range`, or the refusal (target QP to ERR with QP_ACCESS_ERR, REM_ACCESS_ERR).
 fn remote_access(
     rnic: &Rnic,
@@ -161,16 +174,7 @@ fn write(rnic: &Rnic, st: &mut RnicState, mem: &RamSnapshot, req: &Request) -> R
     match copy(mem, &dst, req.mem, req.pieces, req.chunk) {
         Ok(()) => {}
         Err(Fault::Source) => return Response::LocalFault,
-        Err(Fault::Destination) => {
-            return fail(
-                rnic,
-                st,
-                req.dest_qpn,
-                EventType::QpFatal,
-                WcStatus::RemOpErr,
-                VendorErr::RemoteDmaFault,
-            )
-        }
+        Err(Fault::Destination) => return target_memory_fault(rnic, st, req),
     }
     match req.imm {
         Some(_) if req.is_last() => complete_receive(rnic, st, mem, req, WcOpcode::RecvRdmaWithImm),
@@ -235,14 +239,7 @@ fn send(rnic: &Rnic, st: &mut RnicState, mem: &RamSnapshot, req: &Request) -> Re
                 VendorErr::DmaFault,
                 0,
             );
-            fail(
-                rnic,
-                st,
-                req.dest_qpn,
-                EventType::QpFatal,
-                WcStatus::RemOpErr,
-                VendorErr::RemoteDmaFault,
-            )
+            target_memory_fault(rnic, st, req)
         }
     }
 }
@@ -269,14 +266,7 @@ fn read(rnic: &Rnic, st: &mut RnicState, mem: &RamSnapshot, req: &Request) -> Re
     match copy(req.mem, req.pieces, mem, &src, req.chunk) {
         Ok(()) => Response::Done,
         Err(Fault::Destination) => Response::LocalFault,
-        Err(Fault::Source) => fail(
-            rnic,
-            st,
-            req.dest_qpn,
-            EventType::QpFatal,
-            WcStatus::RemOpErr,
-            VendorErr::RemoteDmaFault,
-        ),
+        Err(Fault::Source) => target_memory_fault(rnic, st, req),
     }
 }
 
