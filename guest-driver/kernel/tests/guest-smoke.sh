@@ -3,7 +3,9 @@
 # probe and port attributes, perftest and ibv_rc_pingpong over loopback (same device),
 # query_qp through `rdma res`, rmmod while a process holds PD/MR/CQ/QP and mmaps
 # (disassociate), reload, a function level reset (sysfs `reset`) with a process holding
-# resources and one watching async events, then perftest again, rmmod, and a clean dmesg.
+# resources and one watching async events, then perftest again, rmmod, and a clean dmesg;
+# finally the host kills `vrnic serve` (SIGKILL) under open resources: later verbs fail in
+# bounded time, holders exit, rmmod completes, the driver declares the device dead.
 # Usage: guest-driver/kernel/tests/guest-smoke.sh      (as root; provisions what it needs)
 # Builds vrnic.ko (build.sh), the provider into a private overlay, the device binary, and
 # packs a private guest image, so it does not disturb the shared cache's guest.cpio.
@@ -103,16 +105,102 @@ rmmod vrnic
 echo "result rmmod $?"
 echo "dmesg-problems $(dmesg | grep -ciE 'WARNING|BUG:|Call Trace|vrnic [0-9a-f]{4}:.*(failed|leak|timed out)')"
 dmesg | grep -iE 'vrnic|WARNING|BUG:|Call Trace' | tail -n 20
+
+# The device dies under us: the host kills `vrnic serve` (SIGKILL) while a process holds
+# PD/MR/CQ/QP and mmaps (ibv_rc_pingpong server in accept()), an ib_write_bw server waits
+# for its client and ibv_asyncwatch listens. QEMU does not reconnect: register reads return
+# all ones, writes are dropped. Every step below is bounded (a hang shows as rc 124).
+gone() { # gone PID SECS: 0 once PID has exited (reaped or not), 124 if still there
+  n=0
+  while [ -d /proc/$1 ] && ! grep -q '^State:.*Z' /proc/$1/status 2>/dev/null; do
+    n=$((n + 1))
+    [ $n -gt $(($2 * 5)) ] && return 124
+    sleep 0.2
+  done
+  return 0
+}
+bounded() { # bounded SECS CMD...: run CMD in the background; its status, or 124 if it hangs
+  secs=$1
+  shift
+  "$@" &
+  bpid=$!
+  gone $bpid "$secs" || { echo "still running after ${secs}s: $*"; return 124; }
+  wait $bpid
+}
+insmod /opt/vrnic/modules/vrnic.ko
+echo "result reload-before-kill $?"
+ibv_rc_pingpong -d vrnic0 >/tmp/held.log 2>&1 &
+hpid=$!
+ib_write_bw -d vrnic0 -n 100 >/tmp/bw_server.log 2>&1 &
+spid=$!
+ibv_asyncwatch -d vrnic0 >/tmp/async.log 2>&1 &
+apid=$!
+for i in $(seq 15); do
+  sleep 1
+  rdma res show qp 2>/dev/null | grep -q "type RC state INIT" && break
+done
+sleep 1
+rdma res show
+dmesg >/tmp/dmesg.before
+touch /job/kill-device
+for i in $(seq 120); do [ -f /job/device-killed ] && break; sleep 0.5; done
+echo "host killed the device: $(cat /job/device-killed 2>/dev/null)"
+s=$(date +%s)
+bounded 60 timeout -s KILL 50 ibv_devinfo -d vrnic0 >/tmp/devinfo.log 2>&1
+echo "result devinfo-after-kill $? ($(($(date +%s) - s))s)"
+cat /tmp/devinfo.log | head -n 5
+bounded 60 timeout -s KILL 50 ibv_rc_pingpong -d vrnic0 127.0.0.1 >/tmp/client.log 2>&1
+echo "result client-after-kill $?"
+# A new client cannot open the device, so the held server (in accept()) gets a hand-made
+# peer address (lid:qpn:psn:gid, 52 bytes with the NUL): its QP modify on the dead device
+# must fail at once, and it exits.
+printf '0007:000001:000001:00000000000000000000000000000000\000' |
+  timeout 10 busybox nc 127.0.0.1 18515 >/dev/null 2>&1
+gone $hpid 30
+echo "result held-exits-after-kill $?"
+cat /tmp/held.log
+kill $spid 2>/dev/null
+gone $spid 30
+echo "result bw-server-exits-after-kill $?"
+kill -9 $spid 2>/dev/null
+kill $apid 2>/dev/null
+gone $apid 30
+echo "async after kill: $(grep -o 'IBV_EVENT_[A-Z_]*' /tmp/async.log | tr '\n' ' ')"
+kill -9 $hpid $apid 2>/dev/null
+bounded 60 rmmod vrnic
+echo "result rmmod-after-kill $?"
+echo "after rmmod-after-kill: [$(ls /sys/class/infiniband)]"
+dmesg >/tmp/dmesg.after
+diff /tmp/dmesg.before /tmp/dmesg.after | sed -n 's/^> //p' >/tmp/dmesg.new
+cat /tmp/dmesg.new | tail -n 30
+echo "dead-declared $(grep -c 'vrnic .*resetting the device' /tmp/dmesg.new)"
+echo "dead-dmesg-problems $(grep -ciE 'WARNING|BUG:|Call Trace|Oops|blocked for more than|hung_task' /tmp/dmesg.new)"
 EOF
+chmod +x "$work/job/run.sh"
 
 socket=$work/dev.sock
 "$repo/target/debug/vrnic" serve --device "guest0,socket=$socket,lid=7" >"$work/device.log" 2>&1 &
 dev_pid=$!
 for _ in $(seq 100); do [[ -S $socket ]] && break; sleep 0.1; done
 
+# The guest job is shared directly (not copied by run-job.sh): the host watches it for
+# the guest's "kill-device" marker, kills the device with SIGKILL and answers.
 out=$work/out.log
-"$repo/qemu-config/run-job.sh" "$work/job" --vrnic-socket "$socket" \
-  --initrd "$work/guest.cpio" --mem 1G --timeout 900 >"$out" 2>&1 || true
+"$repo/qemu-config/run-guest.sh" --job "$work/job" --vrnic-socket "$socket" \
+  --initrd "$work/guest.cpio" --mem 1G --timeout 900 --log "$work/console.log" \
+  >"$work/guest.log" 2>&1 &
+guest_pid=$!
+while kill -0 "$guest_pid" 2>/dev/null && [[ ! -e $work/job/kill-device ]]; do sleep 0.5; done
+if [[ -e $work/job/kill-device ]]; then
+  kill -KILL "$dev_pid"
+  wait "$dev_pid" 2>/dev/null || true
+  dev_pid=''
+  echo "vrnic pid killed with SIGKILL" >"$work/job/device-killed"
+fi
+wait "$guest_pid" || true
+cat "$work/job/output.log" >"$out" 2>/dev/null ||
+  { echo "no job output; console tail:"; tail -n 40 "$work/console.log"; } >"$out"
+echo "exit_code $(cat "$work/job/exit_code" 2>/dev/null)" >>"$out"
 cat "$out"
 
 pass=0 fail=0
@@ -142,6 +230,19 @@ check flr-held-process-error 'Failed to modify QP to RTR'
 check flr-port-active 'devinfo after flr: state: PORT_ACTIVE \(4\)'
 check write_bw_after_flr '^result write_bw_after_flr 0$'
 check clean-dmesg '^dmesg-problems 0$'
+check reload-before-kill '^result reload-before-kill 0$'
+check device-killed '^host killed the device: vrnic pid killed'
+check verb-after-kill-bounded '^result devinfo-after-kill ([0-9]|[1-9][0-9]|1[01][0-9]|12[0-35-9]) '
+check held-client-after-kill-bounded '^result client-after-kill ([0-9]|[1-9][0-9]|1[01][0-9]|12[0-35-9])$'
+check held-process-exits-after-kill '^result held-exits-after-kill 0$'
+check held-process-error-after-kill 'Failed to modify QP to RTR'
+check bw-server-exits-after-kill '^result bw-server-exits-after-kill 0$'
+check async-fatal-after-kill '^async after kill: IBV_EVENT_DEVICE_FATAL $'
+check rmmod-after-kill '^result rmmod-after-kill 0$'
+check unregistered-after-kill 'after rmmod-after-kill: \[\]'
+check dead-declared '^dead-declared [1-9]'
+check dead-clean-dmesg '^dead-dmesg-problems 0$'
+check guest-job-finished '^exit_code 0$'
 echo "device flr count $(grep -c 'function level reset' "$work/device.log")" >>"$out"
 check device-saw-one-flr '^device flr count 1$'
 echo "$pass passed, $fail failed"
