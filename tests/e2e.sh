@@ -16,6 +16,7 @@ lat_row() { echo "^ *$1 +[0-9]+ +[0-9.]+ +[0-9.]+"; }
 TESTS=(
 	"ibv_devices|one|vrnic0;;vrnic1||ibv_devices"
 	"ibv_devinfo|one|state:[[:space:]]+PORT_ACTIVE;;port_lid:[[:space:]]+1\$;;max_qp:[[:space:]]+1024;;max_qp_wr:[[:space:]]+4096;;max_cqe:[[:space:]]+65536;;link_layer:[[:space:]]+InfiniBand;;active_mtu:[[:space:]]+4096||ibv_devinfo -v -d vrnic0"
+	"ibv_devinfo-own-pci-id|one|vendor_part_id:[[:space:]]+30291;;port_lid:[[:space:]]+3\$||ibv_devinfo -d vrnic1"
 	"ibv_rc_pingpong|pair|bytes in [0-9.]+ seconds|ibv_rc_pingpong -d vrnic0 -i 1 -c -n 200 -p \$PORT|ibv_rc_pingpong -d vrnic0 -i 1 -c -n 200 -p \$PORT \$PEER"
 )
 for size in 65536 1048576; do
@@ -41,13 +42,16 @@ done
 work=$(mktemp -d /tmp/vrnic-e2e.XXXXXX)
 trap 'stop_vrnic; [[ -n ${VRNIC_KEEP:-} ]] || rm -rf "$work"' EXIT
 build_all
-start_vrnic "$work" "rnic0,lid=1" "rnic1,lid=2" "rnic2,lid=3"
+# rnic2 runs with its own PCI device ID: the guest binds it through new_id, the provider
+# matches it by name.
+start_vrnic "$work" "rnic0,lid=1" "rnic1,lid=2" "rnic2,lid=3,device=0x7653"
 
 for g in a b; do
 	mkdir -p "$work/$g"
 	cp "$REPO/tests/guest/suite.sh" "$work/$g/run.sh"
 	echo "$g" >"$work/$g/role"
 	echo 169.254.100.2 >"$work/$g/peer"
+	[[ $g == b ]] || echo "1234 7653" >"$work/$g/new_id"
 	printf '%s\n' "${TESTS[@]}" | cut -d'|' -f1,2,4,5 >"$work/$g/tests"
 done
 say "booting guests A and B; ${#TESTS[@]} tests"

@@ -187,6 +187,8 @@ static void vrnic_uninit_device(struct verbs_device *vdev)
 
 static const struct verbs_match_ent vrnic_match_table[] = {
 	VERBS_PCI_MATCH(VRNIC_PCI_VENDOR_ID, VRNIC_PCI_DEVICE_ID, NULL),
+	/* Devices started with other PCI IDs (vendor=/device=) keep our kernel name. */
+	VERBS_NAME_MATCH("vrnic", NULL),
 	{},
 };
 
