@@ -7,7 +7,7 @@ use crate::rnic::{Rnic, RnicState};
 use std::sync::atomic::{fence, Ordering};
 use vm_memory::ByteValued;
 use vrnic_hw::{
-    CqArm, Cqe, EventType, QpState, WcStatus, CQE_FLAG_SOLICITED, CQ_ARM_CMD_MASK, CQ_ARM_SEQ_SHIFT,
+    CqArm, Cqe, EventType, WcStatus, CQE_FLAG_SOLICITED, CQ_ARM_CMD_MASK, CQ_ARM_SEQ_SHIFT,
 };
 
 /// The CQ cannot take the entry (overflow, unwritable ring, missing CQ): it is in error.
@@ -52,8 +52,7 @@ pub fn post_cqe(
         // SPEC: the CQ's QPs move to ERR (not only the one whose completion overflowed).
         for (_, qp) in st.objects.qps.iter_mut() {
             if qp.send_cqn == cqn || qp.recv_cqn == cqn {
-                qp.state = QpState::Err;
-                qp.waiting = None;
+                qp.enter_error();
             }
         }
         post_async(rnic, st, EventType::CqErr, cqn, 0);

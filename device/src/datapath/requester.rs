@@ -64,8 +64,7 @@ pub fn service_qp(
 
 fn to_error(st: &mut RnicState, qpn: u32) {
     if let Some(qp) = st.objects.qp_mut(qpn) {
-        qp.state = QpState::Err;
-        qp.waiting = None;
+        qp.enter_error();
     }
 }
 
@@ -349,8 +348,7 @@ fn complete_send(
                 "{}: QP {qpn} WQE {index} failed: {status:?} ({why:?})",
                 rnic.name()
             );
-            qp.state = QpState::Err;
-            qp.waiting = None;
+            qp.enter_error();
             (status, why, 0)
         }
     };

@@ -103,7 +103,7 @@ fn fail(
         rnic.name()
     );
     if let Some(qp) = st.objects.qp_mut(qpn) {
-        qp.state = QpState::Err;
+        qp.enter_error();
     }
     post_async(rnic, st, event, qpn, u32::from(u8::from(why)));
     Response::Remote(status, why)

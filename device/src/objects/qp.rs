@@ -112,6 +112,13 @@ pub fn transition(from: QpState, to: QpState) -> Option<(u32, u32)> {
 }
 
 impl Qp {
+    /// Moves to ERR: nothing is executed or waited for any more; the queues get flushed.
+    pub fn enter_error(&mut self) {
+        self.state = QpState::Err;
+        self.waiting = None;
+        self.sq_offset = 0;
+    }
+
     /// Whether the send queue is processed in this state.
     pub fn sends_allowed(&self) -> bool {
         matches!(self.state, QpState::Rts | QpState::Sqd)
