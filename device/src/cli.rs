@@ -1,6 +1,6 @@
 //! The command line and the TOML configuration file of `vrnic serve`.
 
-use crate::datapath::PollerConfig;
+use crate::fabric::PollerConfig;
 use crate::pci::PciIds;
 use crate::rnic::RnicConfig;
 use serde::Deserialize;
@@ -12,7 +12,7 @@ vrnic: a virtual RDMA NIC served to QEMU guests over vfio-user
 
 Usage:
   vrnic serve --device NAME,socket=PATH,lid=N[,vendor=ID,device=ID,subsystem-vendor=ID,subsystem=ID] ...
-              [--config FILE] [--poll-idle-us N] [--poll-always]
+              [--config FILE] [--poll-idle-us N] [--poll-always] [--pollers N]
   vrnic --help
 
 Options:
@@ -33,6 +33,10 @@ Options:
                       the poller notices it is starved (a host running more busy vCPUs than
                       it has cores) and sleeps instead, so drivers kick it: a kick blocks the
                       posting vCPU and frees a core, which is faster on a crowded host.
+
+  --pollers N         Poller threads serving the devices' doorbells (default: one per
+                      core, never more than devices). Devices are spread over them, so N
+                      busy devices can use N cores; an idle poller sleeps.
 
 Attach with QEMU (guest RAM must be shared memfd memory):
   -object memory-backend-memfd,id=mem,size=2G,share=on -machine q35,memory-backend=mem -m 2G
@@ -65,6 +69,8 @@ pub enum CliError {
     BadDevice { spec: String, why: String },
     #[error("--poll-idle-us: `{0}` is not a number of microseconds")]
     BadNumber(String),
+    #[error("--pollers: `{0}` is not a number of threads (1 or more)")]
+    BadPollers(String),
     #[error("config file {path}: {why}")]
     Config { path: String, why: String },
     #[error("no devices: give at least one --device or a --config with [[device]] entries")]
@@ -87,6 +93,7 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
     let mut devices = Vec::new();
     let mut poll_idle_us = None;
     let mut poll_always = None;
+    let mut pollers = None;
     while let Some(arg) = it.next() {
         match arg.as_str() {
             "-h" | "--help" => return Ok(Command::Help),
@@ -98,6 +105,14 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
                 poll_idle_us = Some(v.parse().map_err(|_| CliError::BadNumber(v.clone()))?);
             }
             "--poll-always" => poll_always = Some(true),
+            "--pollers" => {
+                let v = it.next().ok_or(CliError::MissingValue("--pollers"))?;
+                let n: usize = v.parse().map_err(|_| CliError::BadPollers(v.clone()))?;
+                if n == 0 {
+                    return Err(CliError::BadPollers(v.clone()));
+                }
+                pollers = Some(n);
+            }
             "--config" => {
                 let path = it.next().ok_or(CliError::MissingValue("--config"))?;
                 let file = read_config(path)?;
@@ -114,6 +129,7 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
         poller: PollerConfig {
             idle: poll_idle_us.map_or(PollerConfig::default().idle, Duration::from_micros),
             give_way: !poll_always.unwrap_or(false),
+            threads: pollers,
         },
     }))
 }
@@ -274,7 +290,8 @@ mod tests {
             a.poller,
             PollerConfig {
                 idle: Duration::from_micros(50),
-                give_way: true
+                give_way: true,
+                threads: None,
             }
         );
     }

@@ -1,9 +1,14 @@
 //! vrnic: a virtual RDMA NIC served to QEMU guests over vfio-user.
 //!
-//! Layout: `vfio_user` (the protocol server) drives an `rnic::RnicModel` per device; the
-//! device's registers and admin queue (`admin`) create `objects`; the `datapath` poller
-//! executes work requests between the devices of the `fabric`, touching guest memory only
-//! through `guest_memory`.
+//! Layers, each importing only those below it:
+//! 1. foundations: `guest_memory` (guest RAM through vm-memory), `pci` (config space),
+//!    `vfio_user` (the protocol server, device-agnostic), `memfd`, `ratelimit`;
+//! 2. `objects`: the object tables (PDs, MRs, CQs, EQs, QPs) and their names;
+//! 3. `rnic`: the device state (registers, doorbells, interrupt lines, DMA fence) and the
+//!    notifications that change it (CQEs, EQEs);
+//! 4. `admin` (the admin queue engine) and `datapath` (work requests between devices);
+//! 5. `model` (the vfio-user face of a device) and `fabric` (routing, poller shards);
+//! 6. `serve` (the wiring `main` and the tests share) and `cli`.
 
 pub mod admin;
 pub mod cli;
@@ -11,7 +16,10 @@ pub mod datapath;
 pub mod fabric;
 pub mod guest_memory;
 pub mod memfd;
+pub mod model;
 pub mod objects;
 pub mod pci;
+pub mod ratelimit;
 pub mod rnic;
+pub mod serve;
 pub mod vfio_user;

@@ -3,17 +3,26 @@
 use super::error::{
     bad_field, bad_handle, bad_size, busy, no_resources, permission, CmdError, CmdResult,
 };
+use super::prefetch::PageListReads;
 use crate::guest_memory::RamSnapshot;
 use crate::objects::{Pd, Uctx};
 use crate::rnic::{Rnic, RnicState};
 use vm_memory::ByteValued;
 use vrnic_hw::*;
 
-/// Runs one command and returns its completion (never fails as a whole).
-pub fn execute(rnic: &Rnic, st: &mut RnicState, mem: &RamSnapshot, cmd: &[u8]) -> AqCompletion {
+/// Runs one command and returns its completion (never fails as a whole) and whether the
+/// completion must wait for transfers in flight (the command revoked access to memory).
+pub fn execute(
+    rnic: &Rnic,
+    st: &mut RnicState,
+    mem: &RamSnapshot,
+    cmd: &[u8],
+    reads: &mut PageListReads,
+) -> (AqCompletion, bool) {
     let hdr: AqHeader = parse(cmd);
-    let outcome = match AqOpcode::try_from(hdr.opcode) {
-        Ok(opcode) => run(rnic, st, mem, opcode, cmd),
+    let opcode = AqOpcode::try_from(hdr.opcode);
+    let outcome = match opcode {
+        Ok(opcode) => run(rnic, st, mem, reads, opcode, cmd),
         Err(_) => Err(CmdError::new(AqStatus::BadOpcode, AqHeader::OPCODE_OFF)),
     };
     match &outcome {
@@ -30,13 +39,22 @@ pub fn execute(rnic: &Rnic, st: &mut RnicState, mem: &RamSnapshot, cmd: &[u8]) -
             hdr.cmd_id.to_native()
         ),
     }
-    super::completion(hdr.cmd_id.to_native(), hdr.opcode, outcome)
+    let revokes = outcome.is_ok()
+        && matches!(
+            opcode,
+            Ok(AqOpcode::DeregMr | AqOpcode::DestroyQp | AqOpcode::ModifyQp)
+        );
+    (
+        super::completion(hdr.cmd_id.to_native(), hdr.opcode, outcome),
+        revokes,
+    )
 }
 
 fn run(
     rnic: &Rnic,
     st: &mut RnicState,
     mem: &RamSnapshot,
+    reads: &mut PageListReads,
     opcode: AqOpcode,
     cmd: &[u8],
 ) -> CmdResult<[u32; 4]> {
@@ -48,13 +66,13 @@ fn run(
         DeallocUctx => dealloc_uctx(rnic, st, &checked(cmd)?),
         AllocPd => alloc_pd(st, &checked(cmd)?),
         DeallocPd => dealloc_pd(st, &checked(cmd)?),
-        RegMr => super::memory::reg_mr(st, mem, &checked(cmd)?),
+        RegMr => super::memory::reg_mr(st, mem, reads, &checked(cmd)?),
         DeregMr => super::memory::dereg_mr(st, &checked(cmd)?),
-        CreateCq => super::queues::create_cq(rnic, st, mem, &checked(cmd)?),
+        CreateCq => super::queues::create_cq(rnic, st, mem, reads, &checked(cmd)?),
         DestroyCq => super::queues::destroy_cq(rnic, st, &checked(cmd)?),
-        CreateEq => super::queues::create_eq(rnic, st, mem, &checked(cmd)?),
+        CreateEq => super::queues::create_eq(rnic, st, mem, reads, &checked(cmd)?),
         DestroyEq => super::queues::destroy_eq(rnic, st, &checked(cmd)?),
-        CreateQp => super::qp::create_qp(rnic, st, mem, &checked(cmd)?),
+        CreateQp => super::qp::create_qp(rnic, st, mem, reads, &checked(cmd)?),
         ModifyQp => super::qp::modify_qp(rnic, st, &checked(cmd)?),
         QueryQp => super::qp::query_qp(st, mem, &checked(cmd)?),
         DestroyQp => super::qp::destroy_qp(rnic, st, &checked(cmd)?),

@@ -35,6 +35,17 @@ impl CmdError {
 
 pub type CmdResult<T> = Result<T, CmdError>;
 
+impl From<crate::objects::page_list::PageListError> for CmdError {
+    fn from(e: crate::objects::page_list::PageListError) -> Self {
+        use crate::objects::page_list::PageListError::*;
+        match e {
+            BadField(at) => bad_field(at),
+            BadSize(at) => bad_size(at),
+            BadAddress(at) => bad_address(at),
+        }
+    }
+}
+
 /// Shorthands: `bad_field(OFF)`, `bad_size(OFF)`, ...
 pub fn bad_field(field: usize) -> CmdError {
     CmdError::new(AqStatus::BadField, field)

@@ -2,19 +2,22 @@
 
 use super::commands::owned;
 use super::error::{bad_field, bad_handle, bad_size, no_resources, CmdResult};
+use super::prefetch::PageListReads;
 use crate::guest_memory::RamSnapshot;
-use crate::objects::{page_list, Mr};
+use crate::objects::Mr;
 use crate::rnic::RnicState;
-use vrnic_hw::{bar0, Access, CmdHandle, CmdRegMr, ACCESS_SUPPORTED_MASK};
-
-/// Most page-list entries all MRs of one device may hold together.
-pub const MAX_MTT_ENTRIES: usize = 1 << 24;
+use vrnic_hw::{bar0, Access, CmdHandle, CmdRegMr, PageListMode, ACCESS_SUPPORTED_MASK};
 
 fn max_mr_size() -> u64 {
     u64::from(bar0::MAX_MR_SIZE_HI_RESET) << 32 | u64::from(bar0::MAX_MR_SIZE_LO_RESET)
 }
 
-pub fn reg_mr(st: &mut RnicState, mem: &RamSnapshot, cmd: &CmdRegMr) -> CmdResult<[u32; 4]> {
+pub fn reg_mr(
+    st: &mut RnicState,
+    mem: &RamSnapshot,
+    reads: &mut PageListReads,
+    cmd: &CmdRegMr,
+) -> CmdResult<[u32; 4]> {
     let pdn = cmd.pdn.to_native();
     let pd = st
         .objects
@@ -38,27 +41,19 @@ pub fn reg_mr(st: &mut RnicState, mem: &RamSnapshot, cmd: &CmdRegMr) -> CmdResul
         return Err(bad_field(CmdRegMr::IOVA_OFF));
     }
     // Page lists are copied into host memory: bound their total so no guest can make the
-    // device allocate without limit (16M entries: 128 MiB, 64 GiB of 4 KiB pages).
-    let held: usize = st
-        .objects
-        .mrs
-        .iter()
-        .map(|(_, mr)| mr.pages.pages.len())
-        .sum();
-    if held.saturating_add(cmd.pages.npages.to_native() as usize) > MAX_MTT_ENTRIES {
+    // device allocate without limit (objects::MAX_MTT_ENTRIES). Contiguous lists take none.
+    let listed = match PageListMode::try_from(cmd.pages.mode) {
+        Ok(PageListMode::Contiguous) => 0,
+        _ => cmd.pages.npages.to_native() as usize,
+    };
+    if !st.objects.mtt_room_for(listed) {
         return Err(no_resources());
     }
     let shift = u32::from(cmd.pages.page_shift).min(63);
     let first_offset = iova & ((1u64 << shift) - 1);
-    let pages = page_list::read(mem, &cmd.pages, CmdRegMr::PAGES_OFF, first_offset, length)?;
-    let index = st.objects.mrs.free_index(1).ok_or_else(no_resources)?;
-    let variants = &mut st.objects.mr_variants;
-    if variants.len() <= index {
-        variants.resize(index + 1, 0);
-    }
-    variants[index] = variants[index].wrapping_add(1);
-    let key = (index as u32) << 8 | u32::from(variants[index]);
-    st.objects.mrs.insert_at(
+    let pages = reads.read(mem, &cmd.pages, CmdRegMr::PAGES_OFF, first_offset, length)?;
+    let (index, key) = st.objects.next_mr_key().ok_or_else(no_resources)?;
+    st.objects.insert_mr(
         index,
         Mr {
             key,
@@ -81,6 +76,6 @@ pub fn dereg_mr(st: &mut RnicState, cmd: &CmdHandle) -> CmdResult<[u32; 4]> {
         .mr_by_key(key)
         .ok_or(bad_handle(CmdHandle::HANDLE_OFF))?;
     owned(mr.uctx, cmd.uctx.to_native(), CmdHandle::UCTX_OFF)?;
-    st.objects.mrs.remove(key >> 8);
+    st.objects.remove_mr(key);
     Ok([0; 4])
 }

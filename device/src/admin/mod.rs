@@ -1,37 +1,29 @@
 //! The admin queue engine: reads commands from the guest's admin queue, executes them in
 //! order and publishes completions (SPEC "Admin queue").
+//!
+//! Each command takes the device lock once, for its own execution only: page lists are
+//! read from guest memory before (`prefetch`), without the lock, and a command that revokes
+//! access waits for the DMA fence after, without the lock, before its completion is
+//! published. A doorbell naming thousands of commands therefore never holds the device for
+//! longer than one of them.
 
 mod commands;
 pub mod error;
 mod memory;
+mod prefetch;
 mod qp;
 mod queues;
 
-use crate::guest_memory::RamSnapshot;
 use crate::objects::Uctx;
-use crate::rnic::{Rnic, RnicState};
-use std::sync::atomic::Ordering;
-use vm_memory::ByteValued;
+use crate::rnic::notify::{post_async, publish};
+use crate::rnic::{AdminQueue, Rnic, RnicState};
 use vrnic_hw::{
     bar0, AqCompletion, AqStatus, FatalCode, ACQ_ENTRY_SIZE, AQ_DEPTH_LOG2_MAX, AQ_ENTRY_SIZE,
     KERNEL_UCTX,
 };
 
-/// The admin queue pair latched at ENABLE.
-#[derive(Debug)]
-pub struct AdminQueue {
-    aq: u64,
-    acq: u64,
-    depth_log2: u32,
-    /// Commands consumed (free-running).
-    ci: u32,
-}
-
-impl AdminQueue {
-    fn depth(&self) -> u32 {
-        1 << self.depth_log2
-    }
-}
+pub use commands::execute;
+pub use prefetch::PageListReads;
 
 /// DEV_CTRL.ENABLE was set: latch the admin queue registers and start.
 pub fn enable(rnic: &Rnic, st: &mut RnicState) {
@@ -45,9 +37,11 @@ pub fn enable(rnic: &Rnic, st: &mut RnicState) {
         || acq % 4096 != 0
         || !(1..=AQ_DEPTH_LOG2_MAX).contains(&depth_log2)
     {
-        log::warn!(
-            "{}: ENABLE with invalid admin queue (aq {aq:#x}, acq {acq:#x}, depth 2^{depth_log2})",
-            rnic.name()
+        st.warn(
+            rnic,
+            format_args!(
+                "ENABLE with invalid admin queue (aq {aq:#x}, acq {acq:#x}, depth 2^{depth_log2})"
+            ),
         );
         fatal(rnic, st, FatalCode::BadAdminConfig);
         return;
@@ -69,7 +63,8 @@ pub fn enable(rnic: &Rnic, st: &mut RnicState) {
     );
 }
 
-/// The device cannot go on: FATAL until reset.
+/// The device cannot go on: FATAL until reset. It stops executing work and answering
+/// requests (`RnicState::serving`).
 pub fn fatal(rnic: &Rnic, st: &mut RnicState, code: FatalCode) {
     log::error!(
         "{}: fatal device error {code:?}; a reset is needed",
@@ -78,77 +73,118 @@ pub fn fatal(rnic: &Rnic, st: &mut RnicState, code: FatalCode) {
     st.regs.dev_status = bar0::DEV_STATUS_FATAL_MASK;
     st.regs.fatal_code = u32::from(code);
     st.admin = None;
-    crate::datapath::events::post_async(rnic, st, vrnic_hw::EventType::DeviceFatal, 0, 0);
+    post_async(rnic, st, vrnic_hw::EventType::DeviceFatal, 0, 0);
+}
+
+/// A command read from the queue, with where its completion goes.
+struct Fetched {
+    index: u32,
+    cmd: [u8; AQ_ENTRY_SIZE as usize],
+    acq: u64,
+    phase: u8,
+}
+
+/// Reads the command at the queue's consumer index (under the lock: the queue is state).
+fn fetch(rnic: &Rnic, st: &mut RnicState) -> Option<(Fetched, crate::guest_memory::RamSnapshot)> {
+    let mem = st.mem()?;
+    let queue = st.admin.as_ref()?;
+    let index = queue.ci;
+    let slot = u64::from(index & (queue.depth() - 1));
+    let mut cmd = [0u8; AQ_ENTRY_SIZE as usize];
+    let (aq, acq, phase) = (
+        queue.aq + slot * u64::from(AQ_ENTRY_SIZE),
+        queue.acq + slot * u64::from(ACQ_ENTRY_SIZE),
+        queue.phase(index),
+    );
+    if mem.read(aq, &mut cmd).is_err() {
+        fatal(rnic, st, FatalCode::AdminDma);
+        return None;
+    }
+    Some((
+        Fetched {
+            index,
+            cmd,
+            acq,
+            phase,
+        },
+        mem,
+    ))
 }
 
 /// AQ_DOORBELL was written with producer index `pi`: run every new command.
-pub fn doorbell(rnic: &Rnic, st: &mut RnicState, pi: u32) {
-    let Some(mem) = st.mem() else { return };
-    let Some(queue) = st.admin.as_ref() else {
-        log::warn!(
-            "{}: admin doorbell while the device is not enabled ignored",
-            rnic.name()
-        );
-        return;
-    };
-    let pending = pi.wrapping_sub(queue.ci);
-    if pending > queue.depth() {
-        log::warn!(
-            "{}: admin doorbell {pi} is {pending} commands ahead of a queue of {}; ignored",
-            rnic.name(),
-            queue.depth()
-        );
-        return;
-    }
-    for _ in 0..pending {
+pub fn doorbell(rnic: &Rnic, pi: u32) {
+    let pending = {
+        let mut st = rnic.lock();
         let Some(queue) = st.admin.as_ref() else {
+            st.warn(
+                rnic,
+                format_args!("admin doorbell while the device is not enabled ignored"),
+            );
             return;
         };
-        let index = queue.ci;
-        let slot = u64::from(index & (queue.depth() - 1));
-        let mut cmd = [0u8; AQ_ENTRY_SIZE as usize];
-        if mem
-            .read(queue.aq + slot * u64::from(AQ_ENTRY_SIZE), &mut cmd)
-            .is_err()
-        {
-            fatal(rnic, st, FatalCode::AdminDma);
+        let (pending, depth) = (pi.wrapping_sub(queue.ci), queue.depth());
+        if pending > depth {
+            st.warn(
+                rnic,
+                format_args!(
+                    "admin doorbell {pi} is {pending} commands ahead of a queue of {depth}; ignored"
+                ),
+            );
             return;
         }
-        let (acq, phase) = (
-            queue.acq + slot * u64::from(ACQ_ENTRY_SIZE),
-            phase(index, queue.depth_log2),
-        );
-        let completion = commands::execute(rnic, st, &mem, &cmd);
-        if publish(&mem, acq, completion, phase).is_err() {
-            fatal(rnic, st, FatalCode::AdminDma);
-            return;
+        pending
+    };
+    for _ in 0..pending {
+        let Some((fetched, mem)) = fetch(rnic, &mut rnic.lock()) else {
+            break;
+        };
+        let mut reads = PageListReads::prefetch(&mem, &fetched.cmd);
+        let (completion, wait_for_dma) = {
+            let mut st = rnic.lock();
+            if st.admin.is_none() {
+                break;
+            }
+            execute(rnic, &mut st, &mem, &fetched.cmd, &mut reads)
+        };
+        if wait_for_dma {
+            rnic.fence.wait();
         }
-        if let Some(queue) = st.admin.as_mut() {
-            queue.ci = index.wrapping_add(1);
+        let mut st = rnic.lock();
+        if !complete(rnic, &mut st, &mem, &fetched, completion) {
+            break;
         }
     }
-    st.irqs.signal(0);
+    rnic.lock().pending_irqs.raise(0);
 }
 
-fn phase(index: u32, depth_log2: u32) -> u8 {
-    (((index >> depth_log2) & 1) ^ 1) as u8
-}
-
-/// Writes every field but `owner`, then `owner` with release ordering.
-fn publish(
-    mem: &RamSnapshot,
-    addr: u64,
-    mut c: AqCompletion,
-    phase: u8,
-) -> Result<(), crate::guest_memory::DmaError> {
-    c.owner = 0;
-    let body = &c.as_slice()[..AqCompletion::OWNER_OFF];
-    mem.write(addr, body)?;
-    mem.store_u8(
-        addr + AqCompletion::OWNER_OFF as u64,
-        phase,
-        Ordering::Release,
+/// Publishes a command's completion and consumes the command. False if the device failed.
+fn complete(
+    rnic: &Rnic,
+    st: &mut RnicState,
+    mem: &crate::guest_memory::RamSnapshot,
+    fetched: &Fetched,
+    mut completion: AqCompletion,
+) -> bool {
+    completion.owner = 0;
+    if publish(
+        mem,
+        fetched.acq,
+        &completion,
+        AqCompletion::OWNER_OFF,
+        fetched.phase,
     )
+    .is_err()
+    {
+        fatal(rnic, st, FatalCode::AdminDma);
+        return false;
+    }
+    match st.admin.as_mut() {
+        Some(queue) => {
+            queue.ci = fetched.index.wrapping_add(1);
+            true
+        }
+        None => false,
+    }
 }
 
 /// A completion for `cmd_id` with the outcome of a command.

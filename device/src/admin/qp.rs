@@ -2,11 +2,12 @@
 
 use super::commands::{owned, uctx_exists, write_out};
 use super::error::{bad_field, bad_handle, bad_size, no_resources, CmdError, CmdResult};
+use super::prefetch::PageListReads;
 use super::queues::{read_ring, release_slot, take_slot};
-use crate::datapath::events::post_async;
 use crate::guest_memory::RamSnapshot;
 use crate::objects::qp::{mask, transition};
 use crate::objects::{Qp, WorkQueue};
+use crate::rnic::notify::post_async;
 use crate::rnic::{Rnic, RnicState};
 use vrnic_hw::*;
 
@@ -16,6 +17,7 @@ pub fn create_qp(
     rnic: &Rnic,
     st: &mut RnicState,
     mem: &RamSnapshot,
+    reads: &mut PageListReads,
     cmd: &CmdCreateQp,
 ) -> CmdResult<[u32; 4]> {
     let uctx = cmd.uctx.to_native();
@@ -75,6 +77,7 @@ pub fn create_qp(
         return Err(bad_size(CmdCreateQp::RQ_WQE_SHIFT_OFF));
     }
     let sq = read_ring(
+        reads,
         mem,
         &cmd.sq_ring,
         CmdCreateQp::SQ_RING_OFF,
@@ -82,15 +85,18 @@ pub fn create_qp(
         1 << sq_shift,
     )?;
     let rq = read_ring(
+        reads,
         mem,
         &cmd.rq_ring,
         CmdCreateQp::RQ_RING_OFF,
         cmd.rq_depth_log2,
         1 << rq_shift,
     )?;
-    let index = st.objects.qps.free_index(0).ok_or_else(no_resources)?;
-    let qpn = index as u32 + QPN_MIN;
+    if st.objects.qps.free_index(0).is_none() {
+        return Err(no_resources());
+    }
     let db_slot = take_slot(rnic, st, uctx)?;
+    let (index, qpn) = st.objects.next_qpn().ok_or_else(no_resources)?;
     st.objects.qps.insert_at(
         index,
         Qp {
@@ -110,6 +116,10 @@ pub fn create_qp(
             waiting: None,
             sq_offset: 0,
             comm_established: false,
+            next_psn: 0,
+            expected_psn: 0,
+            epoch: 0,
+            receive_in_flight: false,
         },
     );
     log::debug!(
@@ -287,19 +297,27 @@ pub fn modify_qp(rnic: &Rnic, st: &mut RnicState, cmd: &CmdModifyQp) -> CmdResul
         .qp_mut(qpn)
         .ok_or(bad_handle(CmdModifyQp::QPN_OFF))?;
     apply(&mut qp.attr, attr, m);
+    if m & mask::SQ_PSN != 0 {
+        qp.next_psn = attr.sq_psn.to_native();
+    }
+    if m & mask::RQ_PSN != 0 {
+        qp.expected_psn = attr.rq_psn.to_native();
+    }
     qp.state = target;
     let (uctx, slot, notify) = (qp.uctx, qp.db_slot, qp.attr.en_sqd_async_notify != 0);
     match target {
         QpState::Reset => {
             qp.sq.ci = 0;
             qp.rq.ci = 0;
-            qp.waiting = None;
-            qp.sq_offset = 0;
+            qp.forget_work();
             qp.comm_established = false;
+            qp.next_psn = 0;
+            qp.expected_psn = 0;
             qp.attr = QpAttr::default();
             rnic.doorbells.set_slot_word(uctx, slot, 0, 0);
             rnic.doorbells.set_slot_word(uctx, slot, 1, 0);
         }
+        QpState::Err => qp.forget_work(),
         QpState::Sqd if current != QpState::Sqd && notify => {
             // WQEs execute to completion as they start, so the queue is drained at once.
             post_async(rnic, st, EventType::SqDrained, qpn, 0);
@@ -323,6 +341,9 @@ pub fn query_qp(st: &mut RnicState, mem: &RamSnapshot, cmd: &CmdModifyQp) -> Cmd
         return Err(bad_field(CmdModifyQp::ATTR_MASK_OFF));
     }
     let mut attr = qp.attr;
+    // The PSNs as they are now, not as they were set.
+    attr.sq_psn = qp.next_psn.into();
+    attr.rq_psn = qp.expected_psn.into();
     attr.qp_state = qp.state.into();
     attr.cur_qp_state = qp.state.into();
     attr.sq_draining = 0;
@@ -345,7 +366,7 @@ pub fn destroy_qp(rnic: &Rnic, st: &mut RnicState, cmd: &CmdHandle) -> CmdResult
         .ok_or(bad_handle(CmdHandle::HANDLE_OFF))?;
     owned(qp.uctx, cmd.uctx.to_native(), CmdHandle::UCTX_OFF)?;
     let (uctx, slot) = (qp.uctx, qp.db_slot);
-    st.objects.qps.remove(qpn - QPN_MIN);
+    st.objects.remove_qp(qpn);
     release_slot(st, uctx, slot);
     rnic.doorbells.set_slot_word(uctx, slot, 0, 0);
     rnic.doorbells.set_slot_word(uctx, slot, 1, 0);

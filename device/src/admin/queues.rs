@@ -2,19 +2,27 @@
 
 use super::commands::{owned, uctx_exists};
 use super::error::{bad_field, bad_handle, bad_size, busy, no_resources, CmdResult};
+use super::prefetch::PageListReads;
 use crate::guest_memory::RamSnapshot;
-use crate::objects::{page_list, Cq, Eq, Ring};
+use crate::objects::{Cq, Eq, Ring};
 use crate::rnic::{Rnic, RnicState};
 use vrnic_hw::{
     bar0, CmdCreateCq, CmdCreateEq, CmdHandle, Cqe, Eqe, PageList, EQ_FLAG_ASYNC, KERNEL_UCTX,
     MSIX_VECTORS,
 };
 
-/// Largest log2 depth of a CQ or EQ.
-const MAX_DEPTH_LOG2: u8 = bar0::MAX_CQE_RESET.trailing_zeros() as u8;
+/// Largest log2 depth of a CQ or EQ (also bounds QP rings: MAX_QP_WR is smaller).
+pub const MAX_DEPTH_LOG2: u8 = bar0::MAX_CQE_RESET.trailing_zeros() as u8;
 
-/// Reads a ring's page list; `at` is the page list's offset in the command.
+/// Bytes of a ring of 2^depth_log2 entries of `entry_size` (a power of two) bytes.
+pub fn ring_bytes(depth_log2: u8, entry_size: usize) -> u64 {
+    let entry_shift = entry_size.trailing_zeros();
+    1u64 << (u32::from(depth_log2) + entry_shift)
+}
+
+/// A ring's page list (prefetched); `at` is the page list's offset in the command.
 pub fn read_ring(
+    reads: &mut PageListReads,
     mem: &RamSnapshot,
     pl: &PageList,
     at: usize,
@@ -22,8 +30,7 @@ pub fn read_ring(
     entry_size: usize,
 ) -> CmdResult<Ring> {
     let entry_shift = entry_size.trailing_zeros() as u8;
-    let bytes = 1u64 << (u32::from(depth_log2) + u32::from(entry_shift));
-    let pages = page_list::read(mem, pl, at, 0, bytes)?;
+    let pages = reads.read(mem, pl, at, 0, ring_bytes(depth_log2, entry_size))?;
     Ok(Ring {
         pages,
         depth_log2,
@@ -54,6 +61,7 @@ pub fn create_cq(
     rnic: &Rnic,
     st: &mut RnicState,
     mem: &RamSnapshot,
+    reads: &mut PageListReads,
     cmd: &CmdCreateCq,
 ) -> CmdResult<[u32; 4]> {
     let uctx = cmd.uctx.to_native();
@@ -67,6 +75,7 @@ pub fn create_cq(
         return Err(bad_size(CmdCreateCq::DEPTH_LOG2_OFF));
     }
     let ring = read_ring(
+        reads,
         mem,
         &cmd.ring,
         CmdCreateCq::RING_OFF,
@@ -116,6 +125,7 @@ pub fn create_eq(
     rnic: &Rnic,
     st: &mut RnicState,
     mem: &RamSnapshot,
+    reads: &mut PageListReads,
     cmd: &CmdCreateEq,
 ) -> CmdResult<[u32; 4]> {
     if !(1..=MAX_DEPTH_LOG2).contains(&cmd.depth_log2) {
@@ -133,6 +143,7 @@ pub fn create_eq(
         return Err(bad_field(CmdCreateEq::MSIX_VECTOR_OFF));
     }
     let ring = read_ring(
+        reads,
         mem,
         &cmd.ring,
         CmdCreateEq::RING_OFF,
@@ -149,6 +160,8 @@ pub fn create_eq(
             is_async,
             db_slot,
             pi: 0,
+            pending: Default::default(),
+            dropped: 0,
         },
     );
     Ok([eqn as u32, db_slot, 0, 0])

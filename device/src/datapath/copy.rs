@@ -45,26 +45,6 @@ pub fn copy(
     }
 }
 
-/// The pieces covering bytes `[offset, offset + len)` of the message `pieces` describe.
-pub fn sub_range(pieces: &[(u64, u64)], offset: u64, len: u64) -> Pieces {
-    let mut out = Vec::new();
-    let (mut skip, mut left) = (offset, len);
-    for &(addr, n) in pieces {
-        if left == 0 {
-            break;
-        }
-        if skip >= n {
-            skip -= n;
-            continue;
-        }
-        let take = (n - skip).min(left);
-        out.push((addr + skip, take));
-        left -= take;
-        skip = 0;
-    }
-    out
-}
-
 fn copy_chunk(
     dst_mem: &RamSnapshot,
     dst: u64,
@@ -128,17 +108,6 @@ impl Iterator for Chunks<'_> {
 #[cfg(test)]
 mod tests {
     use super::Chunks;
-
-    #[test]
-    fn sub_range_cuts_pieces_at_both_ends() {
-        let pieces = [(0x1000, 3), (0x2000, 5), (0x3000, 4)];
-        assert_eq!(
-            super::sub_range(&pieces, 2, 7),
-            vec![(0x1002, 1), (0x2000, 5), (0x3000, 1)]
-        );
-        assert_eq!(super::sub_range(&pieces, 8, 4), vec![(0x3000, 4)]);
-        assert!(super::sub_range(&pieces, 12, 4).is_empty());
-    }
 
     #[test]
     fn chunks_walk_both_lists_in_step_and_mark_the_final_one() {

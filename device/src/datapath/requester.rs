@@ -1,16 +1,14 @@
-//! The requester: executes a QP's send WQEs in order, waits out RNR and unreachable
-//! targets, completes or fails each WQE, and flushes queues in ERR (SPEC "Send queue
-//! processing").
+//! The requester: executes a QP's send WQEs in order, one chunk per transfer, waits out RNR
+//! and unreachable targets, completes or fails each WQE, and flushes queues in ERR (SPEC
+//! "Send queue processing").
 
-use super::completion::post_cqe;
-use super::copy::sub_range;
-use super::events::post_async;
+use super::copy::Pieces;
 use super::responder::{respond, Request, Response};
-use super::sge;
-use super::Progress;
-use crate::fabric::Fabric;
+use super::{sge, Budget, Peers, Progress, CHUNK, WQE_BUDGET};
 use crate::guest_memory::RamSnapshot;
-use crate::objects::qp::{WaitReason, Waiting};
+use crate::objects::qp::{packets, psn_add, WaitReason, Waiting};
+use crate::rnic::fence::InFlight;
+use crate::rnic::notify::{post_async, post_cqe};
 use crate::rnic::{Rnic, RnicState};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,46 +17,119 @@ use vrnic_hw::{
     WcOpcode, WcStatus, WrOpcode, CQE_FLAG_RECV,
 };
 
-/// WQEs one QP may execute per pass, so one busy QP cannot starve the others.
-const BUDGET: usize = 32;
-/// Bytes of one message moved per pass.
-const CHUNK: u64 = 1 << 20;
-
 /// A failed WQE: its completion status and the device's reason.
 type Failure = (WcStatus, VendorErr);
 
+/// One chunk of the head WQE, resolved under the requester's lock and carried out without it.
+pub struct Transfer {
+    qpn: u32,
+    /// The QP's epoch and queue position when resolved: completion checks them.
+    epoch: u32,
+    index: u32,
+    wqe: SendWqeHeader,
+    opcode: WrOpcode,
+    len: u64,
+    offset: u64,
+    chunk: u64,
+    pieces: Pieces,
+    psn: u32,
+    packets: u32,
+    dlid: u16,
+    dest_qpn: u32,
+    mem: RamSnapshot,
+    _in_flight: InFlight,
+}
+
+/// What the requester does next for a QP, decided under its lock.
+enum Plan {
+    Idle,
+    Worked,
+    Wait(Instant),
+    Transfer(Box<Transfer>),
+}
+
 /// Serves QP `qpn` of `rnic`: flushes it in ERR, runs its send queue in RTS.
 pub fn service_qp(
-    fabric: &Fabric,
+    peers: &dyn Peers,
     rnic: &Arc<Rnic>,
-    st: &mut RnicState,
-    mem: &RamSnapshot,
     qpn: u32,
     now: Instant,
+    budget: &mut Budget,
 ) -> Progress {
+    let mut progress = Progress::default();
+    for _ in 0..WQE_BUDGET {
+        let plan = plan(rnic, &mut rnic.lock(), qpn, now);
+        let transfer = match plan {
+            Plan::Idle => break,
+            Plan::Worked => return Progress::worked(),
+            Plan::Wait(at) => {
+                progress.retry_at = Some(at);
+                break;
+            }
+            Plan::Transfer(t) => t,
+        };
+        budget.bytes = budget.bytes.saturating_sub(transfer.chunk.max(1));
+        let response = carry_out(peers, rnic, &transfer);
+        match finish(rnic, &mut rnic.lock(), *transfer, response, now) {
+            Step::Done => progress.worked = true,
+            // Let the other QPs have their turn before the next chunk or after a failure.
+            Step::Partial | Step::Failed => return Progress::worked(),
+            Step::Waiting(at) => {
+                progress.retry_at = Some(at);
+                break;
+            }
+        }
+        if budget.bytes == 0 {
+            break;
+        }
+    }
+    progress
+}
+
+fn plan(rnic: &Rnic, st: &mut RnicState, qpn: u32, now: Instant) -> Plan {
+    let Some(mem) = st.mem() else {
+        return Plan::Idle;
+    };
     let Some(qp) = st.objects.qp(qpn) else {
-        return Progress::default();
+        return Plan::Idle;
     };
     let sq_pi = rnic.doorbells.slot_word(qp.uctx, qp.db_slot, 0);
     let rq_pi = rnic.doorbells.slot_word(qp.uctx, qp.db_slot, 1);
     let overrun = sq_pi.wrapping_sub(qp.sq.ci) > qp.sq.ring.depth()
         || rq_pi.wrapping_sub(qp.rq.ci) > qp.rq.ring.depth();
     if overrun && qp.state != QpState::Err {
-        log::warn!("{}: QP {qpn}: doorbell beyond the queue depth (sq_pi {sq_pi}, rq_pi {rq_pi}); moving to ERR", rnic.name());
+        st.warn(
+            rnic,
+            format_args!("QP {qpn}: doorbell beyond the queue depth (sq_pi {sq_pi}, rq_pi {rq_pi}); moving to ERR"),
+        );
         to_error(st, qpn);
         post_async(rnic, st, EventType::QpFatal, qpn, 0);
-        return Progress::worked();
+        return Plan::Worked;
     }
     match qp.state {
-        QpState::Err => flush(rnic, st, mem, qpn, sq_pi, rq_pi),
-        QpState::Rts => run_send_queue(fabric, rnic, st, mem, qpn, sq_pi, now),
+        QpState::Err => match flush(rnic, st, &mem, qpn, sq_pi, rq_pi) {
+            true => Plan::Worked,
+            false => Plan::Idle,
+        },
+        QpState::Rts if qp.sq.ci != sq_pi => {
+            if let Some(w) = qp.waiting.filter(|w| now < w.retry_at) {
+                return Plan::Wait(w.retry_at);
+            }
+            match resolve(rnic, st, &mem, qpn) {
+                Ok(t) => Plan::Transfer(Box::new(t)),
+                Err((wqe, failure)) => {
+                    complete_send(rnic, st, &mem, qpn, &wqe, Err(failure));
+                    Plan::Worked
+                }
+            }
+        }
         QpState::Reset | QpState::Init | QpState::Rtr | QpState::Sqe if sq_pi != qp.sq.ci => {
             let failure = (WcStatus::LocQpOpErr, VendorErr::QpState);
-            let wqe = read_wqe(mem, st, qpn).map(|w| w.1).unwrap_or_default();
-            complete_send(rnic, st, mem, qpn, &wqe, Err(failure));
-            Progress::worked()
+            let wqe = read_wqe(&mem, st, qpn).map(|w| w.1).unwrap_or_default();
+            complete_send(rnic, st, &mem, qpn, &wqe, Err(failure));
+            Plan::Worked
         }
-        _ => Progress::default(),
+        _ => Plan::Idle,
     }
 }
 
@@ -66,55 +137,6 @@ fn to_error(st: &mut RnicState, qpn: u32) {
     if let Some(qp) = st.objects.qp_mut(qpn) {
         qp.enter_error();
     }
-}
-
-fn run_send_queue(
-    fabric: &Fabric,
-    rnic: &Arc<Rnic>,
-    st: &mut RnicState,
-    mem: &RamSnapshot,
-    qpn: u32,
-    sq_pi: u32,
-    now: Instant,
-) -> Progress {
-    let mut progress = Progress::default();
-    for _ in 0..BUDGET {
-        let Some(qp) = st.objects.qp(qpn) else { break };
-        if qp.state != QpState::Rts || qp.sq.ci == sq_pi {
-            break;
-        }
-        if qp
-            .waiting
-            .is_some_and(|w| w.reason == WaitReason::Unreachable && now < w.retry_at)
-        {
-            progress.retry_at = qp.waiting.map(|w| w.retry_at);
-            break;
-        }
-        let (addr, wqe) = match read_wqe(mem, st, qpn) {
-            Ok(found) => found,
-            Err(failure) => {
-                complete_send(rnic, st, mem, qpn, &SendWqeHeader::default(), Err(failure));
-                return Progress::worked();
-            }
-        };
-        match execute(fabric, rnic, st, mem, qpn, addr, &wqe, now) {
-            Step::Done(len) => {
-                complete_send(rnic, st, mem, qpn, &wqe, Ok(len));
-                progress.worked = true;
-            }
-            Step::Failed(failure) => {
-                complete_send(rnic, st, mem, qpn, &wqe, Err(failure));
-                return Progress::worked();
-            }
-            // Let the other QPs have their turn before the next chunk.
-            Step::Partial => return Progress::worked(),
-            Step::Waiting(retry_at) => {
-                progress.retry_at = Some(retry_at);
-                break;
-            }
-        }
-    }
-    progress
 }
 
 /// Reads and validates the send WQE at the head of the queue: (address, header).
@@ -134,34 +156,65 @@ fn read_wqe(mem: &RamSnapshot, st: &RnicState, qpn: u32) -> Result<(u64, SendWqe
     Ok((addr, wqe))
 }
 
-enum Step {
-    Done(u64),
-    /// A chunk of a long message moved; the rest follows in later passes.
-    Partial,
-    Failed(Failure),
-    Waiting(Instant),
-}
-
-/// Runs one WQE against its target.
-#[allow(clippy::too_many_arguments)]
-fn execute(
-    fabric: &Fabric,
-    rnic: &Arc<Rnic>,
-    st: &mut RnicState,
+/// Resolves the next chunk of the head WQE into a transfer (or the WQE's failure).
+fn resolve(
+    rnic: &Rnic,
+    st: &RnicState,
     mem: &RamSnapshot,
     qpn: u32,
-    addr: u64,
-    wqe: &SendWqeHeader,
-    now: Instant,
-) -> Step {
-    let (pieces, len, opcode) = match gather(st, mem, qpn, addr, wqe) {
-        Ok(found) => found,
-        Err(failure) => return Step::Failed(failure),
+) -> Result<Transfer, (SendWqeHeader, Failure)> {
+    let (addr, wqe) = read_wqe(mem, st, qpn).map_err(|f| (SendWqeHeader::default(), f))?;
+    let fail = |f: Failure| (wqe, f);
+    let bad = (WcStatus::LocQpOpErr, VendorErr::BadWqe);
+    let qp = st.objects.qp(qpn).ok_or(fail(bad))?;
+    let opcode = match WrOpcode::try_from(wqe.opcode) {
+        Ok(WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd) | Err(_) => {
+            return Err(fail((WcStatus::LocQpOpErr, VendorErr::BadOpcode)))
+        }
+        Ok(op) => op,
     };
-    // This pass moves one chunk of the message: [offset, offset + chunk).
-    let offset = st.objects.qp(qpn).map_or(0, |qp| qp.sq_offset).min(len);
+    let known_flags = SendFlags::ALL.iter().fold(0u8, |acc, f| acc | u8::from(*f));
+    if wqe.flags & !known_flags != 0 || wqe.nonzero_reserved().is_some() {
+        return Err(fail(bad));
+    }
+    let stride = 1u64 << qp.sq.ring.entry_shift;
+    let payload = addr + SendWqeHeader::SIZE as u64;
+    let offset = qp.sq_offset;
+    let (len, pieces) = if wqe.flags & u8::from(SendFlags::Inline) != 0 {
+        let len = u64::from(wqe.inline_len.to_native());
+        if wqe.num_sge != 0
+            || opcode == WrOpcode::RdmaRead
+            || len > u64::from(qp.max_inline)
+            || SendWqeHeader::SIZE as u64 + len > stride
+        {
+            return Err(fail(bad));
+        }
+        // Inline data is read straight out of the WQE in guest memory.
+        let offset = offset.min(len);
+        let chunk = (len - offset).min(CHUNK);
+        (len, vec![(payload + offset, chunk)])
+    } else {
+        let n = usize::from(wqe.num_sge);
+        if wqe.inline_len.to_native() != 0
+            || n > usize::from(qp.max_send_sge)
+            || (SendWqeHeader::SIZE + n * Sge::SIZE) as u64 > stride
+        {
+            return Err(fail(bad));
+        }
+        let sges = sge::read(mem, payload, n)
+            .map_err(|_| fail((WcStatus::LocQpOpErr, VendorErr::DmaFault)))?;
+        let access = if opcode == WrOpcode::RdmaRead {
+            u32::from(Access::LocalWrite)
+        } else {
+            0
+        };
+        let len = sge::check(&st.objects, qp.pdn, &sges, access).map_err(fail)?;
+        let offset = offset.min(len);
+        let chunk = (len - offset).min(CHUNK);
+        (len, sge::pieces(&st.objects, &sges, offset, chunk))
+    };
+    let offset = offset.min(len);
     let chunk = (len - offset).min(CHUNK);
-    let pieces = sub_range(&pieces, offset, chunk);
     // The local buffers must be reachable before the target is involved: a local DMA
     // fault is the requester's error whatever the target's state (e.g. no receive posted).
     let local_ok = pieces.iter().all(|&(addr, n)| {
@@ -171,47 +224,94 @@ fn execute(
         })
     });
     if !local_ok {
-        return Step::Failed((WcStatus::LocProtErr, VendorErr::DmaFault));
+        return Err(fail((WcStatus::LocProtErr, VendorErr::DmaFault)));
     }
-    let Some(qp) = st.objects.qp(qpn) else {
-        return Step::Failed((WcStatus::LocQpOpErr, VendorErr::BadWqe));
-    };
-    let (dlid, dest_qpn) = (qp.attr.dlid.to_native(), qp.attr.dest_qp_num.to_native());
-    let with_imm = matches!(opcode, WrOpcode::SendWithImm | WrOpcode::RdmaWriteWithImm);
-    let req = Request {
+    Ok(Transfer {
+        qpn,
+        epoch: qp.epoch,
+        index: qp.sq.ci,
+        wqe,
         opcode,
-        src_lid: rnic.lid(),
-        src_qpn: qpn,
-        dest_qpn,
-        solicited: wqe.flags & u8::from(SendFlags::Solicited) != 0,
-        imm: with_imm.then_some(wqe.imm_data),
-        remote_addr: wqe.remote_addr.to_native(),
-        rkey: wqe.rkey.to_native(),
         len,
         offset,
         chunk,
-        pieces: &pieces,
-        mem,
+        pieces,
+        psn: qp.next_psn,
+        packets: packets(chunk, qp.mtu_bytes()),
+        dlid: qp.attr.dlid.to_native(),
+        dest_qpn: qp.attr.dest_qp_num.to_native(),
+        mem: mem.clone(),
+        _in_flight: rnic.fence.enter(),
+    })
+}
+
+/// Sends the transfer to its target; no lock of the requester is held.
+fn carry_out(peers: &dyn Peers, rnic: &Rnic, t: &Transfer) -> Response {
+    let Some(target) = peers.by_lid(t.dlid) else {
+        return Response::Unreachable;
     };
-    let response = match fabric.by_lid(dlid) {
-        None => Response::Unreachable,
-        Some(target) if Arc::ptr_eq(&target, rnic) => respond(&target, st, &req),
-        Some(target) => respond(&target, &mut target.lock(), &req),
+    let with_imm = matches!(t.opcode, WrOpcode::SendWithImm | WrOpcode::RdmaWriteWithImm);
+    let req = Request {
+        opcode: t.opcode,
+        src_lid: rnic.lid(),
+        src_qpn: t.qpn,
+        dest_qpn: t.dest_qpn,
+        psn: t.psn,
+        packets: t.packets,
+        solicited: t.wqe.flags & u8::from(SendFlags::Solicited) != 0,
+        imm: with_imm.then_some(t.wqe.imm_data),
+        remote_addr: t.wqe.remote_addr.to_native(),
+        rkey: t.wqe.rkey.to_native(),
+        len: t.len,
+        offset: t.offset,
+        chunk: t.chunk,
+        pieces: &t.pieces,
+        mem: &t.mem,
     };
-    let Some(qp) = st.objects.qp_mut(qpn) else {
-        return Step::Failed((WcStatus::LocQpOpErr, VendorErr::BadWqe));
+    respond(&target, &req)
+}
+
+enum Step {
+    Done,
+    /// A chunk of a long message moved; the rest follows in later passes.
+    Partial,
+    Failed,
+    Waiting(Instant),
+}
+
+/// Applies the target's response to the QP, unless the QP forgot this work meanwhile.
+fn finish(rnic: &Rnic, st: &mut RnicState, t: Transfer, response: Response, now: Instant) -> Step {
+    let Some(mem) = st.mem() else {
+        return Step::Failed;
     };
+    let Some(qp) = st.objects.qp_mut(t.qpn) else {
+        return Step::Failed;
+    };
+    if qp.epoch != t.epoch || qp.sq.ci != t.index || qp.state != QpState::Rts {
+        // Moved to ERR or RESET (or destroyed and recreated) while the chunk was moving:
+        // the WQE is flushed or forgotten, as SPEC says for those transitions.
+        return Step::Failed;
+    }
     let (reason, delay, retries) = match response {
         Response::Done => {
             qp.waiting = None;
-            if offset + chunk < len {
-                qp.sq_offset = offset + chunk;
+            qp.next_psn = psn_add(qp.next_psn, t.packets);
+            if t.offset + t.chunk < t.len {
+                qp.sq_offset = t.offset + t.chunk;
                 return Step::Partial;
             }
-            return Step::Done(len);
+            complete_send(rnic, st, &mem, t.qpn, &t.wqe, Ok(t.len));
+            return Step::Done;
         }
-        Response::Remote(status, why) => return Step::Failed((status, why)),
-        Response::LocalFault => return Step::Failed((WcStatus::LocProtErr, VendorErr::DmaFault)),
+        Response::Remote(status, why) => {
+            complete_send(rnic, st, &mem, t.qpn, &t.wqe, Err((status, why)));
+            return Step::Failed;
+        }
+        Response::LocalFault => {
+            let failure = (WcStatus::LocProtErr, VendorErr::DmaFault);
+            complete_send(rnic, st, &mem, t.qpn, &t.wqe, Err(failure));
+            return Step::Failed;
+        }
         Response::Rnr(timer) => (
             WaitReason::Rnr,
             rnr_delay(timer),
@@ -227,7 +327,6 @@ fn execute(
         },
     };
     let waiting = match qp.waiting {
-        Some(w) if w.reason == reason && now < w.retry_at => w,
         Some(w) if w.reason == reason => match w.retries_left {
             Some(0) => {
                 qp.waiting = None;
@@ -235,7 +334,8 @@ fn execute(
                     WaitReason::Rnr => (WcStatus::RnrRetryExcErr, VendorErr::Rnr),
                     WaitReason::Unreachable => (WcStatus::RetryExcErr, VendorErr::Unreachable),
                 };
-                return Step::Failed(failure);
+                complete_send(rnic, st, &mem, t.qpn, &t.wqe, Err(failure));
+                return Step::Failed;
             }
             left => Waiting {
                 reason,
@@ -261,58 +361,6 @@ fn rnr_delay(code: u8) -> Duration {
         327_680, 491_520,
     ];
     Duration::from_micros(MICROS[usize::from(code & 31)])
-}
-
-/// Validates the WQE and resolves its local data: (pieces, length, opcode).
-fn gather(
-    st: &RnicState,
-    mem: &RamSnapshot,
-    qpn: u32,
-    addr: u64,
-    wqe: &SendWqeHeader,
-) -> Result<(super::copy::Pieces, u64, WrOpcode), Failure> {
-    let bad = (WcStatus::LocQpOpErr, VendorErr::BadWqe);
-    let qp = st.objects.qp(qpn).ok_or(bad)?;
-    let opcode = match WrOpcode::try_from(wqe.opcode) {
-        Ok(WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd) | Err(_) => {
-            return Err((WcStatus::LocQpOpErr, VendorErr::BadOpcode))
-        }
-        Ok(op) => op,
-    };
-    let known_flags = SendFlags::ALL.iter().fold(0u8, |acc, f| acc | u8::from(*f));
-    if wqe.flags & !known_flags != 0 || wqe.nonzero_reserved().is_some() {
-        return Err(bad);
-    }
-    let stride = 1u64 << qp.sq.ring.entry_shift;
-    let payload = addr + SendWqeHeader::SIZE as u64;
-    if wqe.flags & u8::from(SendFlags::Inline) != 0 {
-        let len = u64::from(wqe.inline_len.to_native());
-        if wqe.num_sge != 0
-            || opcode == WrOpcode::RdmaRead
-            || len > u64::from(qp.max_inline)
-            || SendWqeHeader::SIZE as u64 + len > stride
-        {
-            return Err(bad);
-        }
-        // Inline data is read straight out of the WQE in guest memory.
-        return Ok((vec![(payload, len)], len, opcode));
-    }
-    let n = usize::from(wqe.num_sge);
-    if wqe.inline_len.to_native() != 0
-        || n > usize::from(qp.max_send_sge)
-        || (SendWqeHeader::SIZE + n * Sge::SIZE) as u64 > stride
-    {
-        return Err(bad);
-    }
-    let sges =
-        sge::read(mem, payload, n).map_err(|_| (WcStatus::LocQpOpErr, VendorErr::DmaFault))?;
-    let access = if opcode == WrOpcode::RdmaRead {
-        u32::from(Access::LocalWrite)
-    } else {
-        0
-    };
-    let (pieces, len) = sge::resolve(&st.objects, qp.pdn, &sges, access)?;
-    Ok((pieces, len, opcode))
 }
 
 fn wc_opcode(op: u8) -> WcOpcode {
@@ -372,7 +420,8 @@ fn complete_send(
     }
 }
 
-/// In ERR every outstanding WQE of both queues completes with WR_FLUSH_ERR.
+/// In ERR every outstanding WQE of both queues completes with WR_FLUSH_ERR (the head
+/// receive WQE only once no request is being placed into it). Returns whether it did work.
 fn flush(
     rnic: &Rnic,
     st: &mut RnicState,
@@ -380,13 +429,16 @@ fn flush(
     qpn: u32,
     sq_pi: u32,
     rq_pi: u32,
-) -> Progress {
-    let mut progress = Progress::default();
+) -> bool {
+    let mut worked = false;
     for recv in [false, true] {
         loop {
             let Some(qp) = st.objects.qp_mut(qpn) else {
-                return progress;
+                return worked;
             };
+            if recv && qp.receive_in_flight {
+                break;
+            }
             let (queue, pi, cqn) = if recv {
                 (&mut qp.rq, rq_pi, qp.recv_cqn)
             } else {
@@ -424,7 +476,7 @@ fn flush(
                 flags: if recv { CQE_FLAG_RECV as u8 } else { 0 },
                 ..Default::default()
             };
-            progress.worked = true;
+            worked = true;
             if post_cqe(rnic, st, mem, cqn, &cqe).is_err() {
                 // The CQ is broken: drop the rest of this queue.
                 if let Some(qp) = st.objects.qp_mut(qpn) {
@@ -438,5 +490,5 @@ fn flush(
             }
         }
     }
-    progress
+    worked
 }

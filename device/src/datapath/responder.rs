@@ -1,11 +1,14 @@
-//! The target side of a request: checks the rkey or consumes a receive WQE, places the data
-//! and completes the receive (SPEC "Send queue processing", "Data placement").
+//! The target side of a request: checks the QP, its PSN and the rkey or consumes a receive
+//! WQE, places the data and completes the receive (SPEC "Send queue processing", "Data
+//! placement"). `respond` takes the target's lock twice, to accept and to complete, and
+//! copies in between with no lock held.
 
-use super::completion::post_cqe;
-use super::copy::{copy, sub_range, Fault, Pieces};
-use super::events::post_async;
+use super::copy::{copy, Fault, Pieces};
 use super::sge;
 use crate::guest_memory::RamSnapshot;
+use crate::objects::qp::psn_add;
+use crate::rnic::fence::InFlight;
+use crate::rnic::notify::{post_async, post_cqe};
 use crate::rnic::{Rnic, RnicState};
 use vrnic_hw::{
     Access, Cqe, EventType, QpState, RecvWqeHeader, VendorErr, WcFlags, WcOpcode, WcStatus,
@@ -18,6 +21,9 @@ pub struct Request<'a> {
     pub src_lid: u16,
     pub src_qpn: u32,
     pub dest_qpn: u32,
+    /// PSN of the request's first packet, and how many packets it takes.
+    pub psn: u32,
+    pub packets: u32,
     pub solicited: bool,
     pub imm: Option<[u8; 4]>,
     pub remote_addr: u64,
@@ -45,7 +51,8 @@ pub enum Response {
     Done,
     /// No receive WQE: retry after the target's RNR timer (the code).
     Rnr(u8),
-    /// No such QP, or not ready to receive.
+    /// No such QP, not ready to receive, not connected to the requester, or out of
+    /// sequence: the request is dropped as a packet would be, and the requester times out.
     Unreachable,
     /// The target refused or failed the request.
     Remote(WcStatus, VendorErr),
@@ -53,20 +60,55 @@ pub enum Response {
     LocalFault,
 }
 
-/// Handles `req` at the target device `rnic` (whose state is `st`).
-pub fn respond(rnic: &Rnic, st: &mut RnicState, req: &Request) -> Response {
+/// A request the target accepted: where its bytes go (or come from).
+struct Accepted {
+    pieces: Pieces,
+    mem: RamSnapshot,
+    epoch: u32,
+    _in_flight: InFlight,
+}
+
+/// Handles `req` at the target device `rnic`.
+pub fn respond(rnic: &Rnic, req: &Request) -> Response {
+    let accepted = accept(rnic, &mut rnic.lock(), req);
+    let acc = match accepted {
+        Ok(acc) => acc,
+        Err(response) => return response,
+    };
+    let result = match req.opcode {
+        WrOpcode::RdmaRead => copy(req.mem, req.pieces, &acc.mem, &acc.pieces, req.chunk),
+        _ => copy(&acc.mem, &acc.pieces, req.mem, req.pieces, req.chunk),
+    };
+    complete(rnic, &mut rnic.lock(), req, acc, result)
+}
+
+fn accept(rnic: &Rnic, st: &mut RnicState, req: &Request) -> Result<Accepted, Response> {
+    if !st.serving() {
+        return Err(Response::Unreachable);
+    }
     let Some(mem) = st.mem() else {
-        return Response::Unreachable;
+        return Err(Response::Unreachable);
     };
     let Some(qp) = st.objects.qp(req.dest_qpn) else {
-        return Response::Unreachable;
+        return Err(Response::Unreachable);
     };
     // RC: only the connected peer reaches a QP; anything else is dropped, as a packet from a
     // stranger would be, and its sender times out.
     let connected =
         qp.attr.dest_qp_num.to_native() == req.src_qpn && qp.attr.dlid.to_native() == req.src_lid;
     if !qp.receives_allowed() || !connected {
-        return Response::Unreachable;
+        return Err(Response::Unreachable);
+    }
+    if req.psn != qp.expected_psn {
+        let expected = qp.expected_psn;
+        st.warn(
+            rnic,
+            format_args!(
+                "QP {}: request with PSN {:#x}, expected {expected:#x}; dropped",
+                req.dest_qpn, req.psn
+            ),
+        );
+        return Err(Response::Unreachable);
     }
     if qp.state == QpState::Rtr && !qp.comm_established {
         if let Some(qp) = st.objects.qp_mut(req.dest_qpn) {
@@ -74,18 +116,104 @@ pub fn respond(rnic: &Rnic, st: &mut RnicState, req: &Request) -> Response {
         }
         post_async(rnic, st, EventType::CommEst, req.dest_qpn, 0);
     }
+    let pieces = match req.opcode {
+        WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm => {
+            let dst = remote_access(rnic, st, req, Access::RemoteWrite)?;
+            if req.imm.is_some() && !receive_posted(rnic, st, req.dest_qpn) {
+                return Err(rnr(st, req.dest_qpn));
+            }
+            dst
+        }
+        WrOpcode::Send | WrOpcode::SendWithImm => send_buffers(rnic, st, &mem, req)?,
+        WrOpcode::RdmaRead => {
+            if st
+                .objects
+                .qp(req.dest_qpn)
+                .is_some_and(|qp| qp.attr.max_dest_rd_atomic == 0)
+            {
+                return Err(fail(
+                    rnic,
+                    st,
+                    req.dest_qpn,
+                    EventType::QpReqErr,
+                    WcStatus::RemInvReqErr,
+                    VendorErr::RemoteAccess,
+                ));
+            }
+            remote_access(rnic, st, req, Access::RemoteRead)?
+        }
+        WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd => {
+            return Err(fail(
+                rnic,
+                st,
+                req.dest_qpn,
+                EventType::QpReqErr,
+                WcStatus::RemInvReqErr,
+                VendorErr::BadOpcode,
+            ))
+        }
+    };
+    let Some(qp) = st.objects.qp_mut(req.dest_qpn) else {
+        return Err(Response::Unreachable);
+    };
+    if matches!(req.opcode, WrOpcode::Send | WrOpcode::SendWithImm) {
+        qp.receive_in_flight = true;
+    }
+    Ok(Accepted {
+        pieces,
+        mem,
+        epoch: qp.epoch,
+        _in_flight: rnic.fence.enter(),
+    })
+}
+
+/// After the copy: advance the PSN and complete the receive, or report the fault.
+fn complete(
+    rnic: &Rnic,
+    st: &mut RnicState,
+    req: &Request,
+    acc: Accepted,
+    result: Result<(), Fault>,
+) -> Response {
+    let Some(qp) = st.objects.qp_mut(req.dest_qpn) else {
+        return Response::Unreachable;
+    };
+    qp.receive_in_flight = false;
+    if qp.epoch != acc.epoch {
+        // The QP went to ERR or RESET while the bytes moved: as if the packet was lost.
+        return Response::Unreachable;
+    }
+    let reading = req.opcode == WrOpcode::RdmaRead;
+    let sending = matches!(req.opcode, WrOpcode::Send | WrOpcode::SendWithImm);
+    match result {
+        Ok(()) => {}
+        Err(Fault::Source) if !reading => return Response::LocalFault,
+        Err(Fault::Destination) if reading => return Response::LocalFault,
+        Err(_) => {
+            if sending {
+                finish_receive(
+                    rnic,
+                    st,
+                    &acc.mem,
+                    req,
+                    WcOpcode::Recv,
+                    WcStatus::LocProtErr,
+                    VendorErr::DmaFault,
+                    0,
+                );
+            }
+            return target_memory_fault(rnic, st, req);
+        }
+    }
+    qp.expected_psn = psn_add(qp.expected_psn, req.packets);
     match req.opcode {
-        WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm => write(rnic, st, &mem, req),
-        WrOpcode::Send | WrOpcode::SendWithImm => send(rnic, st, &mem, req),
-        WrOpcode::RdmaRead => read(rnic, st, &mem, req),
-        WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd => fail(
-            rnic,
-            st,
-            req.dest_qpn,
-            EventType::QpReqErr,
-            WcStatus::RemInvReqErr,
-            VendorErr::BadOpcode,
-        ),
+        WrOpcode::RdmaWriteWithImm if req.is_last() => {
+            complete_receive(rnic, st, &acc.mem, req, WcOpcode::RecvRdmaWithImm)
+        }
+        WrOpcode::Send | WrOpcode::SendWithImm if req.is_last() => {
+            complete_receive(rnic, st, &acc.mem, req, WcOpcode::Recv)
+        }
+        _ => Response::Done,
     }
 }
 
@@ -98,14 +226,16 @@ fn fail(
     status: WcStatus,
     why: VendorErr,
 ) -> Response {
-    log::warn!(
-        "{}: QP {qpn} refused a request ({why:?}); moving to ERR",
-        rnic.name()
+    st.warn(
+        rnic,
+        format_args!("QP {qpn} refused a request ({why:?}); moving to ERR"),
     );
     if let Some(qp) = st.objects.qp_mut(qpn) {
         qp.enter_error();
     }
     post_async(rnic, st, event, qpn, u32::from(u8::from(why)));
+    // The target's own poller flushes the QP, and may be asleep on another shard.
+    rnic.wake();
     Response::Remote(status, why)
 }
 
@@ -163,32 +293,31 @@ fn remote_access(
     })
 }
 
-fn write(rnic: &Rnic, st: &mut RnicState, mem: &RamSnapshot, req: &Request) -> Response {
-    let dst = match remote_access(rnic, st, req, Access::RemoteWrite) {
-        Ok(p) => p,
-        Err(refused) => return refused,
-    };
-    if req.imm.is_some() && !receive_posted(rnic, st, req.dest_qpn) {
-        return rnr(st, req.dest_qpn);
-    }
-    match copy(mem, &dst, req.mem, req.pieces, req.chunk) {
-        Ok(()) => {}
-        Err(Fault::Source) => return Response::LocalFault,
-        Err(Fault::Destination) => return target_memory_fault(rnic, st, req),
-    }
-    match req.imm {
-        Some(_) if req.is_last() => complete_receive(rnic, st, mem, req, WcOpcode::RecvRdmaWithImm),
-        _ => Response::Done,
-    }
-}
-
-fn send(rnic: &Rnic, st: &mut RnicState, mem: &RamSnapshot, req: &Request) -> Response {
+/// Where the chunk of a SEND goes: the head receive WQE's buffers, or the refusal.
+fn send_buffers(
+    rnic: &Rnic,
+    st: &mut RnicState,
+    mem: &RamSnapshot,
+    req: &Request,
+) -> Result<Pieces, Response> {
     if !receive_posted(rnic, st, req.dest_qpn) {
-        return rnr(st, req.dest_qpn);
+        return Err(rnr(st, req.dest_qpn));
     }
-    let (dst, capacity) = match receive_buffers(st, mem, req.dest_qpn) {
-        Ok(found) => found,
-        Err((status, why)) => {
+    match receive_buffers(st, mem, req) {
+        Ok(pieces) => Ok(pieces),
+        Err(ReceiveError::TooShort) => {
+            let (status, why) = (WcStatus::LocLenErr, VendorErr::Length);
+            finish_receive(rnic, st, mem, req, WcOpcode::Recv, status, why, 0);
+            Err(fail(
+                rnic,
+                st,
+                req.dest_qpn,
+                EventType::QpReqErr,
+                WcStatus::RemInvReqErr,
+                VendorErr::Length,
+            ))
+        }
+        Err(ReceiveError::Wqe(status, why)) => {
             // The receive WQE's own fault is reported to the receiver (CQE, event data);
             // the requester only learns that the target failed the request.
             finish_receive(rnic, st, mem, req, WcOpcode::Recv, status, why, 0);
@@ -200,73 +329,8 @@ fn send(rnic: &Rnic, st: &mut RnicState, mem: &RamSnapshot, req: &Request) -> Re
                 WcStatus::RemOpErr,
                 why,
             );
-            return Response::Remote(WcStatus::RemOpErr, VendorErr::RemoteError);
+            Err(Response::Remote(WcStatus::RemOpErr, VendorErr::RemoteError))
         }
-    };
-    if req.len > capacity {
-        finish_receive(
-            rnic,
-            st,
-            mem,
-            req,
-            WcOpcode::Recv,
-            WcStatus::LocLenErr,
-            VendorErr::Length,
-            0,
-        );
-        return fail(
-            rnic,
-            st,
-            req.dest_qpn,
-            EventType::QpReqErr,
-            WcStatus::RemInvReqErr,
-            VendorErr::Length,
-        );
-    }
-    let dst = sub_range(&dst, req.offset, req.chunk);
-    match copy(mem, &dst, req.mem, req.pieces, req.chunk) {
-        Ok(()) if req.is_last() => complete_receive(rnic, st, mem, req, WcOpcode::Recv),
-        Ok(()) => Response::Done,
-        Err(Fault::Source) => Response::LocalFault,
-        Err(Fault::Destination) => {
-            finish_receive(
-                rnic,
-                st,
-                mem,
-                req,
-                WcOpcode::Recv,
-                WcStatus::LocProtErr,
-                VendorErr::DmaFault,
-                0,
-            );
-            target_memory_fault(rnic, st, req)
-        }
-    }
-}
-
-fn read(rnic: &Rnic, st: &mut RnicState, mem: &RamSnapshot, req: &Request) -> Response {
-    if st
-        .objects
-        .qp(req.dest_qpn)
-        .is_some_and(|qp| qp.attr.max_dest_rd_atomic == 0)
-    {
-        return fail(
-            rnic,
-            st,
-            req.dest_qpn,
-            EventType::QpReqErr,
-            WcStatus::RemInvReqErr,
-            VendorErr::RemoteAccess,
-        );
-    }
-    let src = match remote_access(rnic, st, req, Access::RemoteRead) {
-        Ok(p) => p,
-        Err(refused) => return refused,
-    };
-    match copy(req.mem, req.pieces, mem, &src, req.chunk) {
-        Ok(()) => Response::Done,
-        Err(Fault::Destination) => Response::LocalFault,
-        Err(Fault::Source) => target_memory_fault(rnic, st, req),
     }
 }
 
@@ -280,18 +344,36 @@ fn rnr(st: &RnicState, qpn: u32) -> Response {
     Response::Rnr(st.objects.qp(qpn).map_or(0, |qp| qp.attr.min_rnr_timer))
 }
 
-/// The buffers of the next receive WQE: pieces and total capacity.
+/// Why the head receive WQE cannot take a message.
+enum ReceiveError {
+    /// The message is longer than the WQE's buffers.
+    TooShort,
+    /// The WQE itself is bad: the receiver's completion status and reason.
+    Wqe(WcStatus, VendorErr),
+}
+
+impl From<(WcStatus, VendorErr)> for ReceiveError {
+    fn from((status, why): (WcStatus, VendorErr)) -> Self {
+        ReceiveError::Wqe(status, why)
+    }
+}
+
+/// The pieces of the head receive WQE's buffers that this chunk fills.
 fn receive_buffers(
     st: &RnicState,
     mem: &RamSnapshot,
-    qpn: u32,
-) -> Result<(Pieces, u64), (WcStatus, VendorErr)> {
-    let bad_wqe = (WcStatus::LocQpOpErr, VendorErr::BadWqe);
-    let qp = st.objects.qp(qpn).ok_or(bad_wqe)?;
-    let addr = qp.rq.ring.entry_addr(qp.rq.ci).ok_or(bad_wqe)?;
-    let hdr: RecvWqeHeader = mem
-        .read_obj(addr)
-        .map_err(|_| (WcStatus::LocQpOpErr, VendorErr::DmaFault))?;
+    req: &Request,
+) -> Result<Pieces, ReceiveError> {
+    let bad_wqe = ReceiveError::Wqe(WcStatus::LocQpOpErr, VendorErr::BadWqe);
+    let qp = st
+        .objects
+        .qp(req.dest_qpn)
+        .ok_or(ReceiveError::Wqe(WcStatus::LocQpOpErr, VendorErr::BadWqe))?;
+    let dma_fault = || ReceiveError::Wqe(WcStatus::LocQpOpErr, VendorErr::DmaFault);
+    let Some(addr) = qp.rq.ring.entry_addr(qp.rq.ci) else {
+        return Err(bad_wqe);
+    };
+    let hdr: RecvWqeHeader = mem.read_obj(addr).map_err(|_| dma_fault())?;
     let stride = 1usize << qp.rq.ring.entry_shift;
     let n = usize::from(hdr.num_sge);
     if hdr.nonzero_reserved().is_some()
@@ -300,9 +382,12 @@ fn receive_buffers(
     {
         return Err(bad_wqe);
     }
-    let sges = sge::read(mem, addr + RecvWqeHeader::SIZE as u64, n)
-        .map_err(|_| (WcStatus::LocQpOpErr, VendorErr::DmaFault))?;
-    sge::resolve(&st.objects, qp.pdn, &sges, u32::from(Access::LocalWrite))
+    let sges = sge::read(mem, addr + RecvWqeHeader::SIZE as u64, n).map_err(|_| dma_fault())?;
+    let capacity = sge::check(&st.objects, qp.pdn, &sges, u32::from(Access::LocalWrite))?;
+    if req.len > capacity {
+        return Err(ReceiveError::TooShort);
+    }
+    Ok(sge::pieces(&st.objects, &sges, req.offset, req.chunk))
 }
 
 /// Completes the receive WQE at the head of the target's RQ with success.

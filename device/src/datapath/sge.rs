@@ -12,15 +12,14 @@ pub fn read(mem: &RamSnapshot, addr: u64, count: usize) -> Result<Vec<Sge>, DmaE
         .collect()
 }
 
-/// Checks each SGE against its MR (key, PD, `access`, bounds) and returns the guest pieces
-/// and the total length.
-pub fn resolve(
+/// Checks every SGE against its MR (key, PD, `access`, bounds) and returns the total
+/// length. Costs one look-up per SGE, whatever the lengths.
+pub fn check(
     objects: &Objects,
     pdn: u32,
     sges: &[Sge],
     access: u32,
-) -> Result<(Pieces, u64), (WcStatus, VendorErr)> {
-    let mut pieces = Vec::with_capacity(sges.len());
+) -> Result<u64, (WcStatus, VendorErr)> {
     let mut total: u64 = 0;
     for sge in sges {
         let len = u64::from(sge.length.to_native());
@@ -36,14 +35,39 @@ pub fn resolve(
         if !mr.allows(access) {
             return Err((WcStatus::LocAccessErr, VendorErr::LocalAccess));
         }
-        let range = mr
-            .range(sge.addr.to_native(), len)
+        mr.range(sge.addr.to_native(), len)
             .ok_or((WcStatus::LocProtErr, VendorErr::LocalBounds))?;
-        pieces.extend(range);
         total += len;
     }
     if total > u64::from(bar0::MAX_MSG_SIZE_RESET) {
         return Err((WcStatus::LocLenErr, VendorErr::Length));
     }
-    Ok((pieces, total))
+    Ok(total)
+}
+
+/// The guest pieces of bytes `[offset, offset + len)` of the message the (checked) SGEs
+/// describe. Costs what those bytes span, not what the whole message does.
+pub fn pieces(objects: &Objects, sges: &[Sge], offset: u64, len: u64) -> Pieces {
+    let mut out = Vec::new();
+    let (mut skip, mut left) = (offset, len);
+    for sge in sges {
+        if left == 0 {
+            break;
+        }
+        let n = u64::from(sge.length.to_native());
+        if skip >= n {
+            skip -= n;
+            continue;
+        }
+        let take = (n - skip).min(left);
+        if let Some(range) = objects
+            .mr_by_key(sge.lkey.to_native())
+            .and_then(|mr| mr.range(sge.addr.to_native() + skip, take))
+        {
+            out.extend(range);
+        }
+        left -= take;
+        skip = 0;
+    }
+    out
 }

@@ -50,10 +50,7 @@ mod tests {
             iova: 0x7000_0100,
             length: 0x2000,
             access: 0x3,
-            pages: GuestPages {
-                pages: vec![0x1000, 0x5000, 0x9000],
-                page_shift: 12,
-            },
+            pages: GuestPages::list(vec![0x1000, 0x5000, 0x9000], 12),
             first_offset: 0x100,
         }
     }

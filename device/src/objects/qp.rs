@@ -44,6 +44,30 @@ pub struct Qp {
     pub sq_offset: u64,
     /// COMM_EST has been reported (first message received in RTR).
     pub comm_established: bool,
+    /// PSN of the next request packet this QP sends (IBTA 9.7.1; 24 bits).
+    pub next_psn: u32,
+    /// PSN the responder expects next.
+    pub expected_psn: u32,
+    /// Bumped whenever outstanding work is forgotten (ERR, RESET): a transfer that started
+    /// before does not complete anything after.
+    pub epoch: u32,
+    /// A request into this QP's receive queue is being placed outside the device lock: the
+    /// head receive WQE must not be flushed until it ends.
+    pub receive_in_flight: bool,
+}
+
+/// PSNs are 24-bit and wrap.
+pub const PSN_MASK: u32 = 0xFF_FFFF;
+
+/// Packets a message of `len` bytes takes at path MTU `mtu` bytes (at least one).
+pub fn packets(len: u64, mtu: u32) -> u32 {
+    let n = len.div_ceil(u64::from(mtu.max(256))).max(1);
+    (n & u64::from(PSN_MASK)) as u32
+}
+
+/// `psn + n` in PSN space.
+pub fn psn_add(psn: u32, n: u32) -> u32 {
+    psn.wrapping_add(n) & PSN_MASK
 }
 
 /// Attribute mask bits (values of ibv_qp_attr_mask).
@@ -115,8 +139,22 @@ impl Qp {
     /// Moves to ERR: nothing is executed or waited for any more; the queues get flushed.
     pub fn enter_error(&mut self) {
         self.state = QpState::Err;
+        self.forget_work();
+    }
+
+    /// Drops every transfer in progress (ERR and RESET).
+    pub fn forget_work(&mut self) {
         self.waiting = None;
         self.sq_offset = 0;
+        self.epoch = self.epoch.wrapping_add(1);
+    }
+
+    /// Path MTU in bytes (4096 until set).
+    pub fn mtu_bytes(&self) -> u32 {
+        match vrnic_hw::Mtu::try_from(self.attr.path_mtu) {
+            Ok(mtu) => 128 << u8::from(mtu),
+            Err(_) => 4096,
+        }
     }
 
     /// Whether the send queue is processed in this state.

@@ -47,6 +47,14 @@ pub struct Cq {
     pub error: bool,
 }
 
+/// An event waiting for room in its EQ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PendingEvent {
+    pub event: u8,
+    pub obj: u32,
+    pub data: u32,
+}
+
 #[derive(Debug)]
 pub struct Eq {
     pub ring: Ring,
@@ -54,6 +62,10 @@ pub struct Eq {
     pub is_async: bool,
     pub db_slot: u32,
     pub pi: u32,
+    /// Events that found the ring full, oldest first.
+    pub pending: std::collections::VecDeque<PendingEvent>,
+    /// Events dropped because even the pending list was full.
+    pub dropped: u64,
 }
 
 /// A send or receive queue of a QP.
@@ -71,10 +83,7 @@ mod tests {
     #[test]
     fn ring_entries_wrap_and_phase_flips_per_pass() {
         let ring = Ring {
-            pages: GuestPages {
-                pages: vec![0x10000, 0x30000],
-                page_shift: 12,
-            },
+            pages: GuestPages::list(vec![0x10000, 0x30000], 12),
             depth_log2: 8,
             entry_shift: 5,
         };

@@ -25,6 +25,17 @@ impl<T> Table<T> {
         (first..first + self.limit + 1).find(|i| self.slots.get(*i).is_none_or(|s| s.is_none()))
     }
 
+    /// The first free index at or after `cursor`, wrapping around to 0.
+    pub fn free_index_from(&self, cursor: usize) -> Option<usize> {
+        if self.live >= self.limit {
+            return None;
+        }
+        let start = cursor % self.limit.max(1);
+        (start..self.limit)
+            .chain(0..start)
+            .find(|i| self.slots.get(*i).is_none_or(|s| s.is_none()))
+    }
+
     /// Stores `value` at `index` (which must be free, e.g. from `free_index`).
     pub fn insert_at(&mut self, index: usize, value: T) {
         if self.slots.len() <= index {

@@ -1,26 +1,27 @@
-//! One vrnic device: its identity, its BARs and config space, and the state behind them.
-//! `RnicModel` is what the vfio-user server drives; the data path reaches the same state
-//! through the fabric.
+//! The device state layer: one vrnic device's identity, registers, doorbells, interrupt
+//! lines, DMA fence and object tables, and the notifications (CQEs, EQEs) that change
+//! them. The admin engine and the data path (the layer above) act on it; this layer knows
+//! neither.
 
 pub mod doorbells;
+pub mod fence;
 pub mod irqs;
+pub mod lock_order;
+pub mod notify;
 pub mod regs;
+pub mod waker;
 
-use crate::admin;
-use crate::datapath::Waker;
 use crate::guest_memory::{GuestRam, RamSnapshot};
 use crate::objects::Objects;
-use crate::pci::{ConfigSpace, ConfigWrite, PciIds};
-use crate::vfio_user::model::{irq_index, region_index, DeviceModel, RegionInfo, RegionMmap};
+use crate::pci::{ConfigSpace, PciIds};
+use crate::ratelimit::WarnLimiter;
 use doorbells::DoorbellBar;
-use irqs::Irqs;
-use regs::{RegEffect, Registers};
+use fence::DmaFence;
+use irqs::{IrqLines, PendingIrqs};
+use regs::Registers;
 use std::sync::{Arc, Mutex, MutexGuard};
-use vmm_sys_util::eventfd::EventFd;
-use vrnic_hw::{
-    bar0, Mtu, BAR_CTRL, BAR_CTRL_SIZE, BAR_DB, BAR_DB_SIZE, BAR_KICK, BAR_KICK_SIZE, DB_PAGE_SIZE,
-    MSIX_TABLE_OFF, MSIX_VECTORS,
-};
+use vrnic_hw::{bar0, Mtu, MSIX_TABLE_OFF};
+use waker::Waker;
 
 /// What a device is, as configured on the command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,58 +32,152 @@ pub struct RnicConfig {
     pub ids: PciIds,
 }
 
+/// The admin queue pair latched at ENABLE.
+#[derive(Debug)]
+pub struct AdminQueue {
+    pub aq: u64,
+    pub acq: u64,
+    pub depth_log2: u32,
+    /// Commands consumed (free-running).
+    pub ci: u32,
+}
+
+impl AdminQueue {
+    pub fn depth(&self) -> u32 {
+        1 << self.depth_log2
+    }
+
+    /// Phase the device writes into the completion of free-running `index`.
+    pub fn phase(&self, index: u32) -> u8 {
+        (((index >> self.depth_log2) & 1) ^ 1) as u8
+    }
+}
+
 pub struct Rnic {
     pub config: RnicConfig,
     /// Node GUID (derived from the LID so it is stable across runs).
     pub node_guid: u64,
     pub doorbells: DoorbellBar,
-    state: Mutex<RnicState>,
+    pub irq_lines: IrqLines,
+    pub fence: Arc<DmaFence>,
     waker: Arc<Waker>,
+    state: Mutex<RnicState>,
 }
 
-/// Everything that changes, behind one lock: the control path (vfio-user thread) and the
-/// data path (poller) both take it.
+/// Everything that changes, behind the device lock: the control path (vfio-user thread)
+/// and the data path (pollers) both take it, one device lock at a time (see `lock_order`).
 pub struct RnicState {
     /// Guest memory of the connected VMM, if any.
     pub ram: Option<GuestRam>,
     pub config_space: ConfigSpace,
     pub regs: Registers,
-    pub admin: Option<admin::AdminQueue>,
-    pub irqs: Irqs,
+    pub admin: Option<AdminQueue>,
     pub objects: Objects,
+    /// Interrupts raised under the lock, signalled when it is released.
+    pub pending_irqs: PendingIrqs,
+    /// Where the data path's next pass over the QPs starts (fairness between QPs).
+    pub poll_cursor: usize,
+    warn_limit: WarnLimiter,
 }
 
 impl RnicState {
+    pub fn new(ids: PciIds) -> Self {
+        RnicState {
+            ram: None,
+            config_space: ConfigSpace::new(ids),
+            regs: Registers::default(),
+            admin: None,
+            objects: Objects::new(),
+            pending_irqs: PendingIrqs::default(),
+            poll_cursor: 0,
+            warn_limit: WarnLimiter::default(),
+        }
+    }
+
     /// A snapshot of guest memory, or None without a VMM.
     pub fn mem(&self) -> Option<RamSnapshot> {
         self.ram.as_ref().map(GuestRam::snapshot)
+    }
+
+    /// The device is enabled, not failed, and has guest memory: it executes work and
+    /// answers requests. A FATAL device does neither.
+    pub fn serving(&self) -> bool {
+        self.admin.is_some() && self.ram.is_some()
+    }
+
+    /// A warning the guest caused, rate-limited per device.
+    pub fn warn(&mut self, rnic: &Rnic, what: std::fmt::Arguments<'_>) {
+        if self.warn_limit.allow(rnic.name()) {
+            log::warn!("{}: {what}", rnic.name());
+        }
+    }
+}
+
+/// The device lock, held. Interrupts raised while it was held are signalled after it is
+/// released, so delivery never runs under (or waits for) a device lock.
+pub struct StateGuard<'a> {
+    rnic: &'a Rnic,
+    guard: Option<MutexGuard<'a, RnicState>>,
+}
+
+impl std::ops::Deref for StateGuard<'_> {
+    type Target = RnicState;
+    fn deref(&self) -> &RnicState {
+        match &self.guard {
+            Some(g) => g,
+            None => unreachable!("the guard is only empty while it drops"),
+        }
+    }
+}
+
+impl std::ops::DerefMut for StateGuard<'_> {
+    fn deref_mut(&mut self) -> &mut RnicState {
+        match &mut self.guard {
+            Some(g) => g,
+            None => unreachable!("the guard is only empty while it drops"),
+        }
+    }
+}
+
+impl Drop for StateGuard<'_> {
+    fn drop(&mut self) {
+        let pending = self
+            .guard
+            .as_mut()
+            .map(|g| g.pending_irqs.take())
+            .unwrap_or_default();
+        self.guard = None;
+        lock_order::after_device_unlock();
+        self.rnic.irq_lines.signal(pending, self.rnic.name());
     }
 }
 
 impl Rnic {
     pub fn new(config: RnicConfig, waker: Arc<Waker>) -> std::io::Result<Arc<Rnic>> {
-        let state = RnicState {
-            ram: None,
-            config_space: ConfigSpace::new(config.ids),
-            regs: Registers::default(),
-            admin: None,
-            irqs: Irqs::default(),
-            objects: Objects::new(),
-        };
+        let state = RnicState::new(config.ids);
         Ok(Arc::new(Rnic {
             node_guid: 0x0002_c903_0000_0000 | u64::from(config.lid),
             config,
             doorbells: DoorbellBar::new()?,
+            irq_lines: IrqLines::default(),
+            fence: Arc::new(DmaFence::default()),
             state: Mutex::new(state),
             waker,
         }))
     }
 
-    pub fn lock(&self) -> MutexGuard<'_, RnicState> {
+    /// Takes the device lock (rule: never while holding another device's).
+    pub fn lock(&self) -> StateGuard<'_> {
+        lock_order::before_device_lock();
         // A panic elsewhere must not take every later access down with it.
-        self.state
+        let guard = self
+            .state
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        StateGuard {
+            rnic: self,
+            guard: Some(guard),
+        }
     }
 
     pub fn name(&self) -> &str {
@@ -93,15 +188,26 @@ impl Rnic {
         self.config.lid
     }
 
+    /// Wakes the poller serving this device.
+    pub fn wake(&self) {
+        self.waker.wake();
+    }
+
+    pub fn waker(&self) -> &Arc<Waker> {
+        &self.waker
+    }
+
     fn port_info(&self) -> u32 {
         u32::from(self.config.lid)
             | (u32::from(u8::from(Mtu::Size4096)) << bar0::PORT_INFO_MTU_SHIFT)
     }
 
     /// Destroys every object and returns registers and doorbells to their reset values.
+    /// Transfers still in flight finish into memory the driver has not reused yet: callers
+    /// wait for the fence before they report the reset done (`fence.wait()`, unlocked).
     pub fn reset(&self, st: &mut RnicState) {
         log::debug!("{}: reset", self.name());
-        st.objects = Objects::new();
+        st.objects.reset();
         st.admin = None;
         st.regs = Registers::default();
         self.doorbells.clear_all();
@@ -110,21 +216,13 @@ impl Rnic {
     /// A reset of the whole function (vfio DEVICE_RESET, or an FLR the guest initiated):
     /// the device reset plus config space. Interrupt routing stays: MSI-X is emulated by
     /// the VMM, which sets or clears the eventfds itself.
-    fn reset_function(&self, st: &mut RnicState) {
+    pub fn reset_function(&self, st: &mut RnicState) {
         self.reset(st);
         st.config_space.reset();
     }
 
-    fn config_write(&self, offset: u64, data: &[u8]) -> Result<(), i32> {
-        let mut st = self.lock();
-        if st.config_space.write(offset, data)? == ConfigWrite::FunctionLevelReset {
-            log::info!("{}: function level reset", self.name());
-            self.reset_function(&mut st);
-        }
-        Ok(())
-    }
-
-    fn bar0_read(&self, st: &RnicState, offset: u64, data: &mut [u8]) -> Result<(), i32> {
+    /// A trapped BAR0 read.
+    pub fn bar0_read(&self, st: &RnicState, offset: u64, data: &mut [u8]) -> Result<(), i32> {
         if offset >= u64::from(MSIX_TABLE_OFF) {
             // MSI-X table (emulated by QEMU) and PBA: nothing pending to report.
             data.fill(0);
@@ -138,143 +236,5 @@ impl Rnic {
         data[n..].fill(0);
         log::trace!("{}: BAR0 read {offset:#x} -> {value:#x}", self.name());
         Ok(())
-    }
-
-    fn bar0_write(&self, st: &mut RnicState, offset: u64, data: &[u8]) -> Result<(), i32> {
-        if offset >= u64::from(MSIX_TABLE_OFF) {
-            return Ok(());
-        }
-        let Ok(bytes) = <[u8; 4]>::try_from(data) else {
-            log::warn!(
-                "{}: BAR0 write of {} bytes at {offset:#x} ignored: registers take 32-bit writes",
-                self.name(),
-                data.len()
-            );
-            return Err(libc::EINVAL);
-        };
-        if !offset.is_multiple_of(4) {
-            return Err(libc::EINVAL);
-        }
-        let value = u32::from_le_bytes(bytes);
-        log::trace!("{}: BAR0 write {offset:#x} <- {value:#x}", self.name());
-        match st.regs.write(offset, value) {
-            RegEffect::None => {}
-            RegEffect::Enable => admin::enable(self, st),
-            RegEffect::Disable | RegEffect::Reset => self.reset(st),
-            RegEffect::AdminDoorbell(pi) => {
-                admin::doorbell(self, st, pi);
-                // New QPs or CQs may have appeared: let the poller look.
-                self.waker.wake();
-            }
-        }
-        Ok(())
-    }
-}
-
-/// The vfio-user face of a device.
-pub struct RnicModel(pub Arc<Rnic>);
-
-impl DeviceModel for RnicModel {
-    fn region_info(&self, index: u32) -> Option<RegionInfo> {
-        let rw = |size: u32| RegionInfo {
-            size: u64::from(size),
-            readable: true,
-            writable: true,
-            mmap: None,
-        };
-        match index {
-            i if i == BAR_CTRL => Some(rw(BAR_CTRL_SIZE)),
-            i if i == BAR_DB => Some(RegionInfo {
-                mmap: Some(RegionMmap {
-                    fd: self.0.doorbells.fd(),
-                    fd_offset: 0,
-                    areas: vec![(0, u64::from(BAR_DB_SIZE))],
-                }),
-                ..rw(BAR_DB_SIZE)
-            }),
-            i if i == BAR_KICK => Some(rw(BAR_KICK_SIZE)),
-            region_index::CONFIG => Some(rw(vrnic_hw::PCI_CONFIG_SIZE)),
-            _ => None,
-        }
-    }
-
-    fn num_regions(&self) -> u32 {
-        region_index::NUM_PCI_REGIONS
-    }
-
-    fn irq_count(&self, index: u32) -> u32 {
-        match index {
-            irq_index::MSIX => MSIX_VECTORS,
-            _ => 0,
-        }
-    }
-
-    fn region_read(&mut self, index: u32, offset: u64, data: &mut [u8]) -> Result<(), i32> {
-        let rnic = &self.0;
-        let st = rnic.lock();
-        match index {
-            i if i == BAR_CTRL => rnic.bar0_read(&st, offset, data),
-            i if i == BAR_DB => rnic.doorbells.read(offset, data),
-            i if i == BAR_KICK => {
-                data.fill(0);
-                Ok(())
-            }
-            region_index::CONFIG => st.config_space.read(offset, data),
-            _ => Err(libc::EINVAL),
-        }
-    }
-
-    fn region_write(&mut self, index: u32, offset: u64, data: &[u8]) -> Result<(), i32> {
-        let rnic = &self.0;
-        match index {
-            i if i == BAR_CTRL => rnic.bar0_write(&mut rnic.lock(), offset, data),
-            i if i == BAR_DB => {
-                // Only when the VMM did not map the BAR: the same memory, plus a wake-up.
-                rnic.doorbells.write(offset, data)?;
-                rnic.waker.wake();
-                Ok(())
-            }
-            i if i == BAR_KICK => {
-                log::trace!(
-                    "{}: kick from page {}",
-                    rnic.name(),
-                    offset / u64::from(DB_PAGE_SIZE)
-                );
-                rnic.waker.wake();
-                Ok(())
-            }
-            region_index::CONFIG => rnic.config_write(offset, data),
-            _ => Err(libc::EINVAL),
-        }
-    }
-
-    fn set_irqs(&mut self, index: u32, start: u32, fds: Vec<Option<EventFd>>) -> Result<(), i32> {
-        match index {
-            irq_index::MSIX => self.0.lock().irqs.set(start, fds),
-            _ if fds.iter().all(Option::is_none) => Ok(()),
-            _ => Err(libc::EINVAL),
-        }
-    }
-
-    fn reset(&mut self) {
-        let rnic = &self.0;
-        rnic.reset_function(&mut rnic.lock());
-    }
-
-    fn connected(&mut self, ram: GuestRam) {
-        log::info!("{}: VMM connected", self.0.name());
-        self.0.lock().ram = Some(ram);
-    }
-
-    fn disconnected(&mut self) {
-        let rnic = &self.0;
-        log::info!(
-            "{}: VMM disconnected; dropping its objects, mappings and interrupts",
-            rnic.name()
-        );
-        let mut st = rnic.lock();
-        rnic.reset_function(&mut st);
-        st.irqs.clear();
-        st.ram = None;
     }
 }

@@ -132,8 +132,10 @@ impl Default for ConnectOpts {
             min_rnr_timer: 1,
             max_rd_atomic: 16,
             max_dest_rd_atomic: 16,
+            // Both ends use the defaults, so each end's rq_psn is its peer's sq_psn, as
+            // connection managers arrange it.
             sq_psn: 0x100,
-            rq_psn: 0x200,
+            rq_psn: 0x100,
         }
     }
 }

@@ -1,18 +1,16 @@
-//! N vrnic devices served in this process, wired as `vrnic serve` wires them: one fabric,
-//! a vfio-user server thread per device on a temporary socket, one doorbell poller.
+//! N vrnic devices served in this process, wired as `vrnic serve` wires them (the same
+//! `serve::Service`): one fabric, a vfio-user server thread per device on a temporary
+//! socket, the poller shards.
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
-use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 use vmm_sys_util::tempdir::TempDir;
-use vrnic::fabric::Fabric;
+use vrnic::fabric::PollerConfig;
 use vrnic::pci::PciIds;
-use vrnic::rnic::{RnicConfig, RnicModel};
-use vrnic::vfio_user::{DeviceModel, Server};
+use vrnic::rnic::RnicConfig;
+use vrnic::serve::Service;
 
 use super::driver::FakeDriver;
 use super::TIMEOUT;
@@ -26,13 +24,10 @@ pub fn lid_of(i: usize) -> u16 {
     u16::try_from(i + 1).expect("device index")
 }
 
-/// Running devices; dropping this stops the servers and the poller and joins them.
+/// Running devices; dropping this stops the servers and the pollers and joins them.
 pub struct TestDevices {
-    fabric: Arc<Fabric>,
+    service: Option<Service>,
     sockets: Vec<PathBuf>,
-    stop: Arc<EventFd>,
-    servers: Vec<JoinHandle<()>>,
-    poller: Option<JoinHandle<()>>,
     _dir: TempDir,
 }
 
@@ -43,6 +38,18 @@ impl TestDevices {
     }
 
     pub fn start_with_idle(n: usize, idle: Duration) -> Self {
+        Self::start_with(
+            n,
+            PollerConfig {
+                idle,
+                // Tests reason about POLL_STATE: pollers must not give way to a busy machine.
+                give_way: false,
+                threads: None,
+            },
+        )
+    }
+
+    pub fn start_with(n: usize, poller: PollerConfig) -> Self {
         let dir = TempDir::new().expect("temp dir");
         let configs: Vec<RnicConfig> = (0..n)
             .map(|i| RnicConfig {
@@ -53,32 +60,10 @@ impl TestDevices {
             })
             .collect();
         let sockets = configs.iter().map(|c| c.socket.clone()).collect();
-        let fabric = Fabric::new(configs).expect("fabric");
-        let stop = Arc::new(EventFd::new(EFD_NONBLOCK).expect("eventfd"));
-        let mut servers = Vec::new();
-        for rnic in fabric.devices() {
-            let model: Arc<Mutex<dyn DeviceModel>> = Arc::new(Mutex::new(RnicModel(rnic.clone())));
-            let server = Server::bind(&rnic.config.socket, model).expect("bind");
-            let stop = stop.clone();
-            servers.push(
-                std::thread::Builder::new()
-                    .name(format!("vfio-user-{}", rnic.name()))
-                    .spawn(move || server.run(&stop).expect("server"))
-                    .expect("spawn server"),
-            );
-        }
-        // Tests reason about POLL_STATE: the poller must not give way to a busy test machine.
-        let config = vrnic::datapath::PollerConfig {
-            idle,
-            give_way: false,
-        };
-        let poller = fabric.start_poller(config).expect("poller");
+        let service = Service::start(configs, poller).expect("service");
         TestDevices {
-            fabric,
+            service: Some(service),
             sockets,
-            stop,
-            servers,
-            poller: Some(poller),
             _dir: dir,
         }
     }
@@ -110,15 +95,12 @@ impl TestDevices {
 
 impl Drop for TestDevices {
     fn drop(&mut self) {
-        let _ = self.stop.write(1);
-        self.fabric.waker().stop();
-        let threads: Vec<JoinHandle<()>> =
-            self.servers.drain(..).chain(self.poller.take()).collect();
+        let Some(service) = self.service.take() else {
+            return;
+        };
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
-            for t in threads {
-                let _ = t.join();
-            }
+            service.stop();
             let _ = tx.send(());
         });
         if rx.recv_timeout(TIMEOUT).is_err() && !std::thread::panicking() {

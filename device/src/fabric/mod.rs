@@ -1,0 +1,151 @@
+//! The fabric: every device served by this process, reachable by LID, and the pollers that
+//! move data between them.
+//!
+//! Devices are spread over poller shards (one thread each, `PollerConfig::threads`), so N
+//! busy devices can use N cores. A transfer is carried out by the requester's shard; it
+//! takes the target device's lock only for a moment on either side of the copy, whichever
+//! shard serves the target.
+
+mod poller;
+
+use crate::datapath::Peers;
+use crate::rnic::waker::Waker;
+use crate::rnic::{Rnic, RnicConfig};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+pub use poller::PollerConfig;
+
+pub struct Fabric {
+    devices: Vec<Arc<Rnic>>,
+    by_lid: HashMap<u16, Arc<Rnic>>,
+    /// Devices of each shard, and the shard's waker.
+    shards: Vec<(Arc<Waker>, Vec<Arc<Rnic>>)>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FabricError {
+    #[error("devices {0} and {1} both use LID {2}")]
+    DuplicateLid(String, String, u16),
+    #[error("device {0}: LID 0 is reserved")]
+    ZeroLid(String),
+    #[error("device {0}: {1}")]
+    Io(String, std::io::Error),
+}
+
+/// Poller threads for `devices` devices: `wanted`, or one per core, never more than devices.
+fn shard_count(devices: usize, wanted: Option<usize>) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    wanted.unwrap_or(cores).clamp(1, devices.max(1))
+}
+
+impl Fabric {
+    /// Creates the devices; their LIDs must be unique and non-zero. Device i is served by
+    /// shard i mod the shard count.
+    pub fn new(
+        configs: Vec<RnicConfig>,
+        poller: &PollerConfig,
+    ) -> Result<Arc<Fabric>, FabricError> {
+        let shards = shard_count(configs.len(), poller.threads);
+        let wakers = (0..shards)
+            .map(|_| Waker::new().map(Arc::new))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| FabricError::Io("poller".into(), e))?;
+        let mut devices: Vec<Arc<Rnic>> = Vec::new();
+        let mut by_lid = HashMap::new();
+        for (i, config) in configs.into_iter().enumerate() {
+            if config.lid == 0 {
+                return Err(FabricError::ZeroLid(config.name));
+            }
+            if let Some(other) = by_lid.get(&config.lid) {
+                let other: &Arc<Rnic> = other;
+                return Err(FabricError::DuplicateLid(
+                    other.name().into(),
+                    config.name,
+                    config.lid,
+                ));
+            }
+            let name = config.name.clone();
+            let waker = wakers[i % shards].clone();
+            let rnic = Rnic::new(config, waker).map_err(|e| FabricError::Io(name, e))?;
+            by_lid.insert(rnic.lid(), rnic.clone());
+            devices.push(rnic);
+        }
+        let shards = wakers
+            .into_iter()
+            .enumerate()
+            .map(|(s, waker)| {
+                let mine = devices
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| i % shards == s)
+                    .map(|(_, d)| d.clone())
+                    .collect();
+                (waker, mine)
+            })
+            .collect();
+        Ok(Arc::new(Fabric {
+            devices,
+            by_lid,
+            shards,
+        }))
+    }
+
+    pub fn devices(&self) -> &[Arc<Rnic>] {
+        &self.devices
+    }
+
+    /// Starts one poller thread per shard.
+    pub fn start_pollers(self: &Arc<Self>, config: PollerConfig) -> std::io::Result<Pollers> {
+        let mut threads = Vec::new();
+        for shard in 0..self.shards.len() {
+            let fabric = self.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("vrnic-poller{shard}"))
+                .spawn(move || poller::run(&fabric, shard, config));
+            match spawned {
+                Ok(t) => threads.push(t),
+                Err(e) => {
+                    self.stop_pollers();
+                    for t in threads {
+                        let _ = t.join();
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(Pollers {
+            fabric: self.clone(),
+            threads,
+        })
+    }
+
+    fn stop_pollers(&self) {
+        for (waker, _) in &self.shards {
+            waker.stop();
+        }
+    }
+}
+
+impl Peers for Fabric {
+    fn by_lid(&self, lid: u16) -> Option<Arc<Rnic>> {
+        self.by_lid.get(&lid).cloned()
+    }
+}
+
+/// The running poller threads.
+pub struct Pollers {
+    fabric: Arc<Fabric>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Pollers {
+    /// Stops every poller and waits for it.
+    pub fn stop(self) {
+        self.fabric.stop_pollers();
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
+}

@@ -1,0 +1,211 @@
+//! Telling the driver: CQEs (owner bit last, never over an unconsumed entry), completion
+//! events for armed CQs, and EQEs with their interrupt (SPEC "Completion queue",
+//! "Completion events", "Event queue").
+//!
+//! An event that finds its EQ full waits in the EQ's pending list and is delivered as soon
+//! as the driver makes room, so no context can make another lose its events by flooding a
+//! shared EQ; it can only make them wait for the driver.
+
+use super::{Rnic, RnicState};
+use crate::guest_memory::{DmaError, RamSnapshot};
+use crate::objects::queues::PendingEvent;
+use std::sync::atomic::{fence, Ordering};
+use vm_memory::ByteValued;
+use vrnic_hw::{
+    CqArm, Cqe, EventType, WcStatus, CQE_FLAG_SOLICITED, CQ_ARM_CMD_MASK, CQ_ARM_SEQ_SHIFT,
+    KERNEL_UCTX,
+};
+
+/// Events one EQ may hold back while full; beyond, new ones are dropped (and counted). Each
+/// CQ has at most one completion event outstanding per arm, so this covers every CQ.
+pub const MAX_PENDING_EVENTS: usize = 1 << 17;
+
+/// Writes `entry` at `addr` the way every ring of the device publishes: all bytes but the
+/// owner byte at `owner_off` first, then the owner byte with release ordering.
+pub fn publish<T: ByteValued>(
+    mem: &RamSnapshot,
+    addr: u64,
+    entry: &T,
+    owner_off: usize,
+    phase: u8,
+) -> Result<(), DmaError> {
+    let bytes = entry.as_slice();
+    mem.write(addr, &bytes[..owner_off])?;
+    mem.write(
+        addr + owner_off as u64 + 1,
+        &bytes[(owner_off + 1).min(bytes.len())..],
+    )?;
+    mem.store_u8(addr + owner_off as u64, phase, Ordering::Release)
+}
+
+/// The CQ cannot take the entry (overflow, unwritable ring, missing CQ): it is in error.
+#[derive(Debug, PartialEq, Eq)]
+pub struct CqBroken;
+
+/// Appends `cqe` to CQ `cqn`, then posts a completion event if the CQ is armed for it.
+pub fn post_cqe(
+    rnic: &Rnic,
+    st: &mut RnicState,
+    mem: &RamSnapshot,
+    cqn: u32,
+    cqe: &Cqe,
+) -> Result<(), CqBroken> {
+    let Some(cq) = st.objects.cqs.get_mut(cqn) else {
+        return Err(CqBroken);
+    };
+    if cq.error {
+        return Err(CqBroken);
+    }
+    let ci = rnic.doorbells.slot_word(cq.uctx, cq.db_slot, 0);
+    let overflow = cq.pi.wrapping_sub(ci) >= cq.ring.depth();
+    let written = !overflow
+        && cq.ring.entry_addr(cq.pi).is_some_and(|addr| {
+            publish(mem, addr, cqe, Cqe::OWNER_OFF, cq.ring.phase(cq.pi)).is_ok()
+        });
+    if !written {
+        cq.error = true;
+        let why = if overflow {
+            "overflowed"
+        } else {
+            "ring is not writable"
+        };
+        st.warn(rnic, format_args!("CQ {cqn} {why}; it is now in error"));
+        // SPEC: the CQ's QPs move to ERR (not only the one whose completion overflowed).
+        for (_, qp) in st.objects.qps.iter_mut() {
+            if qp.send_cqn == cqn || qp.recv_cqn == cqn {
+                qp.enter_error();
+            }
+        }
+        post_async(rnic, st, EventType::CqErr, cqn, 0);
+        // Those QPs get flushed by the device's poller, which may be asleep.
+        rnic.wake();
+        return Err(CqBroken);
+    }
+    cq.pi = cq.pi.wrapping_add(1);
+    // Pairs with the driver's barrier between storing `arm` and re-polling the CQ.
+    fence(Ordering::SeqCst);
+    let arm = rnic.doorbells.slot_word(cq.uctx, cq.db_slot, 1);
+    let seq = arm >> CQ_ARM_SEQ_SHIFT;
+    let wanted = match CqArm::try_from(arm & CQ_ARM_CMD_MASK) {
+        Ok(CqArm::Next) => true,
+        Ok(CqArm::Solicited) => {
+            u32::from(cqe.flags) & CQE_FLAG_SOLICITED != 0
+                || cqe.status != u8::from(WcStatus::Success)
+        }
+        _ => false,
+    };
+    if wanted && seq != cq.fired_seq {
+        cq.fired_seq = seq;
+        let eqn = cq.eqn;
+        post_event(rnic, st, mem, eqn, EventType::Completion, cqn, 0);
+    }
+    Ok(())
+}
+
+/// Posts an event to EQ `eqn` and raises its vector; a full EQ keeps it pending.
+pub fn post_event(
+    rnic: &Rnic,
+    st: &mut RnicState,
+    mem: &RamSnapshot,
+    eqn: u32,
+    event: EventType,
+    obj: u32,
+    data: u32,
+) {
+    let Some(eq) = st.objects.eqs.get_mut(eqn) else {
+        st.warn(
+            rnic,
+            format_args!("event {event:?} for {obj} dropped: EQ {eqn} does not exist"),
+        );
+        return;
+    };
+    let pending = PendingEvent {
+        event: event.into(),
+        obj,
+        data,
+    };
+    if eq.pending.len() >= MAX_PENDING_EVENTS {
+        eq.dropped += 1;
+        st.warn(
+            rnic,
+            format_args!("EQ {eqn}: too many events held back; {event:?} for {obj} dropped"),
+        );
+        return;
+    }
+    eq.pending.push_back(pending);
+    deliver(rnic, st, mem, eqn);
+}
+
+/// Moves held-back events of EQ `eqn` into its ring while it has room. Returns whether
+/// some are still waiting.
+fn deliver(rnic: &Rnic, st: &mut RnicState, mem: &RamSnapshot, eqn: u32) -> bool {
+    let Some(eq) = st.objects.eqs.get_mut(eqn) else {
+        return false;
+    };
+    let ci = rnic.doorbells.slot_word(KERNEL_UCTX, eq.db_slot, 0);
+    let mut delivered = false;
+    while let Some(next) = eq.pending.front() {
+        if eq.pi.wrapping_sub(ci) >= eq.ring.depth() {
+            break;
+        }
+        let eqe = vrnic_hw::Eqe {
+            event_type: next.event,
+            obj: next.obj.into(),
+            data: next.data.into(),
+            ..Default::default()
+        };
+        let written = eq.ring.entry_addr(eq.pi).is_some_and(|addr| {
+            publish(
+                mem,
+                addr,
+                &eqe,
+                vrnic_hw::Eqe::OWNER_OFF,
+                eq.ring.phase(eq.pi),
+            )
+            .is_ok()
+        });
+        if !written {
+            let n = eq.pending.len();
+            eq.pending.clear();
+            st.warn(
+                rnic,
+                format_args!("EQ {eqn} ring is not writable; {n} events dropped"),
+            );
+            return false;
+        }
+        eq.pending.pop_front();
+        eq.pi = eq.pi.wrapping_add(1);
+        delivered = true;
+    }
+    let (vector, waiting) = (eq.vector, !eq.pending.is_empty());
+    if delivered {
+        st.pending_irqs.raise(vector);
+    }
+    waiting
+}
+
+/// Delivers what every EQ holds back, as far as there is room. Returns whether events are
+/// still waiting (the poller then looks again soon: drivers do not kick for EQ space).
+pub fn deliver_held_back(rnic: &Rnic, st: &mut RnicState, mem: &RamSnapshot) -> bool {
+    let eqns: Vec<u32> = st
+        .objects
+        .eqs
+        .iter()
+        .filter(|(_, eq)| !eq.pending.is_empty())
+        .map(|(n, _)| n)
+        .collect();
+    let mut waiting = false;
+    for eqn in eqns {
+        waiting |= deliver(rnic, st, mem, eqn);
+    }
+    waiting
+}
+
+/// Posts an async event to the async EQ, if the driver created one.
+pub fn post_async(rnic: &Rnic, st: &mut RnicState, event: EventType, obj: u32, data: u32) {
+    log::debug!("{}: async event {event:?} for {obj}", rnic.name());
+    let (Some(eqn), Some(mem)) = (st.objects.async_eq(), st.mem()) else {
+        return;
+    };
+    post_event(rnic, st, &mem, eqn, event, obj, data);
+}

@@ -1,0 +1,102 @@
+//! `vrnic serve` wired up: the fabric of devices, one vfio-user server thread per device,
+//! the poller shards. `main` and the test harness both start the service this way.
+
+use crate::fabric::{Fabric, FabricError, PollerConfig, Pollers};
+use crate::model::RnicModel;
+use crate::rnic::RnicConfig;
+use crate::vfio_user::{DeviceModel, Server, ServerError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(transparent)]
+    Fabric(#[from] FabricError),
+    #[error("device {device}: {source}")]
+    Server {
+        device: String,
+        #[source]
+        source: ServerError,
+    },
+    #[error("cannot start: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// The running service. Dropping it (or `stop`) stops every thread and removes the sockets.
+pub struct Service {
+    fabric: Arc<Fabric>,
+    stop: Arc<EventFd>,
+    servers: Vec<JoinHandle<()>>,
+    pollers: Option<Pollers>,
+}
+
+impl Service {
+    /// Binds every device's socket, then starts its server thread and the pollers.
+    pub fn start(devices: Vec<RnicConfig>, poller: PollerConfig) -> Result<Service, ServeError> {
+        let fabric = Fabric::new(devices, &poller)?;
+        let stop = Arc::new(EventFd::new(EFD_NONBLOCK)?);
+        let mut bound = Vec::new();
+        for rnic in fabric.devices() {
+            let model: Arc<Mutex<dyn DeviceModel>> = Arc::new(Mutex::new(RnicModel(rnic.clone())));
+            let server =
+                Server::bind(&rnic.config.socket, model).map_err(|source| ServeError::Server {
+                    device: rnic.name().into(),
+                    source,
+                })?;
+            bound.push((rnic.name().to_string(), server));
+        }
+        let mut service = Service {
+            fabric: fabric.clone(),
+            stop,
+            servers: Vec::new(),
+            pollers: None,
+        };
+        for (name, server) in bound {
+            let stop = service.stop.clone();
+            let thread = std::thread::Builder::new()
+                .name(format!("vfio-user-{name}"))
+                .spawn(move || {
+                    if let Err(e) = server.run(&stop) {
+                        log::error!("device {name}: server failed: {e}");
+                    }
+                })?;
+            service.servers.push(thread);
+        }
+        service.pollers = Some(fabric.start_pollers(poller)?);
+        for rnic in fabric.devices() {
+            log::info!(
+                "device {} (LID {}) listening on {}",
+                rnic.name(),
+                rnic.lid(),
+                rnic.config.socket.display()
+            );
+        }
+        Ok(service)
+    }
+
+    pub fn fabric(&self) -> &Arc<Fabric> {
+        &self.fabric
+    }
+
+    /// Stops the servers (their sockets are removed) and the pollers, and joins them.
+    pub fn stop(mut self) {
+        self.shut_down();
+    }
+
+    fn shut_down(&mut self) {
+        let _ = self.stop.write(1);
+        for t in self.servers.drain(..) {
+            let _ = t.join();
+        }
+        if let Some(pollers) = self.pollers.take() {
+            pollers.stop();
+        }
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        self.shut_down();
+    }
+}
