@@ -59,6 +59,8 @@ on_both_topologies!(
     missing_destination_qp_fails_with_retry_exc_err,
     destination_qp_not_ready_fails_with_retry_exc_err,
     write_to_a_qp_connected_elsewhere_is_dropped,
+    request_out_of_sequence_is_dropped,
+    a_new_qp_does_not_answer_to_a_destroyed_qps_number,
     cq_overflow_errors_the_cq_and_its_qp,
     cq_overflow_moves_every_qp_of_the_cq_to_err,
     doorbell_beyond_the_queue_depth_errors_the_qp,
@@ -999,4 +1001,115 @@ fn write_to_a_qp_connected_elsewhere_is_dropped(t: Topology) {
 
     assert_eq!(p.drv(B).mr_read(&dst, 0, 8), vec![0; 8], "nothing landed");
     assert_eq!(p.qp_state(B), QpState::Rts, "the target is untouched");
+}
+
+fn request_out_of_sequence_is_dropped(t: Topology) {
+    let opts = ConnectOpts {
+        timeout: 1,
+        retry_cnt: 1,
+        ..ConnectOpts::default()
+    };
+    let mut p = Pair::with(t, QpCaps::default(), opts);
+    let (lid_a, qpn_a) = (p.lid(A), p.qpn(A));
+    let (drv, side) = p.side(B);
+    drv.set_qp_state(&mut side.qp, QpState::Reset).ok();
+    let elsewhere = ConnectOpts {
+        rq_psn: opts.sq_psn + 7,
+        ..opts
+    };
+    drv.connect_qp(&side.qp, lid_a, qpn_a, &elsewhere);
+    let src = p.mr(A, 8, ACCESS_ALL);
+    p.drv(A).mr_fill(&src, 0xab);
+    let dst = p.mr(B, 8, ACCESS_ALL);
+
+    // B expects a PSN that A's connection never sends: A's requests are not B's.
+    expect_failure_and_flush(
+        &mut p,
+        SendWr::write(1, vec![src.sge(0, 8)], &dst, 0),
+        WcStatus::RetryExcErr,
+        VendorErr::Unreachable,
+    );
+
+    assert_eq!(p.drv(B).mr_read(&dst, 0, 8), vec![0; 8], "nothing landed");
+    assert_eq!(p.qp_state(B), QpState::Rts, "the target is untouched");
+}
+
+fn a_new_qp_does_not_answer_to_a_destroyed_qps_number(t: Topology) {
+    let opts = ConnectOpts {
+        timeout: 1,
+        retry_cnt: 1,
+        ..ConnectOpts::default()
+    };
+    let mut p = Pair::with(t, QpCaps::default(), opts);
+    let (lid_a, qpn_a, old_b) = (p.lid(A), p.qpn(A), p.qpn(B));
+    let (drv, side) = p.side(B);
+    drv.destroy_qp(&side.qp).ok();
+    // The same context creates a QP at once (the freed index) and connects it to A exactly
+    // as the destroyed one was: A, still addressing the old QPN, must not reach it.
+    side.qp = drv.create_qp(
+        side.uctx,
+        side.pd,
+        &side.send_cq,
+        &side.recv_cq,
+        QpCaps::default(),
+    );
+    drv.connect_qp(&side.qp, lid_a, qpn_a, &opts);
+    assert_ne!(side.qp.qpn, old_b, "a QPN names one QP only");
+    let src = p.mr(A, 8, ACCESS_ALL);
+    p.drv(A).mr_fill(&src, 0xab);
+    let dst = p.mr(B, 8, ACCESS_ALL);
+
+    expect_failure_and_flush(
+        &mut p,
+        SendWr::write(1, vec![src.sge(0, 8)], &dst, 0),
+        WcStatus::RetryExcErr,
+        VendorErr::Unreachable,
+    );
+
+    assert_eq!(p.drv(B).mr_read(&dst, 0, 8), vec![0; 8], "nothing landed");
+}
+
+#[test]
+fn a_failed_device_answers_no_requests() {
+    let opts = ConnectOpts {
+        timeout: 1,
+        retry_cnt: 1,
+        ..ConnectOpts::default()
+    };
+    let mut p = Pair::with(Topology::TwoDevices, QpCaps::default(), opts);
+    let src = p.mr(A, 8, ACCESS_ALL);
+    p.drv(A).mr_fill(&src, 0xab);
+    let dst = p.mr(B, 8, ACCESS_ALL);
+    // B's device fails: its guest RAM is re-mapped read-only for it, so it cannot write
+    // the next admin completion (FATAL, ADMIN_DMA). Its QP and MR still exist.
+    let d = p.drv(B);
+    let (base, size, fd) = (d.mem.ram_base(), d.mem.ram_size(), d.mem.ram_fd());
+    d.unmap_range(base, size);
+    d.vfio
+        .dma_map(base, size, 0, harness::vfio::DMA_READ, Some(fd))
+        .expect("DMA_MAP read-only");
+    d.admin_submit_only(vm_memory::ByteValued::as_slice(&cmd_handle(
+        AqOpcode::AllocPd,
+        0,
+        0,
+    )));
+    wait_for("B to fail", || {
+        (d.read_reg(bar0::DEV_STATUS) & bar0::DEV_STATUS_FATAL_MASK != 0).then_some(())
+    });
+
+    // A FATAL device is gone from the fabric: A's request is dropped and A times out
+    // (before, B still placed it, or failed it as its own memory fault).
+    p.post_send(
+        A,
+        &SendWr::write(1, vec![src.sge(0, 8)], &dst, 0).signaled(),
+    );
+    let cqe = p.send_cqe(A);
+
+    assert_eq!(
+        (
+            WcStatus::try_from(cqe.status),
+            VendorErr::try_from(cqe.vendor_err)
+        ),
+        (Ok(WcStatus::RetryExcErr), Ok(VendorErr::Unreachable))
+    );
 }

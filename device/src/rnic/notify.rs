@@ -209,3 +209,89 @@ pub fn post_async(rnic: &Rnic, st: &mut RnicState, event: EventType, obj: u32, d
     };
     post_event(rnic, st, &mem, eqn, event, obj, data);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::guest_memory::{DmaMapRequest, GuestRam};
+    use crate::objects::page_list::GuestPages;
+    use crate::objects::{Eq, Ring};
+    use crate::pci::PciIds;
+    use crate::rnic::{waker::Waker, RnicConfig};
+    use std::sync::Arc;
+    use vrnic_hw::Eqe;
+
+    const RAM: u64 = 0x10_0000;
+
+    /// A device with 64 KiB of guest RAM and an EQ of two entries at its start.
+    fn device_with_small_eq() -> (Arc<Rnic>, RamSnapshot) {
+        let config = RnicConfig {
+            name: "t".into(),
+            socket: "/nonexistent".into(),
+            lid: 1,
+            ids: PciIds::default(),
+        };
+        let rnic = Rnic::new(config, Arc::new(Waker::new().unwrap())).unwrap();
+        let ram = GuestRam::new();
+        let fd = crate::memfd::create(c"ram", 0x10000).unwrap();
+        ram.map(DmaMapRequest {
+            addr: RAM,
+            size: 0x10000,
+            file_offset: 0,
+            readable: true,
+            writable: true,
+            fd: Some(fd),
+        })
+        .unwrap();
+        let mem = ram.snapshot();
+        let mut st = rnic.lock();
+        st.ram = Some(ram);
+        let ring = Ring {
+            pages: GuestPages::list(vec![RAM], 12),
+            depth_log2: 1,
+            entry_shift: Eqe::SIZE.trailing_zeros() as u8,
+        };
+        st.objects.eqs.insert_at(
+            0,
+            Eq {
+                ring,
+                vector: 1,
+                is_async: false,
+                db_slot: 0,
+                pi: 0,
+                pending: Default::default(),
+                dropped: 0,
+            },
+        );
+        drop(st);
+        (rnic, mem)
+    }
+
+    fn owner(mem: &RamSnapshot, index: u64) -> u8 {
+        mem.load_u8(
+            RAM + index * Eqe::SIZE as u64 + Eqe::OWNER_OFF as u64,
+            Ordering::Acquire,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn an_event_that_finds_its_eq_full_waits_for_room_instead_of_being_lost() {
+        let (rnic, mem) = device_with_small_eq();
+        let mut st = rnic.lock();
+        for cq in [10, 11] {
+            post_event(&rnic, &mut st, &mem, 0, EventType::Completion, cq, 0);
+        }
+
+        post_event(&rnic, &mut st, &mem, 0, EventType::Completion, 12, 0);
+
+        assert_eq!(st.objects.eqs.get(0).unwrap().pending.len(), 1);
+        assert!(deliver_held_back(&rnic, &mut st, &mem), "no room yet");
+        // The driver consumes one entry and says so in the EQ's doorbell slot.
+        rnic.doorbells.set_slot_word(KERNEL_UCTX, 0, 0, 1);
+        assert!(!deliver_held_back(&rnic, &mut st, &mem), "delivered");
+        let third: Eqe = mem.read_obj(RAM).unwrap();
+        assert_eq!((third.obj.to_native(), owner(&mem, 0)), (12, 0));
+        assert_eq!(st.objects.eqs.get(0).unwrap().dropped, 0);
+    }
+}

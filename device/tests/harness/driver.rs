@@ -252,6 +252,17 @@ impl FakeDriver {
         self.admin_batch(&[cmd]).remove(0)
     }
 
+    /// Writes `cmd` into the admin queue and rings AQ_DOORBELL, without waiting for a
+    /// completion (for tests in which the device cannot complete it).
+    pub fn admin_submit_only(&mut self, cmd: &[u8]) {
+        let q = self.admin.as_mut().expect("the device is not enabled");
+        let slot = u64::from(q.pi & ((1u32 << q.depth_log2) - 1));
+        self.mem.write(q.aq + slot * u64::from(AQ_ENTRY_SIZE), cmd);
+        q.pi = q.pi.wrapping_add(1);
+        let pi = q.pi;
+        self.write_reg(bar0::AQ_DOORBELL, pi);
+    }
+
     /// Submits a command struct (any `Cmd*`: they all start with `aq_header`).
     pub fn admin<T: ByteValued>(&mut self, cmd: &T) -> AdminResult {
         self.admin_bytes(cmd.as_slice())
