@@ -58,6 +58,16 @@ pub fn items(files: &[(String, SpecFile)]) -> Result<(), String> {
             }
         }
     }
+    for (_, file) in files {
+        for e in file.enums.iter().filter(|e| e.flags) {
+            if blocks.contains_key(e.name.as_str()) {
+                return Err(format!(
+                    "enum {} (flags): its Rust module would clash with register block {}",
+                    e.name, e.name
+                ));
+            }
+        }
+    }
     let mut names: Vec<&&str> = blocks.keys().collect();
     names.sort();
     for block in names {
@@ -695,6 +705,19 @@ doc = "s"
         assert!(
             two_bits.contains("BOTH") && two_bits.contains("single bit"),
             "{two_bits}"
+        );
+    }
+
+    #[test]
+    fn a_flags_enum_named_like_a_register_block_is_named() {
+        let e = error(&format!(
+            "{CTRL}{}",
+            enum_spec("u32", true, "{ name = \"A\", value = 1, doc = \"a\" }")
+                .replace("\"op\"", "\"bar0\"")
+        ));
+        assert!(
+            e.contains("enum bar0") && e.contains("register block bar0"),
+            "{e}"
         );
     }
 

@@ -127,11 +127,16 @@ pub fn generate(files: &[(String, SpecFile)], layout: &Layout) -> String {
     }
     o.push_str("## Naming in the generated code\n\n");
     o.push_str("C: `struct vrnic_<struct>`, `VRNIC_<STRUCT>_<FIELD>_OFF`, `VRNIC_<CONSTANT>`, ");
-    o.push_str("`VRNIC_<ENUM>_<VALUE>`, `VRNIC_<BLOCK>_<REGISTER>_OFF`/`_RESET`/`_<FIELD>_MASK`/`_SHIFT`. ");
+    o.push_str("`VRNIC_<ENUM>_<VALUE>` (flags enums also `VRNIC_<ENUM>_ALL`), ");
+    o.push_str("`VRNIC_<BLOCK>_<REGISTER>_OFF`/`_RESET`/`_<FIELD>_MASK`/`_<FIELD>_SHIFT`, and per register ");
+    o.push_str("`_WRITABLE_MASK` (rw and wo bits), `_W1C_MASK`, `_W1S_MASK`, `_READABLE_MASK` and `_RESERVED_MASK`; ");
+    o.push_str("`vrnic_<enum>_name(value)` in `vrnic_names.h` (\"UNKNOWN\" for a value the spec does not define). ");
     let _ = writeln!(
         o,
-        "Rust (crate `vrnic-hw`): `{}`-style CamelCase structs and enums with `TryFrom` checked conversions, \
-         constants by their plain names, registers in a module per block.",
+        "Rust (crate `vrnic-hw`): `{}`-style CamelCase structs and enums with `TryFrom` checked conversions \
+         and `name()`, flags enums also as a module of plain constants (`qp_attr_mask::STATE`, `qp_attr_mask::ALL`), \
+         constants by their plain names, registers in a module per block with the same masks, a `RegMasks` \
+         value per register (`bar0::DEV_CTRL_MASKS`, `bar0::masks(offset)`) and a `FIELDS` table.",
         camel("page_list")
     );
     o
