@@ -148,10 +148,10 @@ fn emit_enum(o: &mut String, e: &crate::model::Enum, values: &mut Vec<(String, S
             doc(o, "    ", &v.doc);
             let _ = writeln!(
                 o,
-                "    pub const {}: {} = {};",
+                "    pub const {}: {} = 1 << {};",
                 v.name,
                 e.ty,
-                number(v.value)
+                v.value.trailing_zeros()
             );
         }
         o.push_str("    /// Every bit above.\n");

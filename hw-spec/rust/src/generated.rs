@@ -1414,13 +1414,13 @@ impl Access {
 /// The bits of [`Access`] as plain `u32` masks, and their union `ALL`.
 pub mod access {
     /// Local writes (receive, RDMA READ destination).
-    pub const LOCAL_WRITE: u32 = 1;
+    pub const LOCAL_WRITE: u32 = 1 << 0;
     /// Remote RDMA WRITE.
-    pub const REMOTE_WRITE: u32 = 2;
+    pub const REMOTE_WRITE: u32 = 1 << 1;
     /// Remote RDMA READ.
-    pub const REMOTE_READ: u32 = 4;
+    pub const REMOTE_READ: u32 = 1 << 2;
     /// Remote atomics (reserved).
-    pub const REMOTE_ATOMIC: u32 = 8;
+    pub const REMOTE_ATOMIC: u32 = 1 << 3;
     /// Every bit above.
     pub const ALL: u32 = 15;
 }
@@ -1727,47 +1727,47 @@ impl QpAttrMask {
 /// The bits of [`QpAttrMask`] as plain `u32` masks, and their union `ALL`.
 pub mod qp_attr_mask {
     /// qp_state.
-    pub const STATE: u32 = 1;
+    pub const STATE: u32 = 1 << 0;
     /// cur_qp_state.
-    pub const CUR_STATE: u32 = 2;
+    pub const CUR_STATE: u32 = 1 << 1;
     /// en_sqd_async_notify.
-    pub const EN_SQD_ASYNC_NOTIFY: u32 = 4;
+    pub const EN_SQD_ASYNC_NOTIFY: u32 = 1 << 2;
     /// qp_access_flags.
-    pub const ACCESS_FLAGS: u32 = 8;
+    pub const ACCESS_FLAGS: u32 = 1 << 3;
     /// pkey_index.
-    pub const PKEY_INDEX: u32 = 0x10;
+    pub const PKEY_INDEX: u32 = 1 << 4;
     /// port_num.
-    pub const PORT: u32 = 0x20;
+    pub const PORT: u32 = 1 << 5;
     /// qkey.
-    pub const QKEY: u32 = 0x40;
+    pub const QKEY: u32 = 1 << 6;
     /// dlid, sl, src_path_bits, static_rate and the GRH fields.
-    pub const AV: u32 = 0x80;
+    pub const AV: u32 = 1 << 7;
     /// path_mtu.
-    pub const PATH_MTU: u32 = 0x100;
+    pub const PATH_MTU: u32 = 1 << 8;
     /// timeout.
-    pub const TIMEOUT: u32 = 0x200;
+    pub const TIMEOUT: u32 = 1 << 9;
     /// retry_cnt.
-    pub const RETRY_CNT: u32 = 0x400;
+    pub const RETRY_CNT: u32 = 1 << 10;
     /// rnr_retry.
-    pub const RNR_RETRY: u32 = 0x800;
+    pub const RNR_RETRY: u32 = 1 << 11;
     /// rq_psn.
-    pub const RQ_PSN: u32 = 0x1000;
+    pub const RQ_PSN: u32 = 1 << 12;
     /// max_rd_atomic.
-    pub const MAX_QP_RD_ATOMIC: u32 = 0x2000;
+    pub const MAX_QP_RD_ATOMIC: u32 = 1 << 13;
     /// Alternate path (not supported: BAD_FIELD).
-    pub const ALT_PATH: u32 = 0x4000;
+    pub const ALT_PATH: u32 = 1 << 14;
     /// min_rnr_timer.
-    pub const MIN_RNR_TIMER: u32 = 0x8000;
+    pub const MIN_RNR_TIMER: u32 = 1 << 15;
     /// sq_psn.
-    pub const SQ_PSN: u32 = 0x10000;
+    pub const SQ_PSN: u32 = 1 << 16;
     /// max_dest_rd_atomic.
-    pub const MAX_DEST_RD_ATOMIC: u32 = 0x20000;
+    pub const MAX_DEST_RD_ATOMIC: u32 = 1 << 17;
     /// Path migration (not supported: BAD_FIELD).
-    pub const PATH_MIG_STATE: u32 = 0x40000;
+    pub const PATH_MIG_STATE: u32 = 1 << 18;
     /// Resizing queues (not supported: BAD_FIELD).
-    pub const CAP: u32 = 0x80000;
+    pub const CAP: u32 = 1 << 19;
     /// dest_qp_num.
-    pub const DEST_QPN: u32 = 0x100000;
+    pub const DEST_QPN: u32 = 1 << 20;
     /// Every bit above.
     pub const ALL: u32 = 0x1FFFFF;
 }
@@ -3048,13 +3048,13 @@ impl SendFlags {
 /// The bits of [`SendFlags`] as plain `u8` masks, and their union `ALL`.
 pub mod send_flags {
     /// Wait for earlier RDMA READs to complete before starting.
-    pub const FENCE: u8 = 1;
+    pub const FENCE: u8 = 1 << 0;
     /// Write a CQE on success.
-    pub const SIGNALED: u8 = 2;
+    pub const SIGNALED: u8 = 1 << 1;
     /// Set the solicited event indication at the receiver.
-    pub const SOLICITED: u8 = 4;
+    pub const SOLICITED: u8 = 1 << 2;
     /// Payload is inline_len bytes following the header instead of SGEs.
-    pub const INLINE: u8 = 8;
+    pub const INLINE: u8 = 1 << 3;
     /// Every bit above.
     pub const ALL: u8 = 15;
 }
@@ -3321,9 +3321,9 @@ impl WcFlags {
 /// The bits of [`WcFlags`] as plain `u8` masks, and their union `ALL`.
 pub mod wc_flags {
     /// A GRH is present (never set).
-    pub const GRH: u8 = 1;
+    pub const GRH: u8 = 1 << 0;
     /// imm_data is valid.
-    pub const WITH_IMM: u8 = 2;
+    pub const WITH_IMM: u8 = 1 << 1;
     /// Every bit above.
     pub const ALL: u8 = 3;
 }
