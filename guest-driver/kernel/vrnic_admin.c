@@ -17,56 +17,6 @@
 
 #include "vrnic.h"
 
-static const char *const vrnic_aq_opcode_names[] = {
-	[VRNIC_AQ_OPCODE_QUERY_DEVICE] = "QUERY_DEVICE",
-	[VRNIC_AQ_OPCODE_QUERY_PORT] = "QUERY_PORT",
-	[VRNIC_AQ_OPCODE_ALLOC_UCTX] = "ALLOC_UCTX",
-	[VRNIC_AQ_OPCODE_DEALLOC_UCTX] = "DEALLOC_UCTX",
-	[VRNIC_AQ_OPCODE_ALLOC_PD] = "ALLOC_PD",
-	[VRNIC_AQ_OPCODE_DEALLOC_PD] = "DEALLOC_PD",
-	[VRNIC_AQ_OPCODE_REG_MR] = "REG_MR",
-	[VRNIC_AQ_OPCODE_DEREG_MR] = "DEREG_MR",
-	[VRNIC_AQ_OPCODE_CREATE_CQ] = "CREATE_CQ",
-	[VRNIC_AQ_OPCODE_DESTROY_CQ] = "DESTROY_CQ",
-	[VRNIC_AQ_OPCODE_CREATE_EQ] = "CREATE_EQ",
-	[VRNIC_AQ_OPCODE_DESTROY_EQ] = "DESTROY_EQ",
-	[VRNIC_AQ_OPCODE_CREATE_QP] = "CREATE_QP",
-	[VRNIC_AQ_OPCODE_MODIFY_QP] = "MODIFY_QP",
-	[VRNIC_AQ_OPCODE_QUERY_QP] = "QUERY_QP",
-	[VRNIC_AQ_OPCODE_DESTROY_QP] = "DESTROY_QP",
-};
-
-static const char *const vrnic_aq_status_names[] = {
-	[VRNIC_AQ_STATUS_SUCCESS] = "SUCCESS",
-	[VRNIC_AQ_STATUS_BAD_OPCODE] = "BAD_OPCODE",
-	[VRNIC_AQ_STATUS_BAD_FIELD] = "BAD_FIELD",
-	[VRNIC_AQ_STATUS_BAD_HANDLE] = "BAD_HANDLE",
-	[VRNIC_AQ_STATUS_BAD_STATE] = "BAD_STATE",
-	[VRNIC_AQ_STATUS_NO_RESOURCES] = "NO_RESOURCES",
-	[VRNIC_AQ_STATUS_BAD_ADDRESS] = "BAD_ADDRESS",
-	[VRNIC_AQ_STATUS_BAD_SIZE] = "BAD_SIZE",
-	[VRNIC_AQ_STATUS_BUSY] = "BUSY",
-	[VRNIC_AQ_STATUS_PERMISSION] = "PERMISSION",
-	[VRNIC_AQ_STATUS_NOT_SUPPORTED] = "NOT_SUPPORTED",
-	[VRNIC_AQ_STATUS_INTERNAL] = "INTERNAL",
-};
-
-static const char *vrnic_aq_opcode_name(u8 opcode)
-{
-	if (opcode < ARRAY_SIZE(vrnic_aq_opcode_names) &&
-	    vrnic_aq_opcode_names[opcode])
-		return vrnic_aq_opcode_names[opcode];
-	return "UNKNOWN";
-}
-
-static const char *vrnic_aq_status_name(u8 status)
-{
-	if (status < ARRAY_SIZE(vrnic_aq_status_names) &&
-	    vrnic_aq_status_names[status])
-		return vrnic_aq_status_names[status];
-	return "UNKNOWN";
-}
-
 static int vrnic_aq_status_to_errno(u8 status)
 {
 	switch (status) {

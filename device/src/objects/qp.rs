@@ -70,32 +70,9 @@ pub fn psn_add(psn: u32, n: u32) -> u32 {
     psn.wrapping_add(n) & PSN_MASK
 }
 
-/// Attribute mask bits (values of ibv_qp_attr_mask).
-pub mod mask {
-    pub const STATE: u32 = 1 << 0;
-    pub const CUR_STATE: u32 = 1 << 1;
-    pub const EN_SQD_ASYNC_NOTIFY: u32 = 1 << 2;
-    pub const ACCESS_FLAGS: u32 = 1 << 3;
-    pub const PKEY_INDEX: u32 = 1 << 4;
-    pub const PORT: u32 = 1 << 5;
-    pub const QKEY: u32 = 1 << 6;
-    pub const AV: u32 = 1 << 7;
-    pub const PATH_MTU: u32 = 1 << 8;
-    pub const TIMEOUT: u32 = 1 << 9;
-    pub const RETRY_CNT: u32 = 1 << 10;
-    pub const RNR_RETRY: u32 = 1 << 11;
-    pub const RQ_PSN: u32 = 1 << 12;
-    pub const MAX_QP_RD_ATOMIC: u32 = 1 << 13;
-    pub const ALT_PATH: u32 = 1 << 14;
-    pub const MIN_RNR_TIMER: u32 = 1 << 15;
-    pub const SQ_PSN: u32 = 1 << 16;
-    pub const MAX_DEST_RD_ATOMIC: u32 = 1 << 17;
-    pub const PATH_MIG_STATE: u32 = 1 << 18;
-    pub const CAP: u32 = 1 << 19;
-    pub const DEST_QPN: u32 = 1 << 20;
-    /// Every bit the device knows.
-    pub const ALL: u32 = (1 << 21) - 1;
-}
+/// Attribute mask bits (values of ibv_qp_attr_mask), generated from the spec's enum
+/// `qp_attr_mask`; `mask::ALL` is every bit the device knows.
+pub use vrnic_hw::qp_attr_mask as mask;
 
 /// Attributes a transition requires and allows (RC), per IBTA 11.2.5 / ib_modify_qp_is_ok.
 /// `None` if the transition is not allowed.

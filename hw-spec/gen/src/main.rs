@@ -4,6 +4,7 @@
 //! if any generated file differs from what the spec produces.
 
 mod c_out;
+mod check;
 mod md_out;
 mod model;
 mod rust_out;
@@ -27,7 +28,7 @@ enum GenError {
         path: PathBuf,
         source: toml::de::Error,
     },
-    #[error("spec layout: {0}")]
+    #[error("inconsistent spec: {0}")]
     Layout(String),
     #[error("rustfmt: {0}")]
     Rustfmt(String),
@@ -56,6 +57,7 @@ fn load(hw_spec: &Path) -> Result<Vec<(String, SpecFile)>, GenError> {
 /// Every generated file: path relative to hw-spec/, contents.
 fn outputs(files: &[(String, SpecFile)]) -> Result<Vec<(String, String)>, GenError> {
     let layout = Layout::compute(files).map_err(GenError::Layout)?;
+    check::relations(files, &layout).map_err(GenError::Layout)?;
     let mut out = vec![
         (
             "rust/src/generated.rs".to_string(),
@@ -65,6 +67,10 @@ fn outputs(files: &[(String, SpecFile)]) -> Result<Vec<(String, String)>, GenErr
         (
             "include/vrnic/vrnic_hw.h".to_string(),
             c_out::umbrella(&files[1..]),
+        ),
+        (
+            "include/vrnic/vrnic_names.h".to_string(),
+            c_out::names(&files[1..]),
         ),
         (
             "rust/tests/layout_probe.c".to_string(),
@@ -150,5 +156,45 @@ fn main() -> ExitCode {
             eprintln!("vrnic-hwgen: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> Vec<(String, SpecFile)> {
+        load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("..")).expect("hw-spec loads")
+    }
+
+    fn verdict(files: &[(String, SpecFile)]) -> Result<(), String> {
+        let layout = Layout::compute(files)?;
+        check::relations(files, &layout)
+    }
+
+    #[test]
+    fn the_spec_passes_every_check() {
+        assert_eq!(verdict(&spec()), Ok(()));
+    }
+
+    #[test]
+    fn the_spec_checks_catch_a_limit_changed_alone() {
+        let mut files = spec();
+        let regs = files
+            .iter_mut()
+            .find(|(stem, _)| stem == "regs")
+            .expect("regs.toml");
+        let slots = regs
+            .1
+            .constants
+            .iter_mut()
+            .find(|c| c.name == "DB_SLOTS_PER_PAGE")
+            .expect("DB_SLOTS_PER_PAGE");
+        slots.value += 1;
+        let e = verdict(&files).expect_err("the slots no longer fit their page");
+        assert!(
+            e.contains("DB_SLOT_BASE + DB_SLOTS_PER_PAGE * DB_SLOT_SIZE <= DB_PAGE_SIZE"),
+            "{e}"
+        );
     }
 }

@@ -1,6 +1,6 @@
 //! Emits `hw-spec/SPEC.md`, the readable specification.
 
-use crate::model::{camel, number, Layout, SpecFile};
+use crate::model::{camel, number, Access, Layout, SpecFile, Struct};
 use std::fmt::Write;
 
 fn cell(text: &str) -> String {
@@ -18,7 +18,7 @@ pub fn generate(files: &[(String, SpecFile)], layout: &Layout) -> String {
     o.push('\n');
     for (i, (stem, file)) in files.iter().enumerate() {
         let _ = writeln!(o, "## {}. {}\n", i + 1, file.title);
-        let _ = writeln!(o, "{}\n", file.doc.trim());
+        let _ = writeln!(o, "{}\n", expand(file.doc.trim(), files, layout));
         if !file.structs.is_empty()
             || !file.constants.is_empty()
             || !file.enums.is_empty()
@@ -41,6 +41,13 @@ pub fn generate(files: &[(String, SpecFile)], layout: &Layout) -> String {
         }
         let mut blocks: Vec<&str> = file.registers.iter().map(|r| r.block.as_str()).collect();
         blocks.dedup();
+        if !blocks.is_empty() {
+            o.push_str("### Access types\n\n| Access | Meaning |\n|---|---|\n");
+            for a in Access::ALL {
+                let _ = writeln!(o, "| {} | {} |", a.as_str(), a.doc());
+            }
+            o.push_str("\nA field without an access type of its own has its register's. Bits outside every field are reserved: written as 0, read as 0.\n\n");
+        }
         for block in blocks {
             let _ = writeln!(o, "### Register block `{block}`\n");
             o.push_str("| Offset | Name | Access | Reset | Description |\n|---|---|---|---|---|\n");
@@ -52,7 +59,13 @@ pub fn generate(files: &[(String, SpecFile)], layout: &Layout) -> String {
                     } else {
                         format!("{}:{}", f.lsb + f.width - 1, f.lsb)
                     };
-                    let _ = write!(desc, "<br>bits {bits} `{}`: {}", f.name, cell(&f.doc));
+                    let _ = write!(
+                        desc,
+                        "<br>bits {bits} `{}` ({}): {}",
+                        f.name,
+                        r.field_access(f).as_str(),
+                        cell(&f.doc)
+                    );
                 }
                 let _ = writeln!(
                     o,
@@ -66,7 +79,21 @@ pub fn generate(files: &[(String, SpecFile)], layout: &Layout) -> String {
             o.push('\n');
         }
         for e in &file.enums {
-            let _ = writeln!(o, "### Enum `{}` ({})\n\n{}\n", e.name, e.ty, cell(&e.doc));
+            let flags = if e.flags {
+                format!(
+                    " Flags: the values are bits, combined into masks (all: {}).",
+                    number(e.all())
+                )
+            } else {
+                String::new()
+            };
+            let _ = writeln!(
+                o,
+                "### Enum `{}` ({})\n\n{}{flags}\n",
+                e.name,
+                e.ty,
+                cell(&e.doc)
+            );
             o.push_str("| Name | Value | Meaning |\n|---|---|---|\n");
             for v in &e.values {
                 let _ = writeln!(
@@ -87,38 +114,93 @@ pub fn generate(files: &[(String, SpecFile)], layout: &Layout) -> String {
                 s.size,
                 cell(&s.doc)
             );
-            o.push_str("| Offset | Size | Type | Field | Description |\n|---|---|---|---|---|\n");
-            for p in layout.fields(&s.name) {
-                let f = p.field;
-                let ty = match f.count {
-                    Some(n) => format!("{}[{n}]", f.ty),
-                    None => f.ty.clone(),
-                };
-                let mut desc = if f.is_reserved() {
-                    "Reserved, must be zero (checked).".to_string()
-                } else {
-                    cell(f.doc.as_deref().unwrap_or(""))
-                };
-                if let Some(e) = &f.enum_name {
-                    let _ = write!(desc, " Enum `{e}`.");
-                }
-                let _ = writeln!(
-                    o,
-                    "| {} | {} | {ty} | `{}` | {desc} |",
-                    p.offset, p.size, f.name
-                );
+            o.push_str(&struct_table(s, layout));
+            o.push('\n');
+        }
+        if !file.checks.is_empty() {
+            o.push_str("### Consistency checks\n\nThe generator verifies:\n\n");
+            for c in &file.checks {
+                let _ = writeln!(o, "- `{}`: {}", c.expr, cell(&c.doc));
             }
             o.push('\n');
         }
     }
     o.push_str("## Naming in the generated code\n\n");
     o.push_str("C: `struct vrnic_<struct>`, `VRNIC_<STRUCT>_<FIELD>_OFF`, `VRNIC_<CONSTANT>`, ");
-    o.push_str("`VRNIC_<ENUM>_<VALUE>`, `VRNIC_<BLOCK>_<REGISTER>_OFF`/`_RESET`/`_<FIELD>_MASK`/`_SHIFT`. ");
+    o.push_str("`VRNIC_<ENUM>_<VALUE>` (flags enums also `VRNIC_<ENUM>_ALL`), ");
+    o.push_str("`VRNIC_<BLOCK>_<REGISTER>_OFF`/`_RESET`/`_<FIELD>_MASK`/`_<FIELD>_SHIFT`, and per register ");
+    o.push_str("`_WRITABLE_MASK` (rw and wo bits), `_W1C_MASK`, `_W1S_MASK`, `_READABLE_MASK` and `_RESERVED_MASK`; ");
+    o.push_str("`vrnic_<enum>_name(value)` in `vrnic_names.h` (\"UNKNOWN\" for a value the spec does not define). ");
     let _ = writeln!(
         o,
-        "Rust (crate `vrnic-hw`): `{}`-style CamelCase structs and enums with `TryFrom` checked conversions, \
-         constants by their plain names, registers in a module per block.",
+        "Rust (crate `vrnic-hw`): `{}`-style CamelCase structs and enums with `TryFrom` checked conversions \
+         and `name()`, flags enums also as a module of plain constants (`qp_attr_mask::STATE`, `qp_attr_mask::ALL`), \
+         constants by their plain names, registers in a module per block with the same masks, a `RegMasks` \
+         value per register (`bar0::DEV_CTRL_MASKS`, `bar0::masks(offset)`) and a `FIELDS` table.",
         camel("page_list")
     );
     o
+}
+
+fn struct_table(s: &Struct, layout: &Layout) -> String {
+    let mut o = String::new();
+    o.push_str("| Offset | Size | Type | Field | Description |\n|---|---|---|---|---|\n");
+    for p in layout.fields(&s.name) {
+        let f = p.field;
+        let ty = match f.count {
+            Some(n) => format!("{}[{n}]", f.ty),
+            None => f.ty.clone(),
+        };
+        let mut desc = if f.is_reserved() {
+            "Reserved, must be zero (checked).".to_string()
+        } else {
+            cell(f.doc.as_deref().unwrap_or(""))
+        };
+        if let Some(e) = &f.enum_name {
+            let _ = write!(desc, " Enum `{e}`.");
+        }
+        let _ = writeln!(
+            o,
+            "| {} | {} | {ty} | `{}` | {desc} |",
+            p.offset, p.size, f.name
+        );
+    }
+    o
+}
+
+/// Prose may embed a struct's table with a line `{{struct:NAME}}` (checked by
+/// `check::relations`), so layouts appear next to the protocol that uses them.
+fn expand(doc: &str, files: &[(String, SpecFile)], layout: &Layout) -> String {
+    let mut o = String::new();
+    for line in doc.lines() {
+        let embedded = line
+            .trim()
+            .strip_prefix("{{struct:")
+            .and_then(|rest| rest.strip_suffix("}}"))
+            .and_then(|name| {
+                files
+                    .iter()
+                    .flat_map(|(_, f)| &f.structs)
+                    .find(|s| s.name == name)
+            });
+        match embedded {
+            Some(s) => {
+                let _ = writeln!(
+                    o,
+                    "Struct `{}` ({} bytes, C `struct vrnic_{}`, Rust `{}`): {}\n",
+                    s.name,
+                    s.size,
+                    s.name,
+                    camel(&s.name),
+                    cell(&s.doc)
+                );
+                o.push_str(&struct_table(s, layout));
+            }
+            None => {
+                o.push_str(line);
+                o.push('\n');
+            }
+        }
+    }
+    o.trim_end().to_string()
 }

@@ -17,6 +17,18 @@ pub struct SpecFile {
     pub structs: Vec<Struct>,
     #[serde(default)]
     pub registers: Vec<Register>,
+    /// Relations between values that the generator verifies (see [`Check`]).
+    #[serde(default)]
+    pub checks: Vec<Check>,
+}
+
+/// A relation the spec must satisfy, e.g. `BAR_DB_SIZE == DB_PAGES * DB_PAGE_SIZE`: two
+/// expressions compared with `==`, `!=`, `<`, `<=`, `>` or `>=` (see `check::eval`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Check {
+    pub expr: String,
+    pub doc: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -34,7 +46,18 @@ pub struct Enum {
     #[serde(rename = "type")]
     pub ty: String,
     pub doc: String,
+    /// The values are single bits combined into masks: also emitted as plain constants
+    /// (a Rust module of the enum's name) with their union `ALL`.
+    #[serde(default)]
+    pub flags: bool,
     pub values: Vec<EnumValue>,
+}
+
+impl Enum {
+    /// The union of every value (meaningful for flags).
+    pub fn all(&self) -> u64 {
+        self.values.iter().fold(0, |acc, v| acc | v.value)
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -67,6 +90,10 @@ pub struct Field {
     /// The enum whose values this field holds (documentation and cross-checking only).
     #[serde(default, rename = "enum")]
     pub enum_name: Option<String>,
+    /// The byte offset the field must have: the generator fails if the fields before it
+    /// overlap it or leave an unnamed hole before it.
+    #[serde(default)]
+    pub offset: Option<u64>,
 }
 
 impl Field {
@@ -89,23 +116,112 @@ pub struct Register {
     pub fields: Vec<BitField>,
 }
 
+/// Access type of a register or of a register field.
 #[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Access {
     Ro,
     Rw,
     Wo,
+    Rw1c,
+    Rw1s,
 }
 
 impl Access {
+    pub const ALL: [Access; 5] = [
+        Access::Ro,
+        Access::Rw,
+        Access::Wo,
+        Access::Rw1c,
+        Access::Rw1s,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Access::Ro => "ro",
             Access::Rw => "rw",
             Access::Wo => "wo",
+            Access::Rw1c => "rw1c",
+            Access::Rw1s => "rw1s",
+        }
+    }
+
+    /// The Rust variant name of `RegAccess`.
+    pub fn variant(self) -> &'static str {
+        match self {
+            Access::Ro => "Ro",
+            Access::Rw => "Rw",
+            Access::Wo => "Wo",
+            Access::Rw1c => "Rw1c",
+            Access::Rw1s => "Rw1s",
+        }
+    }
+
+    /// What reads and writes do, for the spec and the generated docs.
+    pub fn doc(self) -> &'static str {
+        match self {
+            Access::Ro => "Read-only: the device sets the value; writes are ignored.",
+            Access::Rw => "Read-write: a write stores the value, a read returns it.",
+            Access::Wo => "Write-only: a write hands the value to the device; reads return 0.",
+            Access::Rw1c => "Write 1 to clear: writing 1 clears a bit the device set, writing 0 leaves it; reads return the bits.",
+            Access::Rw1s => "Write 1 to trigger: writing 1 starts an action, writing 0 does nothing; self-clearing, reads return 0.",
         }
     }
 }
+
+/// How a guest write changes a register, derived from its fields' access types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RegMasks {
+    /// Bits whose written value is taken (rw and wo).
+    pub writable: u32,
+    /// Bits a written 1 clears (rw1c).
+    pub w1c: u32,
+    /// Bits a written 1 triggers an action for (rw1s).
+    pub w1s: u32,
+    /// Bits a read returns (ro, rw, rw1c).
+    pub readable: u32,
+    /// Bits outside every field: must be written as 0, read as 0.
+    pub reserved: u32,
+}
+
+impl Register {
+    /// A field's access type: its own, else the register's.
+    pub fn field_access(&self, f: &BitField) -> Access {
+        f.access.unwrap_or(self.access)
+    }
+
+    /// The register's bits as (mask, access): its fields, or the whole register if it has none.
+    pub fn parts(&self) -> Vec<(u32, Access)> {
+        if self.fields.is_empty() {
+            vec![(u32::MAX, self.access)]
+        } else {
+            self.fields
+                .iter()
+                .map(|f| (f.mask() as u32, self.field_access(f)))
+                .collect()
+        }
+    }
+
+    pub fn masks(&self) -> RegMasks {
+        let parts = self.parts();
+        let of = |wanted: &[Access]| {
+            parts
+                .iter()
+                .filter(|(_, a)| wanted.contains(a))
+                .fold(0, |acc, (m, _)| acc | m)
+        };
+        RegMasks {
+            writable: of(&[Access::Rw, Access::Wo]),
+            w1c: of(&[Access::Rw1c]),
+            w1s: of(&[Access::Rw1s]),
+            readable: of(&[Access::Ro, Access::Rw, Access::Rw1c]),
+            reserved: !parts.iter().fold(0, |acc, (m, _)| acc | m),
+        }
+    }
+}
+
+/// Registers are 32 bits wide.
+pub const REG_BITS: u32 = 32;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -113,12 +229,17 @@ pub struct BitField {
     pub name: String,
     pub lsb: u32,
     pub width: u32,
+    /// Defaults to the register's access type.
+    #[serde(default)]
+    pub access: Option<Access>,
     pub doc: String,
 }
 
 impl BitField {
+    /// The field's bits (clipped to 32 bits: `check` rejects a field that does not fit).
     pub fn mask(&self) -> u64 {
-        (((1u64 << self.width) - 1) << self.lsb) & 0xFFFF_FFFF
+        let ones = 1u64.checked_shl(self.width).map_or(u64::MAX, |v| v - 1);
+        ones.checked_shl(self.lsb).unwrap_or(0) & 0xFFFF_FFFF
     }
 }
 
@@ -152,6 +273,7 @@ impl<'a> Layout<'a> {
             .iter()
             .flat_map(|(_, f)| f.enums.iter().map(|e| e.name.as_str()))
             .collect();
+        crate::check::items(files)?;
         check_unique_names(files)?;
         let mut structs: HashMap<&'a str, (u64, u64, Vec<Placed<'a>>)> = HashMap::new();
         for (_, file) in files {
@@ -174,9 +296,26 @@ impl<'a> Layout<'a> {
                             return Err(format!("{}.{}: unknown enum {e}", s.name, f.name));
                         }
                     }
+                    match f.offset {
+                        Some(want) if want > offset => {
+                            return Err(format!(
+                                "{}.{}: declared at offset {want}, but the fields before it end at {offset}: an unnamed hole of {} bytes; add a reserved field",
+                                s.name,
+                                f.name,
+                                want - offset
+                            ))
+                        }
+                        Some(want) if want < offset => {
+                            return Err(format!(
+                                "{}.{}: declared at offset {want}, but it overlaps the fields before it (they end at {offset})",
+                                s.name, f.name
+                            ))
+                        }
+                        _ => {}
+                    }
                     if offset % elem_align != 0 {
                         return Err(format!(
-                            "{}.{}: offset {offset} is not {elem_align}-aligned; add an explicit reserved field",
+                            "{}.{}: offset {offset} is not {elem_align}-aligned (C would leave an unnamed hole); add an explicit reserved field",
                             s.name, f.name
                         ));
                     }
@@ -189,9 +328,17 @@ impl<'a> Layout<'a> {
                     offset += size;
                     align = align.max(elem_align);
                 }
-                if offset != s.size {
+                if offset < s.size {
                     return Err(format!(
-                        "{}: fields add up to {offset} bytes, declared size {}",
+                        "{}: fields add up to {offset} bytes, declared size {}: an unnamed hole of {} bytes at the end; add a reserved field",
+                        s.name,
+                        s.size,
+                        s.size - offset
+                    ));
+                }
+                if offset > s.size {
+                    return Err(format!(
+                        "{}: fields add up to {offset} bytes, more than the declared size {}",
                         s.name, s.size
                     ));
                 }
@@ -241,6 +388,9 @@ pub fn number(v: u64) -> String {
     }
 }
 
+/// The per-register masks derived from access types, `<BLOCK>_<REG>_<NAME>_MASK`.
+pub const MASK_NAMES: [&str; 5] = ["WRITABLE", "W1C", "W1S", "READABLE", "RESERVED"];
+
 /// Every C name (`VRNIC_...`) the headers will define must be unique.
 fn check_unique_names(files: &[(String, SpecFile)]) -> Result<(), String> {
     let mut names = std::collections::HashSet::new();
@@ -260,8 +410,20 @@ fn check_unique_names(files: &[(String, SpecFile)]) -> Result<(), String> {
                 add(format!("{}_{}", e.name.to_uppercase(), v.name))?;
             }
         }
+        for e in f.enums.iter().filter(|e| e.flags) {
+            add(format!("{}_ALL", e.name.to_uppercase()))?;
+        }
         for r in &f.registers {
-            add(format!("{}_{}_OFF", r.block.to_uppercase(), r.name))?;
+            let prefix = format!("{}_{}", r.block.to_uppercase(), r.name);
+            add(format!("{prefix}_OFF"))?;
+            add(format!("{prefix}_RESET"))?;
+            for m in MASK_NAMES {
+                add(format!("{prefix}_{m}_MASK"))?;
+            }
+            for field in &r.fields {
+                add(format!("{prefix}_{}_MASK", field.name))?;
+                add(format!("{prefix}_{}_SHIFT", field.name))?;
+            }
         }
         for s in &f.structs {
             add(format!("{}_SIZE", s.name.to_uppercase()))?;

@@ -86,6 +86,7 @@ enum vrnic_access {
 	VRNIC_ACCESS_REMOTE_READ = 4, /* Remote RDMA READ. */
 	VRNIC_ACCESS_REMOTE_ATOMIC = 8, /* Remote atomics (reserved). */
 };
+#define VRNIC_ACCESS_ALL 0xFu /* every bit above */
 
 /* QP transport types (values of ibv_qp_type). */
 enum vrnic_qp_type {
@@ -138,6 +139,7 @@ enum vrnic_qp_attr_mask {
 	VRNIC_QP_ATTR_MASK_CAP = 0x80000, /* Resizing queues (not supported: BAD_FIELD). */
 	VRNIC_QP_ATTR_MASK_DEST_QPN = 0x100000, /* dest_qp_num. */
 };
+#define VRNIC_QP_ATTR_MASK_ALL 0x1FFFFFu /* every bit above */
 
 /* Port states (values of ibv_port_state). */
 enum vrnic_port_state {

@@ -9,5 +9,6 @@
 #include "vrnic_admin.h"
 #include "vrnic_io.h"
 #include "vrnic_abi.h"
+#include "vrnic_names.h"
 
 #endif /* VRNIC_HW_H */

@@ -41,6 +41,7 @@ enum vrnic_send_flags {
 	VRNIC_SEND_FLAGS_SOLICITED = 4, /* Set the solicited event indication at the receiver. */
 	VRNIC_SEND_FLAGS_INLINE = 8, /* Payload is inline_len bytes following the header instead of SGEs. */
 };
+#define VRNIC_SEND_FLAGS_ALL 0xFu /* every bit above */
 
 /* CQE opcodes (values of ibv_wc_opcode). */
 enum vrnic_wc_opcode {
@@ -84,6 +85,7 @@ enum vrnic_wc_flags {
 	VRNIC_WC_FLAGS_GRH = 1, /* A GRH is present (never set). */
 	VRNIC_WC_FLAGS_WITH_IMM = 2, /* imm_data is valid. */
 };
+#define VRNIC_WC_FLAGS_ALL 0x3u /* every bit above */
 
 /* cqe.vendor_err: the device's precise reason for a non-SUCCESS status. */
 enum vrnic_vendor_err {

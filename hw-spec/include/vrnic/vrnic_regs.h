@@ -43,154 +43,304 @@ enum vrnic_cq_arm {
 /* Interface version. (ro, reset 0x10000) */
 #define VRNIC_BAR0_VERSION_OFF 0x000
 #define VRNIC_BAR0_VERSION_RESET 0x10000u
-#define VRNIC_BAR0_VERSION_MINOR_SHIFT 0 /* Minor version: backwards-compatible additions. */
+#define VRNIC_BAR0_VERSION_MINOR_SHIFT 0 /* ro: Minor version: backwards-compatible additions. */
 #define VRNIC_BAR0_VERSION_MINOR_MASK 0xFFFFu
-#define VRNIC_BAR0_VERSION_MAJOR_SHIFT 16 /* Major version: incompatible changes. */
+#define VRNIC_BAR0_VERSION_MAJOR_SHIFT 16 /* ro: Major version: incompatible changes. */
 #define VRNIC_BAR0_VERSION_MAJOR_MASK 0xFFFF0000u
+#define VRNIC_BAR0_VERSION_WRITABLE_MASK 0x0u
+#define VRNIC_BAR0_VERSION_W1C_MASK 0x0u
+#define VRNIC_BAR0_VERSION_W1S_MASK 0x0u
+#define VRNIC_BAR0_VERSION_READABLE_MASK 0xFFFFFFFFu
+#define VRNIC_BAR0_VERSION_RESERVED_MASK 0x0u
 
 /* Capability flags. (ro, reset 15) */
 #define VRNIC_BAR0_CAPS_OFF 0x004
 #define VRNIC_BAR0_CAPS_RESET 0xFu
-#define VRNIC_BAR0_CAPS_POLLED_DOORBELLS_SHIFT 0 /* Doorbells are polled from the doorbell BAR; kicks follow the POLL_STATE protocol. */
+#define VRNIC_BAR0_CAPS_POLLED_DOORBELLS_SHIFT 0 /* ro: Doorbells are polled from the doorbell BAR; kicks follow the POLL_STATE protocol. */
 #define VRNIC_BAR0_CAPS_POLLED_DOORBELLS_MASK 0x1u
-#define VRNIC_BAR0_CAPS_INLINE_SHIFT 1 /* Send WQEs may carry inline data. */
+#define VRNIC_BAR0_CAPS_INLINE_SHIFT 1 /* ro: Send WQEs may carry inline data. */
 #define VRNIC_BAR0_CAPS_INLINE_MASK 0x2u
-#define VRNIC_BAR0_CAPS_RDMA_READ_SHIFT 2 /* RDMA READ is supported. */
+#define VRNIC_BAR0_CAPS_RDMA_READ_SHIFT 2 /* ro: RDMA READ is supported. */
 #define VRNIC_BAR0_CAPS_RDMA_READ_MASK 0x4u
-#define VRNIC_BAR0_CAPS_IMM_SHIFT 3 /* Immediate data (SEND_WITH_IMM, RDMA_WRITE_WITH_IMM) is supported. */
+#define VRNIC_BAR0_CAPS_IMM_SHIFT 3 /* ro: Immediate data (SEND_WITH_IMM, RDMA_WRITE_WITH_IMM) is supported. */
 #define VRNIC_BAR0_CAPS_IMM_MASK 0x8u
-#define VRNIC_BAR0_CAPS_ATOMICS_SHIFT 4 /* Atomic operations (reserved, 0 in this version). */
+#define VRNIC_BAR0_CAPS_ATOMICS_SHIFT 4 /* ro: Atomic operations (reserved, 0 in this version). */
 #define VRNIC_BAR0_CAPS_ATOMICS_MASK 0x10u
-#define VRNIC_BAR0_CAPS_SRQ_SHIFT 5 /* Shared receive queues (reserved, 0 in this version). */
+#define VRNIC_BAR0_CAPS_SRQ_SHIFT 5 /* ro: Shared receive queues (reserved, 0 in this version). */
 #define VRNIC_BAR0_CAPS_SRQ_MASK 0x20u
-#define VRNIC_BAR0_CAPS_UD_SHIFT 6 /* UD QPs (reserved, 0 in this version). */
+#define VRNIC_BAR0_CAPS_UD_SHIFT 6 /* ro: UD QPs (reserved, 0 in this version). */
 #define VRNIC_BAR0_CAPS_UD_MASK 0x40u
+#define VRNIC_BAR0_CAPS_WRITABLE_MASK 0x0u
+#define VRNIC_BAR0_CAPS_W1C_MASK 0x0u
+#define VRNIC_BAR0_CAPS_W1S_MASK 0x0u
+#define VRNIC_BAR0_CAPS_READABLE_MASK 0x7Fu
+#define VRNIC_BAR0_CAPS_RESERVED_MASK 0xFFFFFF80u
 
 /* Maximum number of QPs. (ro, reset 0x400) */
 #define VRNIC_BAR0_MAX_QP_OFF 0x010
 #define VRNIC_BAR0_MAX_QP_RESET 0x400u
+#define VRNIC_BAR0_MAX_QP_WRITABLE_MASK 0x0u
+#define VRNIC_BAR0_MAX_QP_W1C_MASK 0x0u
+#define VRNIC_BAR0_MAX_QP_W1S_MASK 0x0u
+#define VRNIC_BAR0_MAX_QP_READABLE_MASK 0xFFFFFFFFu
+#define VRNIC_BAR0_MAX_QP_RESERVED_MASK 0x0u
 
 /* Maximum number of CQs. (ro, reset 0x800) */
 #define VRNIC_BAR0_MAX_CQ_OFF 0x014
 #define VRNIC_BAR0_MAX_CQ_RESET 0x800u
+#define VRNIC_BAR0_MAX_CQ_WRITABLE_MASK 0x0u
+#define VRNIC_BAR0_MAX_CQ_W1C_MASK 0x0u
+#define VRNIC_BAR0_MAX_CQ_W1S_MASK 0x0u
+#define VRNIC_BAR0_MAX_CQ_READABLE_MASK 0xFFFFFFFFu
+#define VRNIC_BAR0_MAX_CQ_RESERVED_MASK 0x0u
 
 /* Maximum number of MRs. (ro, reset 0x4000) */
 #define VRNIC_BAR0_MAX_MR_OFF 0x018
 #define VRNIC_BAR0_MAX_MR_RESET 0x4000u
+#define VRNIC_BAR0_MAX_MR_WRITABLE_MASK 0x0u
+#define VRNIC_BAR0_MAX_MR_W1C_MASK 0x0u
+#define VRNIC_BAR0_MAX_MR_W1S_MASK 0x0u
+#define VRNIC_BAR0_MAX_MR_READABLE_MASK 0xFFFFFFFFu
+#define VRNIC_BAR0_MAX_MR_RESERVED_MASK 0x0u
 
 /* Maximum number of PDs. (ro, reset 0x400) */
 #define VRNIC_BAR0_MAX_PD_OFF 0x01C
 #define VRNIC_BAR0_MAX_PD_RESET 0x400u
+#define VRNIC_BAR0_MAX_PD_WRITABLE_MASK 0x0u
+#define VRNIC_BAR0_MAX_PD_W1C_MASK 0x0u
+#define VRNIC_BAR0_MAX_PD_W1S_MASK 0x0u
+#define VRNIC_BAR0_MAX_PD_READABLE_MASK 0xFFFFFFFFu
+#define VRNIC_BAR0_MAX_PD_RESERVED_MASK 0x0u
 
 /* Maximum depth of a send or receive queue (a power of two). (ro, reset 0x1000) */
 #define VRNIC_BAR0_MAX_QP_WR_OFF 0x020
 #define VRNIC_BAR0_MAX_QP_WR_RESET 0x1000u
+#define VRNIC_BAR0_MAX_QP_WR_WRITABLE_MASK 0x0u
+#define VRNIC_BAR0_MAX_QP_WR_W1C_MASK 0x0u
+#define VRNIC_BAR0_MAX_QP_WR_W1S_MASK 0x0u
+#define VRNIC_BAR0_MAX_QP_WR_READABLE_MASK 0xFFFFFFFFu
+#define VRNIC_BAR0_MAX_QP_WR_RESERVED_MASK 0x0u
 
 /* Maximum depth of a CQ (a power of two). (ro, reset 0x10000) */
 #define VRNIC_BAR0_MAX_CQE_OFF 0x024
 #define VRNIC_BAR0_MAX_CQE_RESET 0x10000u
+#define VRNIC_BAR0_MAX_CQE_WRITABLE_MASK 0x0u
+#define VRNIC_BAR0_MAX_CQE_W1C_MASK 0x0u
+#define VRNIC_BAR0_MAX_CQE_W1S_MASK 0x0u
+#define VRNIC_BAR0_MAX_CQE_READABLE_MASK 0xFFFFFFFFu
+#define VRNIC_BAR0_MAX_CQE_RESERVED_MASK 0x0u
 
 /* Maximum scatter/gather entries per send or receive WQE. (ro, reset 0x10) */
 #define VRNIC_BAR0_MAX_SGE_OFF 0x028
 #define VRNIC_BAR0_MAX_SGE_RESET 0x10u
+#define VRNIC_BAR0_MAX_SGE_WRITABLE_MASK 0x0u
+#define VRNIC_BAR0_MAX_SGE_W1C_MASK 0x0u
+#define VRNIC_BAR0_MAX_SGE_W1S_MASK 0x0u
+#define VRNIC_BAR0_MAX_SGE_READABLE_MASK 0xFFFFFFFFu
+#define VRNIC_BAR0_MAX_SGE_RESERVED_MASK 0x0u
 
 /* Maximum inline data bytes per send WQE. (ro, reset 0x100) */
 #define VRNIC_BAR0_MAX_INLINE_OFF 0x02C
 #define VRNIC_BAR0_MAX_INLINE_RESET 0x100u
+#define VRNIC_BAR0_MAX_INLINE_WRITABLE_MASK 0x0u
+#define VRNIC_BAR0_MAX_INLINE_W1C_MASK 0x0u
+#define VRNIC_BAR0_MAX_INLINE_W1S_MASK 0x0u
+#define VRNIC_BAR0_MAX_INLINE_READABLE_MASK 0xFFFFFFFFu
+#define VRNIC_BAR0_MAX_INLINE_RESERVED_MASK 0x0u
 
 /* Maximum message size in bytes (2 GiB). (ro, reset 0x80000000) */
 #define VRNIC_BAR0_MAX_MSG_SIZE_OFF 0x030
 #define VRNIC_BAR0_MAX_MSG_SIZE_RESET 0x80000000u
+#define VRNIC_BAR0_MAX_MSG_SIZE_WRITABLE_MASK 0x0u
+#define VRNIC_BAR0_MAX_MSG_SIZE_W1C_MASK 0x0u
+#define VRNIC_BAR0_MAX_MSG_SIZE_W1S_MASK 0x0u
+#define VRNIC_BAR0_MAX_MSG_SIZE_READABLE_MASK 0xFFFFFFFFu
+#define VRNIC_BAR0_MAX_MSG_SIZE_RESERVED_MASK 0x0u
 
 /* Maximum outstanding RDMA READs per QP, as initiator and as responder. (ro, reset 0x10) */
 #define VRNIC_BAR0_MAX_QP_RD_ATOM_OFF 0x034
 #define VRNIC_BAR0_MAX_QP_RD_ATOM_RESET 0x10u
+#define VRNIC_BAR0_MAX_QP_RD_ATOM_WRITABLE_MASK 0x0u
+#define VRNIC_BAR0_MAX_QP_RD_ATOM_W1C_MASK 0x0u
+#define VRNIC_BAR0_MAX_QP_RD_ATOM_W1S_MASK 0x0u
+#define VRNIC_BAR0_MAX_QP_RD_ATOM_READABLE_MASK 0xFFFFFFFFu
+#define VRNIC_BAR0_MAX_QP_RD_ATOM_RESERVED_MASK 0x0u
 
 /* Maximum number of event queues. (ro, reset 0x40) */
 #define VRNIC_BAR0_MAX_EQ_OFF 0x038
 #define VRNIC_BAR0_MAX_EQ_RESET 0x40u
+#define VRNIC_BAR0_MAX_EQ_WRITABLE_MASK 0x0u
+#define VRNIC_BAR0_MAX_EQ_W1C_MASK 0x0u
+#define VRNIC_BAR0_MAX_EQ_W1S_MASK 0x0u
+#define VRNIC_BAR0_MAX_EQ_READABLE_MASK 0xFFFFFFFFu
+#define VRNIC_BAR0_MAX_EQ_RESERVED_MASK 0x0u
 
 /* Maximum number of user contexts (doorbell pages 1..MAX_UCTX). (ro, reset 0xFF) */
 #define VRNIC_BAR0_MAX_UCTX_OFF 0x03C
 #define VRNIC_BAR0_MAX_UCTX_RESET 0xFFu
+#define VRNIC_BAR0_MAX_UCTX_WRITABLE_MASK 0x0u
+#define VRNIC_BAR0_MAX_UCTX_W1C_MASK 0x0u
+#define VRNIC_BAR0_MAX_UCTX_W1S_MASK 0x0u
+#define VRNIC_BAR0_MAX_UCTX_READABLE_MASK 0xFFFFFFFFu
+#define VRNIC_BAR0_MAX_UCTX_RESERVED_MASK 0x0u
 
 /* Supported MTT page sizes: bit N set means 2^N bytes is supported (4 KiB .. 1 GiB). (ro, reset 0x7FFFF000) */
 #define VRNIC_BAR0_PAGE_SIZE_CAP_OFF 0x040
 #define VRNIC_BAR0_PAGE_SIZE_CAP_RESET 0x7FFFF000u
+#define VRNIC_BAR0_PAGE_SIZE_CAP_WRITABLE_MASK 0x0u
+#define VRNIC_BAR0_PAGE_SIZE_CAP_W1C_MASK 0x0u
+#define VRNIC_BAR0_PAGE_SIZE_CAP_W1S_MASK 0x0u
+#define VRNIC_BAR0_PAGE_SIZE_CAP_READABLE_MASK 0xFFFFFFFFu
+#define VRNIC_BAR0_PAGE_SIZE_CAP_RESERVED_MASK 0x0u
 
 /* Maximum MR size in bytes, low 32 bits. (ro, reset 0) */
 #define VRNIC_BAR0_MAX_MR_SIZE_LO_OFF 0x044
 #define VRNIC_BAR0_MAX_MR_SIZE_LO_RESET 0x0u
+#define VRNIC_BAR0_MAX_MR_SIZE_LO_WRITABLE_MASK 0x0u
+#define VRNIC_BAR0_MAX_MR_SIZE_LO_W1C_MASK 0x0u
+#define VRNIC_BAR0_MAX_MR_SIZE_LO_W1S_MASK 0x0u
+#define VRNIC_BAR0_MAX_MR_SIZE_LO_READABLE_MASK 0xFFFFFFFFu
+#define VRNIC_BAR0_MAX_MR_SIZE_LO_RESERVED_MASK 0x0u
 
 /* Maximum MR size in bytes, high 32 bits (4 GiB in all). (ro, reset 1) */
 #define VRNIC_BAR0_MAX_MR_SIZE_HI_OFF 0x048
 #define VRNIC_BAR0_MAX_MR_SIZE_HI_RESET 0x1u
+#define VRNIC_BAR0_MAX_MR_SIZE_HI_WRITABLE_MASK 0x0u
+#define VRNIC_BAR0_MAX_MR_SIZE_HI_W1C_MASK 0x0u
+#define VRNIC_BAR0_MAX_MR_SIZE_HI_W1S_MASK 0x0u
+#define VRNIC_BAR0_MAX_MR_SIZE_HI_READABLE_MASK 0xFFFFFFFFu
+#define VRNIC_BAR0_MAX_MR_SIZE_HI_RESERVED_MASK 0x0u
 
 /* Port 1 summary (the device has one port). LID is the value configured when the device was started. (ro, reset 0x50000) */
 #define VRNIC_BAR0_PORT_INFO_OFF 0x04C
 #define VRNIC_BAR0_PORT_INFO_RESET 0x50000u
-#define VRNIC_BAR0_PORT_INFO_LID_SHIFT 0 /* Port LID. */
+#define VRNIC_BAR0_PORT_INFO_LID_SHIFT 0 /* ro: Port LID. */
 #define VRNIC_BAR0_PORT_INFO_LID_MASK 0xFFFFu
-#define VRNIC_BAR0_PORT_INFO_MTU_SHIFT 16 /* Active MTU (enum mtu). */
+#define VRNIC_BAR0_PORT_INFO_MTU_SHIFT 16 /* ro: Active MTU (enum mtu). */
 #define VRNIC_BAR0_PORT_INFO_MTU_MASK 0xF0000u
+#define VRNIC_BAR0_PORT_INFO_WRITABLE_MASK 0x0u
+#define VRNIC_BAR0_PORT_INFO_W1C_MASK 0x0u
+#define VRNIC_BAR0_PORT_INFO_W1S_MASK 0x0u
+#define VRNIC_BAR0_PORT_INFO_READABLE_MASK 0xFFFFFu
+#define VRNIC_BAR0_PORT_INFO_RESERVED_MASK 0xFFF00000u
 
 /* Device control. (rw, reset 0) */
 #define VRNIC_BAR0_DEV_CTRL_OFF 0x100
 #define VRNIC_BAR0_DEV_CTRL_RESET 0x0u
-#define VRNIC_BAR0_DEV_CTRL_ENABLE_SHIFT 0 /* 1: start the admin queue using the AQ registers. 0: stop (same as reset). */
+#define VRNIC_BAR0_DEV_CTRL_ENABLE_SHIFT 0 /* rw: 1: start the admin queue using the AQ registers. 0: stop (same as reset). */
 #define VRNIC_BAR0_DEV_CTRL_ENABLE_MASK 0x1u
-#define VRNIC_BAR0_DEV_CTRL_RESET_SHIFT 1 /* Write 1 to reset the device (see Reset). Reads as 0. */
+#define VRNIC_BAR0_DEV_CTRL_RESET_SHIFT 1 /* rw1s: Write 1 to reset the device (see Reset). Reads as 0. */
 #define VRNIC_BAR0_DEV_CTRL_RESET_MASK 0x2u
+#define VRNIC_BAR0_DEV_CTRL_WRITABLE_MASK 0x1u
+#define VRNIC_BAR0_DEV_CTRL_W1C_MASK 0x0u
+#define VRNIC_BAR0_DEV_CTRL_W1S_MASK 0x2u
+#define VRNIC_BAR0_DEV_CTRL_READABLE_MASK 0x1u
+#define VRNIC_BAR0_DEV_CTRL_RESERVED_MASK 0xFFFFFFFCu
 
 /* Device status. (ro, reset 0) */
 #define VRNIC_BAR0_DEV_STATUS_OFF 0x104
 #define VRNIC_BAR0_DEV_STATUS_RESET 0x0u
-#define VRNIC_BAR0_DEV_STATUS_READY_SHIFT 0 /* The admin queue is running. */
+#define VRNIC_BAR0_DEV_STATUS_READY_SHIFT 0 /* ro: The admin queue is running. */
 #define VRNIC_BAR0_DEV_STATUS_READY_MASK 0x1u
-#define VRNIC_BAR0_DEV_STATUS_FATAL_SHIFT 1 /* A fatal error occurred; see FATAL_CODE. Only a reset clears it. */
+#define VRNIC_BAR0_DEV_STATUS_FATAL_SHIFT 1 /* ro: A fatal error occurred; see FATAL_CODE. Only a reset clears it. */
 #define VRNIC_BAR0_DEV_STATUS_FATAL_MASK 0x2u
+#define VRNIC_BAR0_DEV_STATUS_WRITABLE_MASK 0x0u
+#define VRNIC_BAR0_DEV_STATUS_W1C_MASK 0x0u
+#define VRNIC_BAR0_DEV_STATUS_W1S_MASK 0x0u
+#define VRNIC_BAR0_DEV_STATUS_READABLE_MASK 0x3u
+#define VRNIC_BAR0_DEV_STATUS_RESERVED_MASK 0xFFFFFFFCu
 
 /* Why FATAL was set (enum fatal_code). (ro, reset 0) */
 #define VRNIC_BAR0_FATAL_CODE_OFF 0x108
 #define VRNIC_BAR0_FATAL_CODE_RESET 0x0u
+#define VRNIC_BAR0_FATAL_CODE_WRITABLE_MASK 0x0u
+#define VRNIC_BAR0_FATAL_CODE_W1C_MASK 0x0u
+#define VRNIC_BAR0_FATAL_CODE_W1S_MASK 0x0u
+#define VRNIC_BAR0_FATAL_CODE_READABLE_MASK 0xFFFFFFFFu
+#define VRNIC_BAR0_FATAL_CODE_RESERVED_MASK 0x0u
 
 /* Admin queue guest-physical base, low 32 bits (4 KiB aligned, physically contiguous). Latched when ENABLE is set. (rw, reset 0) */
 #define VRNIC_BAR0_AQ_BASE_LO_OFF 0x110
 #define VRNIC_BAR0_AQ_BASE_LO_RESET 0x0u
+#define VRNIC_BAR0_AQ_BASE_LO_WRITABLE_MASK 0xFFFFFFFFu
+#define VRNIC_BAR0_AQ_BASE_LO_W1C_MASK 0x0u
+#define VRNIC_BAR0_AQ_BASE_LO_W1S_MASK 0x0u
+#define VRNIC_BAR0_AQ_BASE_LO_READABLE_MASK 0xFFFFFFFFu
+#define VRNIC_BAR0_AQ_BASE_LO_RESERVED_MASK 0x0u
 
 /* Admin queue base, high 32 bits. (rw, reset 0) */
 #define VRNIC_BAR0_AQ_BASE_HI_OFF 0x114
 #define VRNIC_BAR0_AQ_BASE_HI_RESET 0x0u
+#define VRNIC_BAR0_AQ_BASE_HI_WRITABLE_MASK 0xFFFFFFFFu
+#define VRNIC_BAR0_AQ_BASE_HI_W1C_MASK 0x0u
+#define VRNIC_BAR0_AQ_BASE_HI_W1S_MASK 0x0u
+#define VRNIC_BAR0_AQ_BASE_HI_READABLE_MASK 0xFFFFFFFFu
+#define VRNIC_BAR0_AQ_BASE_HI_RESERVED_MASK 0x0u
 
 /* Admin completion queue base, low 32 bits (4 KiB aligned, physically contiguous). (rw, reset 0) */
 #define VRNIC_BAR0_ACQ_BASE_LO_OFF 0x118
 #define VRNIC_BAR0_ACQ_BASE_LO_RESET 0x0u
+#define VRNIC_BAR0_ACQ_BASE_LO_WRITABLE_MASK 0xFFFFFFFFu
+#define VRNIC_BAR0_ACQ_BASE_LO_W1C_MASK 0x0u
+#define VRNIC_BAR0_ACQ_BASE_LO_W1S_MASK 0x0u
+#define VRNIC_BAR0_ACQ_BASE_LO_READABLE_MASK 0xFFFFFFFFu
+#define VRNIC_BAR0_ACQ_BASE_LO_RESERVED_MASK 0x0u
 
 /* Admin completion queue base, high 32 bits. (rw, reset 0) */
 #define VRNIC_BAR0_ACQ_BASE_HI_OFF 0x11C
 #define VRNIC_BAR0_ACQ_BASE_HI_RESET 0x0u
+#define VRNIC_BAR0_ACQ_BASE_HI_WRITABLE_MASK 0xFFFFFFFFu
+#define VRNIC_BAR0_ACQ_BASE_HI_W1C_MASK 0x0u
+#define VRNIC_BAR0_ACQ_BASE_HI_W1S_MASK 0x0u
+#define VRNIC_BAR0_ACQ_BASE_HI_READABLE_MASK 0xFFFFFFFFu
+#define VRNIC_BAR0_ACQ_BASE_HI_RESERVED_MASK 0x0u
 
 /* log2 of the number of entries in both admin queues (1..12). (rw, reset 0) */
 #define VRNIC_BAR0_AQ_DEPTH_LOG2_OFF 0x120
 #define VRNIC_BAR0_AQ_DEPTH_LOG2_RESET 0x0u
+#define VRNIC_BAR0_AQ_DEPTH_LOG2_WRITABLE_MASK 0xFFFFFFFFu
+#define VRNIC_BAR0_AQ_DEPTH_LOG2_W1C_MASK 0x0u
+#define VRNIC_BAR0_AQ_DEPTH_LOG2_W1S_MASK 0x0u
+#define VRNIC_BAR0_AQ_DEPTH_LOG2_READABLE_MASK 0xFFFFFFFFu
+#define VRNIC_BAR0_AQ_DEPTH_LOG2_RESERVED_MASK 0x0u
 
 /* Admin queue producer index: the free-running count of commands written. The device processes every command between its consumer index and this value before the write completes (commands are handled in order). (wo, reset 0) */
 #define VRNIC_BAR0_AQ_DOORBELL_OFF 0x124
 #define VRNIC_BAR0_AQ_DOORBELL_RESET 0x0u
+#define VRNIC_BAR0_AQ_DOORBELL_WRITABLE_MASK 0xFFFFFFFFu
+#define VRNIC_BAR0_AQ_DOORBELL_W1C_MASK 0x0u
+#define VRNIC_BAR0_AQ_DOORBELL_W1S_MASK 0x0u
+#define VRNIC_BAR0_AQ_DOORBELL_READABLE_MASK 0x0u
+#define VRNIC_BAR0_AQ_DOORBELL_RESERVED_MASK 0x0u
 
 /* Optional: the driver writes its VERSION here for the device's logs. (rw, reset 0) */
 #define VRNIC_BAR0_DRIVER_VERSION_OFF 0x128
 #define VRNIC_BAR0_DRIVER_VERSION_RESET 0x0u
+#define VRNIC_BAR0_DRIVER_VERSION_WRITABLE_MASK 0xFFFFFFFFu
+#define VRNIC_BAR0_DRIVER_VERSION_W1C_MASK 0x0u
+#define VRNIC_BAR0_DRIVER_VERSION_W1S_MASK 0x0u
+#define VRNIC_BAR0_DRIVER_VERSION_READABLE_MASK 0xFFFFFFFFu
+#define VRNIC_BAR0_DRIVER_VERSION_RESERVED_MASK 0x0u
 
 /* Written by the device: whether it is polling this page. Drivers only read it (see the doorbell protocol). (ro, reset 0) */
 #define VRNIC_DB_PAGE_POLL_STATE_OFF 0x000
 #define VRNIC_DB_PAGE_POLL_STATE_RESET 0x0u
-#define VRNIC_DB_PAGE_POLL_STATE_POLLING_SHIFT 0 /* 1: the device is polling and will see new doorbell values without a kick. 0: it may be asleep; a driver that wrote a doorbell must write KICK. */
+#define VRNIC_DB_PAGE_POLL_STATE_POLLING_SHIFT 0 /* ro: 1: the device is polling and will see new doorbell values without a kick. 0: it may be asleep; a driver that wrote a doorbell must write KICK. */
 #define VRNIC_DB_PAGE_POLL_STATE_POLLING_MASK 0x1u
+#define VRNIC_DB_PAGE_POLL_STATE_WRITABLE_MASK 0x0u
+#define VRNIC_DB_PAGE_POLL_STATE_W1C_MASK 0x0u
+#define VRNIC_DB_PAGE_POLL_STATE_W1S_MASK 0x0u
+#define VRNIC_DB_PAGE_POLL_STATE_READABLE_MASK 0x1u
+#define VRNIC_DB_PAGE_POLL_STATE_RESERVED_MASK 0xFFFFFFFEu
 
 /* Any write wakes the device's doorbell poller for this page's context. Trapped: it costs a VMM exit and a message, so only write it when POLL_STATE.POLLING reads 0. (wo, reset 0) */
 #define VRNIC_KICK_PAGE_KICK_OFF 0x000
 #define VRNIC_KICK_PAGE_KICK_RESET 0x0u
+#define VRNIC_KICK_PAGE_KICK_WRITABLE_MASK 0xFFFFFFFFu
+#define VRNIC_KICK_PAGE_KICK_W1C_MASK 0x0u
+#define VRNIC_KICK_PAGE_KICK_W1S_MASK 0x0u
+#define VRNIC_KICK_PAGE_KICK_READABLE_MASK 0x0u
+#define VRNIC_KICK_PAGE_KICK_RESERVED_MASK 0x0u
 
 /* Doorbell slot of a QP (in the doorbell page of the QP's context). */
 struct vrnic_db_qp_slot {

@@ -3,15 +3,59 @@
 
 use vm_memory::{ByteValued, Le16, Le32, Le64};
 
-/// Access type of a register.
+/// Access type of a register or of a register field.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RegAccess {
-    /// Read-only: writes are ignored.
+    /// Read-only: the device sets the value; writes are ignored.
     Ro,
-    /// Read-write.
+    /// Read-write: a write stores the value, a read returns it.
     Rw,
-    /// Write-only: reads return 0.
+    /// Write-only: a write hands the value to the device; reads return 0.
     Wo,
+    /// Write 1 to clear: writing 1 clears a bit the device set, writing 0 leaves it; reads return the bits.
+    Rw1c,
+    /// Write 1 to trigger: writing 1 starts an action, writing 0 does nothing; self-clearing, reads return 0.
+    Rw1s,
+}
+
+/// How a guest write changes a register, from the access types of its fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RegMasks {
+    /// Bits whose written value is taken (rw and wo fields).
+    pub writable: u32,
+    /// Bits a written 1 clears (rw1c fields).
+    pub w1c: u32,
+    /// Bits a written 1 triggers an action for (rw1s fields): never stored, read as 0.
+    pub w1s: u32,
+    /// Bits a read returns (ro, rw and rw1c fields).
+    pub readable: u32,
+    /// Bits outside every field: written as 0, read as 0.
+    pub reserved: u32,
+}
+
+impl RegMasks {
+    /// The value a register holding `old` keeps after the guest writes `value`: writable
+    /// bits take the written value, rw1c bits written as 1 are cleared, every other bit
+    /// (ro bits the device maintains) is unchanged; rw1s and reserved bits are never stored.
+    pub const fn apply(self, old: u32, value: u32) -> u32 {
+        let kept = old & !self.writable & !(value & self.w1c) & !self.w1s & !self.reserved;
+        kept | (value & self.writable)
+    }
+
+    /// The rw1s bits the write sets: the actions it triggers.
+    pub const fn triggered(self, value: u32) -> u32 {
+        value & self.w1s
+    }
+
+    /// Bits of `value` set outside every field (must be zero).
+    pub const fn reserved_bits(self, value: u32) -> u32 {
+        value & self.reserved
+    }
+
+    /// Whether a write can change anything (false for read-only registers).
+    pub const fn is_writable(self) -> bool {
+        self.writable | self.w1c | self.w1s != 0
+    }
 }
 
 // ---- Overview (overview.toml) ----
@@ -129,6 +173,16 @@ impl FatalCode {
         FatalCode::BadAdminConfig,
         FatalCode::Internal,
     ];
+
+    /// The spec's name of the value (as `vrnic_fatal_code_name()` in C returns it).
+    pub const fn name(self) -> &'static str {
+        match self {
+            FatalCode::None => "NONE",
+            FatalCode::AdminDma => "ADMIN_DMA",
+            FatalCode::BadAdminConfig => "BAD_ADMIN_CONFIG",
+            FatalCode::Internal => "INTERNAL",
+        }
+    }
 }
 
 impl TryFrom<u32> for FatalCode {
@@ -167,6 +221,15 @@ pub enum CqArm {
 impl CqArm {
     /// Every value, in declaration order.
     pub const ALL: &[CqArm] = &[CqArm::None, CqArm::Next, CqArm::Solicited];
+
+    /// The spec's name of the value (as `vrnic_cq_arm_name()` in C returns it).
+    pub const fn name(self) -> &'static str {
+        match self {
+            CqArm::None => "NONE",
+            CqArm::Next => "NEXT",
+            CqArm::Solicited => "SOLICITED",
+        }
+    }
 }
 
 impl TryFrom<u32> for CqArm {
@@ -191,137 +254,560 @@ impl From<CqArm> for u32 {
 
 /// Registers of `bar0`: byte offsets, reset values and field masks.
 pub mod bar0 {
-    use super::RegAccess;
+    use super::{RegAccess, RegMasks};
 
     /// Interface version.
     pub const VERSION: u64 = 0;
     pub const VERSION_RESET: u32 = 0x10000;
-    /// Minor version: backwards-compatible additions.
+    /// Minor version: backwards-compatible additions. (ro)
     pub const VERSION_MINOR_SHIFT: u32 = 0;
     pub const VERSION_MINOR_MASK: u32 = 0xFFFF;
-    /// Major version: incompatible changes.
+    /// Major version: incompatible changes. (ro)
     pub const VERSION_MAJOR_SHIFT: u32 = 16;
     pub const VERSION_MAJOR_MASK: u32 = 0xFFFF0000;
+    pub const VERSION_WRITABLE_MASK: u32 = 0x0;
+    pub const VERSION_W1C_MASK: u32 = 0x0;
+    pub const VERSION_W1S_MASK: u32 = 0x0;
+    pub const VERSION_READABLE_MASK: u32 = 0xFFFFFFFF;
+    pub const VERSION_RESERVED_MASK: u32 = 0x0;
+    /// How a write changes `VERSION`.
+    pub const VERSION_MASKS: RegMasks = RegMasks {
+        writable: VERSION_WRITABLE_MASK,
+        w1c: VERSION_W1C_MASK,
+        w1s: VERSION_W1S_MASK,
+        readable: VERSION_READABLE_MASK,
+        reserved: VERSION_RESERVED_MASK,
+    };
     /// Capability flags.
     pub const CAPS: u64 = 4;
     pub const CAPS_RESET: u32 = 15;
-    /// Doorbells are polled from the doorbell BAR; kicks follow the POLL_STATE protocol.
+    /// Doorbells are polled from the doorbell BAR; kicks follow the POLL_STATE protocol. (ro)
     pub const CAPS_POLLED_DOORBELLS_SHIFT: u32 = 0;
     pub const CAPS_POLLED_DOORBELLS_MASK: u32 = 0x1;
-    /// Send WQEs may carry inline data.
+    /// Send WQEs may carry inline data. (ro)
     pub const CAPS_INLINE_SHIFT: u32 = 1;
     pub const CAPS_INLINE_MASK: u32 = 0x2;
-    /// RDMA READ is supported.
+    /// RDMA READ is supported. (ro)
     pub const CAPS_RDMA_READ_SHIFT: u32 = 2;
     pub const CAPS_RDMA_READ_MASK: u32 = 0x4;
-    /// Immediate data (SEND_WITH_IMM, RDMA_WRITE_WITH_IMM) is supported.
+    /// Immediate data (SEND_WITH_IMM, RDMA_WRITE_WITH_IMM) is supported. (ro)
     pub const CAPS_IMM_SHIFT: u32 = 3;
     pub const CAPS_IMM_MASK: u32 = 0x8;
-    /// Atomic operations (reserved, 0 in this version).
+    /// Atomic operations (reserved, 0 in this version). (ro)
     pub const CAPS_ATOMICS_SHIFT: u32 = 4;
     pub const CAPS_ATOMICS_MASK: u32 = 0x10;
-    /// Shared receive queues (reserved, 0 in this version).
+    /// Shared receive queues (reserved, 0 in this version). (ro)
     pub const CAPS_SRQ_SHIFT: u32 = 5;
     pub const CAPS_SRQ_MASK: u32 = 0x20;
-    /// UD QPs (reserved, 0 in this version).
+    /// UD QPs (reserved, 0 in this version). (ro)
     pub const CAPS_UD_SHIFT: u32 = 6;
     pub const CAPS_UD_MASK: u32 = 0x40;
+    pub const CAPS_WRITABLE_MASK: u32 = 0x0;
+    pub const CAPS_W1C_MASK: u32 = 0x0;
+    pub const CAPS_W1S_MASK: u32 = 0x0;
+    pub const CAPS_READABLE_MASK: u32 = 0x7F;
+    pub const CAPS_RESERVED_MASK: u32 = 0xFFFFFF80;
+    /// How a write changes `CAPS`.
+    pub const CAPS_MASKS: RegMasks = RegMasks {
+        writable: CAPS_WRITABLE_MASK,
+        w1c: CAPS_W1C_MASK,
+        w1s: CAPS_W1S_MASK,
+        readable: CAPS_READABLE_MASK,
+        reserved: CAPS_RESERVED_MASK,
+    };
     /// Maximum number of QPs.
     pub const MAX_QP: u64 = 0x10;
     pub const MAX_QP_RESET: u32 = 0x400;
+    pub const MAX_QP_WRITABLE_MASK: u32 = 0x0;
+    pub const MAX_QP_W1C_MASK: u32 = 0x0;
+    pub const MAX_QP_W1S_MASK: u32 = 0x0;
+    pub const MAX_QP_READABLE_MASK: u32 = 0xFFFFFFFF;
+    pub const MAX_QP_RESERVED_MASK: u32 = 0x0;
+    /// How a write changes `MAX_QP`.
+    pub const MAX_QP_MASKS: RegMasks = RegMasks {
+        writable: MAX_QP_WRITABLE_MASK,
+        w1c: MAX_QP_W1C_MASK,
+        w1s: MAX_QP_W1S_MASK,
+        readable: MAX_QP_READABLE_MASK,
+        reserved: MAX_QP_RESERVED_MASK,
+    };
     /// Maximum number of CQs.
     pub const MAX_CQ: u64 = 0x14;
     pub const MAX_CQ_RESET: u32 = 0x800;
+    pub const MAX_CQ_WRITABLE_MASK: u32 = 0x0;
+    pub const MAX_CQ_W1C_MASK: u32 = 0x0;
+    pub const MAX_CQ_W1S_MASK: u32 = 0x0;
+    pub const MAX_CQ_READABLE_MASK: u32 = 0xFFFFFFFF;
+    pub const MAX_CQ_RESERVED_MASK: u32 = 0x0;
+    /// How a write changes `MAX_CQ`.
+    pub const MAX_CQ_MASKS: RegMasks = RegMasks {
+        writable: MAX_CQ_WRITABLE_MASK,
+        w1c: MAX_CQ_W1C_MASK,
+        w1s: MAX_CQ_W1S_MASK,
+        readable: MAX_CQ_READABLE_MASK,
+        reserved: MAX_CQ_RESERVED_MASK,
+    };
     /// Maximum number of MRs.
     pub const MAX_MR: u64 = 0x18;
     pub const MAX_MR_RESET: u32 = 0x4000;
+    pub const MAX_MR_WRITABLE_MASK: u32 = 0x0;
+    pub const MAX_MR_W1C_MASK: u32 = 0x0;
+    pub const MAX_MR_W1S_MASK: u32 = 0x0;
+    pub const MAX_MR_READABLE_MASK: u32 = 0xFFFFFFFF;
+    pub const MAX_MR_RESERVED_MASK: u32 = 0x0;
+    /// How a write changes `MAX_MR`.
+    pub const MAX_MR_MASKS: RegMasks = RegMasks {
+        writable: MAX_MR_WRITABLE_MASK,
+        w1c: MAX_MR_W1C_MASK,
+        w1s: MAX_MR_W1S_MASK,
+        readable: MAX_MR_READABLE_MASK,
+        reserved: MAX_MR_RESERVED_MASK,
+    };
     /// Maximum number of PDs.
     pub const MAX_PD: u64 = 0x1C;
     pub const MAX_PD_RESET: u32 = 0x400;
+    pub const MAX_PD_WRITABLE_MASK: u32 = 0x0;
+    pub const MAX_PD_W1C_MASK: u32 = 0x0;
+    pub const MAX_PD_W1S_MASK: u32 = 0x0;
+    pub const MAX_PD_READABLE_MASK: u32 = 0xFFFFFFFF;
+    pub const MAX_PD_RESERVED_MASK: u32 = 0x0;
+    /// How a write changes `MAX_PD`.
+    pub const MAX_PD_MASKS: RegMasks = RegMasks {
+        writable: MAX_PD_WRITABLE_MASK,
+        w1c: MAX_PD_W1C_MASK,
+        w1s: MAX_PD_W1S_MASK,
+        readable: MAX_PD_READABLE_MASK,
+        reserved: MAX_PD_RESERVED_MASK,
+    };
     /// Maximum depth of a send or receive queue (a power of two).
     pub const MAX_QP_WR: u64 = 0x20;
     pub const MAX_QP_WR_RESET: u32 = 0x1000;
+    pub const MAX_QP_WR_WRITABLE_MASK: u32 = 0x0;
+    pub const MAX_QP_WR_W1C_MASK: u32 = 0x0;
+    pub const MAX_QP_WR_W1S_MASK: u32 = 0x0;
+    pub const MAX_QP_WR_READABLE_MASK: u32 = 0xFFFFFFFF;
+    pub const MAX_QP_WR_RESERVED_MASK: u32 = 0x0;
+    /// How a write changes `MAX_QP_WR`.
+    pub const MAX_QP_WR_MASKS: RegMasks = RegMasks {
+        writable: MAX_QP_WR_WRITABLE_MASK,
+        w1c: MAX_QP_WR_W1C_MASK,
+        w1s: MAX_QP_WR_W1S_MASK,
+        readable: MAX_QP_WR_READABLE_MASK,
+        reserved: MAX_QP_WR_RESERVED_MASK,
+    };
     /// Maximum depth of a CQ (a power of two).
     pub const MAX_CQE: u64 = 0x24;
     pub const MAX_CQE_RESET: u32 = 0x10000;
+    pub const MAX_CQE_WRITABLE_MASK: u32 = 0x0;
+    pub const MAX_CQE_W1C_MASK: u32 = 0x0;
+    pub const MAX_CQE_W1S_MASK: u32 = 0x0;
+    pub const MAX_CQE_READABLE_MASK: u32 = 0xFFFFFFFF;
+    pub const MAX_CQE_RESERVED_MASK: u32 = 0x0;
+    /// How a write changes `MAX_CQE`.
+    pub const MAX_CQE_MASKS: RegMasks = RegMasks {
+        writable: MAX_CQE_WRITABLE_MASK,
+        w1c: MAX_CQE_W1C_MASK,
+        w1s: MAX_CQE_W1S_MASK,
+        readable: MAX_CQE_READABLE_MASK,
+        reserved: MAX_CQE_RESERVED_MASK,
+    };
     /// Maximum scatter/gather entries per send or receive WQE.
     pub const MAX_SGE: u64 = 0x28;
     pub const MAX_SGE_RESET: u32 = 0x10;
+    pub const MAX_SGE_WRITABLE_MASK: u32 = 0x0;
+    pub const MAX_SGE_W1C_MASK: u32 = 0x0;
+    pub const MAX_SGE_W1S_MASK: u32 = 0x0;
+    pub const MAX_SGE_READABLE_MASK: u32 = 0xFFFFFFFF;
+    pub const MAX_SGE_RESERVED_MASK: u32 = 0x0;
+    /// How a write changes `MAX_SGE`.
+    pub const MAX_SGE_MASKS: RegMasks = RegMasks {
+        writable: MAX_SGE_WRITABLE_MASK,
+        w1c: MAX_SGE_W1C_MASK,
+        w1s: MAX_SGE_W1S_MASK,
+        readable: MAX_SGE_READABLE_MASK,
+        reserved: MAX_SGE_RESERVED_MASK,
+    };
     /// Maximum inline data bytes per send WQE.
     pub const MAX_INLINE: u64 = 0x2C;
     pub const MAX_INLINE_RESET: u32 = 0x100;
+    pub const MAX_INLINE_WRITABLE_MASK: u32 = 0x0;
+    pub const MAX_INLINE_W1C_MASK: u32 = 0x0;
+    pub const MAX_INLINE_W1S_MASK: u32 = 0x0;
+    pub const MAX_INLINE_READABLE_MASK: u32 = 0xFFFFFFFF;
+    pub const MAX_INLINE_RESERVED_MASK: u32 = 0x0;
+    /// How a write changes `MAX_INLINE`.
+    pub const MAX_INLINE_MASKS: RegMasks = RegMasks {
+        writable: MAX_INLINE_WRITABLE_MASK,
+        w1c: MAX_INLINE_W1C_MASK,
+        w1s: MAX_INLINE_W1S_MASK,
+        readable: MAX_INLINE_READABLE_MASK,
+        reserved: MAX_INLINE_RESERVED_MASK,
+    };
     /// Maximum message size in bytes (2 GiB).
     pub const MAX_MSG_SIZE: u64 = 0x30;
     pub const MAX_MSG_SIZE_RESET: u32 = 0x80000000;
+    pub const MAX_MSG_SIZE_WRITABLE_MASK: u32 = 0x0;
+    pub const MAX_MSG_SIZE_W1C_MASK: u32 = 0x0;
+    pub const MAX_MSG_SIZE_W1S_MASK: u32 = 0x0;
+    pub const MAX_MSG_SIZE_READABLE_MASK: u32 = 0xFFFFFFFF;
+    pub const MAX_MSG_SIZE_RESERVED_MASK: u32 = 0x0;
+    /// How a write changes `MAX_MSG_SIZE`.
+    pub const MAX_MSG_SIZE_MASKS: RegMasks = RegMasks {
+        writable: MAX_MSG_SIZE_WRITABLE_MASK,
+        w1c: MAX_MSG_SIZE_W1C_MASK,
+        w1s: MAX_MSG_SIZE_W1S_MASK,
+        readable: MAX_MSG_SIZE_READABLE_MASK,
+        reserved: MAX_MSG_SIZE_RESERVED_MASK,
+    };
     /// Maximum outstanding RDMA READs per QP, as initiator and as responder.
     pub const MAX_QP_RD_ATOM: u64 = 0x34;
     pub const MAX_QP_RD_ATOM_RESET: u32 = 0x10;
+    pub const MAX_QP_RD_ATOM_WRITABLE_MASK: u32 = 0x0;
+    pub const MAX_QP_RD_ATOM_W1C_MASK: u32 = 0x0;
+    pub const MAX_QP_RD_ATOM_W1S_MASK: u32 = 0x0;
+    pub const MAX_QP_RD_ATOM_READABLE_MASK: u32 = 0xFFFFFFFF;
+    pub const MAX_QP_RD_ATOM_RESERVED_MASK: u32 = 0x0;
+    /// How a write changes `MAX_QP_RD_ATOM`.
+    pub const MAX_QP_RD_ATOM_MASKS: RegMasks = RegMasks {
+        writable: MAX_QP_RD_ATOM_WRITABLE_MASK,
+        w1c: MAX_QP_RD_ATOM_W1C_MASK,
+        w1s: MAX_QP_RD_ATOM_W1S_MASK,
+        readable: MAX_QP_RD_ATOM_READABLE_MASK,
+        reserved: MAX_QP_RD_ATOM_RESERVED_MASK,
+    };
     /// Maximum number of event queues.
     pub const MAX_EQ: u64 = 0x38;
     pub const MAX_EQ_RESET: u32 = 0x40;
+    pub const MAX_EQ_WRITABLE_MASK: u32 = 0x0;
+    pub const MAX_EQ_W1C_MASK: u32 = 0x0;
+    pub const MAX_EQ_W1S_MASK: u32 = 0x0;
+    pub const MAX_EQ_READABLE_MASK: u32 = 0xFFFFFFFF;
+    pub const MAX_EQ_RESERVED_MASK: u32 = 0x0;
+    /// How a write changes `MAX_EQ`.
+    pub const MAX_EQ_MASKS: RegMasks = RegMasks {
+        writable: MAX_EQ_WRITABLE_MASK,
+        w1c: MAX_EQ_W1C_MASK,
+        w1s: MAX_EQ_W1S_MASK,
+        readable: MAX_EQ_READABLE_MASK,
+        reserved: MAX_EQ_RESERVED_MASK,
+    };
     /// Maximum number of user contexts (doorbell pages 1..MAX_UCTX).
     pub const MAX_UCTX: u64 = 0x3C;
     pub const MAX_UCTX_RESET: u32 = 0xFF;
+    pub const MAX_UCTX_WRITABLE_MASK: u32 = 0x0;
+    pub const MAX_UCTX_W1C_MASK: u32 = 0x0;
+    pub const MAX_UCTX_W1S_MASK: u32 = 0x0;
+    pub const MAX_UCTX_READABLE_MASK: u32 = 0xFFFFFFFF;
+    pub const MAX_UCTX_RESERVED_MASK: u32 = 0x0;
+    /// How a write changes `MAX_UCTX`.
+    pub const MAX_UCTX_MASKS: RegMasks = RegMasks {
+        writable: MAX_UCTX_WRITABLE_MASK,
+        w1c: MAX_UCTX_W1C_MASK,
+        w1s: MAX_UCTX_W1S_MASK,
+        readable: MAX_UCTX_READABLE_MASK,
+        reserved: MAX_UCTX_RESERVED_MASK,
+    };
     /// Supported MTT page sizes: bit N set means 2^N bytes is supported (4 KiB .. 1 GiB).
     pub const PAGE_SIZE_CAP: u64 = 0x40;
     pub const PAGE_SIZE_CAP_RESET: u32 = 0x7FFFF000;
+    pub const PAGE_SIZE_CAP_WRITABLE_MASK: u32 = 0x0;
+    pub const PAGE_SIZE_CAP_W1C_MASK: u32 = 0x0;
+    pub const PAGE_SIZE_CAP_W1S_MASK: u32 = 0x0;
+    pub const PAGE_SIZE_CAP_READABLE_MASK: u32 = 0xFFFFFFFF;
+    pub const PAGE_SIZE_CAP_RESERVED_MASK: u32 = 0x0;
+    /// How a write changes `PAGE_SIZE_CAP`.
+    pub const PAGE_SIZE_CAP_MASKS: RegMasks = RegMasks {
+        writable: PAGE_SIZE_CAP_WRITABLE_MASK,
+        w1c: PAGE_SIZE_CAP_W1C_MASK,
+        w1s: PAGE_SIZE_CAP_W1S_MASK,
+        readable: PAGE_SIZE_CAP_READABLE_MASK,
+        reserved: PAGE_SIZE_CAP_RESERVED_MASK,
+    };
     /// Maximum MR size in bytes, low 32 bits.
     pub const MAX_MR_SIZE_LO: u64 = 0x44;
     pub const MAX_MR_SIZE_LO_RESET: u32 = 0;
+    pub const MAX_MR_SIZE_LO_WRITABLE_MASK: u32 = 0x0;
+    pub const MAX_MR_SIZE_LO_W1C_MASK: u32 = 0x0;
+    pub const MAX_MR_SIZE_LO_W1S_MASK: u32 = 0x0;
+    pub const MAX_MR_SIZE_LO_READABLE_MASK: u32 = 0xFFFFFFFF;
+    pub const MAX_MR_SIZE_LO_RESERVED_MASK: u32 = 0x0;
+    /// How a write changes `MAX_MR_SIZE_LO`.
+    pub const MAX_MR_SIZE_LO_MASKS: RegMasks = RegMasks {
+        writable: MAX_MR_SIZE_LO_WRITABLE_MASK,
+        w1c: MAX_MR_SIZE_LO_W1C_MASK,
+        w1s: MAX_MR_SIZE_LO_W1S_MASK,
+        readable: MAX_MR_SIZE_LO_READABLE_MASK,
+        reserved: MAX_MR_SIZE_LO_RESERVED_MASK,
+    };
     /// Maximum MR size in bytes, high 32 bits (4 GiB in all).
     pub const MAX_MR_SIZE_HI: u64 = 0x48;
     pub const MAX_MR_SIZE_HI_RESET: u32 = 1;
+    pub const MAX_MR_SIZE_HI_WRITABLE_MASK: u32 = 0x0;
+    pub const MAX_MR_SIZE_HI_W1C_MASK: u32 = 0x0;
+    pub const MAX_MR_SIZE_HI_W1S_MASK: u32 = 0x0;
+    pub const MAX_MR_SIZE_HI_READABLE_MASK: u32 = 0xFFFFFFFF;
+    pub const MAX_MR_SIZE_HI_RESERVED_MASK: u32 = 0x0;
+    /// How a write changes `MAX_MR_SIZE_HI`.
+    pub const MAX_MR_SIZE_HI_MASKS: RegMasks = RegMasks {
+        writable: MAX_MR_SIZE_HI_WRITABLE_MASK,
+        w1c: MAX_MR_SIZE_HI_W1C_MASK,
+        w1s: MAX_MR_SIZE_HI_W1S_MASK,
+        readable: MAX_MR_SIZE_HI_READABLE_MASK,
+        reserved: MAX_MR_SIZE_HI_RESERVED_MASK,
+    };
     /// Port 1 summary (the device has one port). LID is the value configured when the device was started.
     pub const PORT_INFO: u64 = 0x4C;
     pub const PORT_INFO_RESET: u32 = 0x50000;
-    /// Port LID.
+    /// Port LID. (ro)
     pub const PORT_INFO_LID_SHIFT: u32 = 0;
     pub const PORT_INFO_LID_MASK: u32 = 0xFFFF;
-    /// Active MTU (enum mtu).
+    /// Active MTU (enum mtu). (ro)
     pub const PORT_INFO_MTU_SHIFT: u32 = 16;
     pub const PORT_INFO_MTU_MASK: u32 = 0xF0000;
+    pub const PORT_INFO_WRITABLE_MASK: u32 = 0x0;
+    pub const PORT_INFO_W1C_MASK: u32 = 0x0;
+    pub const PORT_INFO_W1S_MASK: u32 = 0x0;
+    pub const PORT_INFO_READABLE_MASK: u32 = 0xFFFFF;
+    pub const PORT_INFO_RESERVED_MASK: u32 = 0xFFF00000;
+    /// How a write changes `PORT_INFO`.
+    pub const PORT_INFO_MASKS: RegMasks = RegMasks {
+        writable: PORT_INFO_WRITABLE_MASK,
+        w1c: PORT_INFO_W1C_MASK,
+        w1s: PORT_INFO_W1S_MASK,
+        readable: PORT_INFO_READABLE_MASK,
+        reserved: PORT_INFO_RESERVED_MASK,
+    };
     /// Device control.
     pub const DEV_CTRL: u64 = 0x100;
     pub const DEV_CTRL_RESET: u32 = 0;
-    /// 1: start the admin queue using the AQ registers. 0: stop (same as reset).
+    /// 1: start the admin queue using the AQ registers. 0: stop (same as reset). (rw)
     pub const DEV_CTRL_ENABLE_SHIFT: u32 = 0;
     pub const DEV_CTRL_ENABLE_MASK: u32 = 0x1;
-    /// Write 1 to reset the device (see Reset). Reads as 0.
+    /// Write 1 to reset the device (see Reset). Reads as 0. (rw1s)
     pub const DEV_CTRL_RESET_SHIFT: u32 = 1;
     pub const DEV_CTRL_RESET_MASK: u32 = 0x2;
+    pub const DEV_CTRL_WRITABLE_MASK: u32 = 0x1;
+    pub const DEV_CTRL_W1C_MASK: u32 = 0x0;
+    pub const DEV_CTRL_W1S_MASK: u32 = 0x2;
+    pub const DEV_CTRL_READABLE_MASK: u32 = 0x1;
+    pub const DEV_CTRL_RESERVED_MASK: u32 = 0xFFFFFFFC;
+    /// How a write changes `DEV_CTRL`.
+    pub const DEV_CTRL_MASKS: RegMasks = RegMasks {
+        writable: DEV_CTRL_WRITABLE_MASK,
+        w1c: DEV_CTRL_W1C_MASK,
+        w1s: DEV_CTRL_W1S_MASK,
+        readable: DEV_CTRL_READABLE_MASK,
+        reserved: DEV_CTRL_RESERVED_MASK,
+    };
     /// Device status.
     pub const DEV_STATUS: u64 = 0x104;
     pub const DEV_STATUS_RESET: u32 = 0;
-    /// The admin queue is running.
+    /// The admin queue is running. (ro)
     pub const DEV_STATUS_READY_SHIFT: u32 = 0;
     pub const DEV_STATUS_READY_MASK: u32 = 0x1;
-    /// A fatal error occurred; see FATAL_CODE. Only a reset clears it.
+    /// A fatal error occurred; see FATAL_CODE. Only a reset clears it. (ro)
     pub const DEV_STATUS_FATAL_SHIFT: u32 = 1;
     pub const DEV_STATUS_FATAL_MASK: u32 = 0x2;
+    pub const DEV_STATUS_WRITABLE_MASK: u32 = 0x0;
+    pub const DEV_STATUS_W1C_MASK: u32 = 0x0;
+    pub const DEV_STATUS_W1S_MASK: u32 = 0x0;
+    pub const DEV_STATUS_READABLE_MASK: u32 = 0x3;
+    pub const DEV_STATUS_RESERVED_MASK: u32 = 0xFFFFFFFC;
+    /// How a write changes `DEV_STATUS`.
+    pub const DEV_STATUS_MASKS: RegMasks = RegMasks {
+        writable: DEV_STATUS_WRITABLE_MASK,
+        w1c: DEV_STATUS_W1C_MASK,
+        w1s: DEV_STATUS_W1S_MASK,
+        readable: DEV_STATUS_READABLE_MASK,
+        reserved: DEV_STATUS_RESERVED_MASK,
+    };
     /// Why FATAL was set (enum fatal_code).
     pub const FATAL_CODE: u64 = 0x108;
     pub const FATAL_CODE_RESET: u32 = 0;
+    pub const FATAL_CODE_WRITABLE_MASK: u32 = 0x0;
+    pub const FATAL_CODE_W1C_MASK: u32 = 0x0;
+    pub const FATAL_CODE_W1S_MASK: u32 = 0x0;
+    pub const FATAL_CODE_READABLE_MASK: u32 = 0xFFFFFFFF;
+    pub const FATAL_CODE_RESERVED_MASK: u32 = 0x0;
+    /// How a write changes `FATAL_CODE`.
+    pub const FATAL_CODE_MASKS: RegMasks = RegMasks {
+        writable: FATAL_CODE_WRITABLE_MASK,
+        w1c: FATAL_CODE_W1C_MASK,
+        w1s: FATAL_CODE_W1S_MASK,
+        readable: FATAL_CODE_READABLE_MASK,
+        reserved: FATAL_CODE_RESERVED_MASK,
+    };
     /// Admin queue guest-physical base, low 32 bits (4 KiB aligned, physically contiguous). Latched when ENABLE is set.
     pub const AQ_BASE_LO: u64 = 0x110;
     pub const AQ_BASE_LO_RESET: u32 = 0;
+    pub const AQ_BASE_LO_WRITABLE_MASK: u32 = 0xFFFFFFFF;
+    pub const AQ_BASE_LO_W1C_MASK: u32 = 0x0;
+    pub const AQ_BASE_LO_W1S_MASK: u32 = 0x0;
+    pub const AQ_BASE_LO_READABLE_MASK: u32 = 0xFFFFFFFF;
+    pub const AQ_BASE_LO_RESERVED_MASK: u32 = 0x0;
+    /// How a write changes `AQ_BASE_LO`.
+    pub const AQ_BASE_LO_MASKS: RegMasks = RegMasks {
+        writable: AQ_BASE_LO_WRITABLE_MASK,
+        w1c: AQ_BASE_LO_W1C_MASK,
+        w1s: AQ_BASE_LO_W1S_MASK,
+        readable: AQ_BASE_LO_READABLE_MASK,
+        reserved: AQ_BASE_LO_RESERVED_MASK,
+    };
     /// Admin queue base, high 32 bits.
     pub const AQ_BASE_HI: u64 = 0x114;
     pub const AQ_BASE_HI_RESET: u32 = 0;
+    pub const AQ_BASE_HI_WRITABLE_MASK: u32 = 0xFFFFFFFF;
+    pub const AQ_BASE_HI_W1C_MASK: u32 = 0x0;
+    pub const AQ_BASE_HI_W1S_MASK: u32 = 0x0;
+    pub const AQ_BASE_HI_READABLE_MASK: u32 = 0xFFFFFFFF;
+    pub const AQ_BASE_HI_RESERVED_MASK: u32 = 0x0;
+    /// How a write changes `AQ_BASE_HI`.
+    pub const AQ_BASE_HI_MASKS: RegMasks = RegMasks {
+        writable: AQ_BASE_HI_WRITABLE_MASK,
+        w1c: AQ_BASE_HI_W1C_MASK,
+        w1s: AQ_BASE_HI_W1S_MASK,
+        readable: AQ_BASE_HI_READABLE_MASK,
+        reserved: AQ_BASE_HI_RESERVED_MASK,
+    };
     /// Admin completion queue base, low 32 bits (4 KiB aligned, physically contiguous).
     pub const ACQ_BASE_LO: u64 = 0x118;
     pub const ACQ_BASE_LO_RESET: u32 = 0;
+    pub const ACQ_BASE_LO_WRITABLE_MASK: u32 = 0xFFFFFFFF;
+    pub const ACQ_BASE_LO_W1C_MASK: u32 = 0x0;
+    pub const ACQ_BASE_LO_W1S_MASK: u32 = 0x0;
+    pub const ACQ_BASE_LO_READABLE_MASK: u32 = 0xFFFFFFFF;
+    pub const ACQ_BASE_LO_RESERVED_MASK: u32 = 0x0;
+    /// How a write changes `ACQ_BASE_LO`.
+    pub const ACQ_BASE_LO_MASKS: RegMasks = RegMasks {
+        writable: ACQ_BASE_LO_WRITABLE_MASK,
+        w1c: ACQ_BASE_LO_W1C_MASK,
+        w1s: ACQ_BASE_LO_W1S_MASK,
+        readable: ACQ_BASE_LO_READABLE_MASK,
+        reserved: ACQ_BASE_LO_RESERVED_MASK,
+    };
     /// Admin completion queue base, high 32 bits.
     pub const ACQ_BASE_HI: u64 = 0x11C;
     pub const ACQ_BASE_HI_RESET: u32 = 0;
+    pub const ACQ_BASE_HI_WRITABLE_MASK: u32 = 0xFFFFFFFF;
+    pub const ACQ_BASE_HI_W1C_MASK: u32 = 0x0;
+    pub const ACQ_BASE_HI_W1S_MASK: u32 = 0x0;
+    pub const ACQ_BASE_HI_READABLE_MASK: u32 = 0xFFFFFFFF;
+    pub const ACQ_BASE_HI_RESERVED_MASK: u32 = 0x0;
+    /// How a write changes `ACQ_BASE_HI`.
+    pub const ACQ_BASE_HI_MASKS: RegMasks = RegMasks {
+        writable: ACQ_BASE_HI_WRITABLE_MASK,
+        w1c: ACQ_BASE_HI_W1C_MASK,
+        w1s: ACQ_BASE_HI_W1S_MASK,
+        readable: ACQ_BASE_HI_READABLE_MASK,
+        reserved: ACQ_BASE_HI_RESERVED_MASK,
+    };
     /// log2 of the number of entries in both admin queues (1..12).
     pub const AQ_DEPTH_LOG2: u64 = 0x120;
     pub const AQ_DEPTH_LOG2_RESET: u32 = 0;
+    pub const AQ_DEPTH_LOG2_WRITABLE_MASK: u32 = 0xFFFFFFFF;
+    pub const AQ_DEPTH_LOG2_W1C_MASK: u32 = 0x0;
+    pub const AQ_DEPTH_LOG2_W1S_MASK: u32 = 0x0;
+    pub const AQ_DEPTH_LOG2_READABLE_MASK: u32 = 0xFFFFFFFF;
+    pub const AQ_DEPTH_LOG2_RESERVED_MASK: u32 = 0x0;
+    /// How a write changes `AQ_DEPTH_LOG2`.
+    pub const AQ_DEPTH_LOG2_MASKS: RegMasks = RegMasks {
+        writable: AQ_DEPTH_LOG2_WRITABLE_MASK,
+        w1c: AQ_DEPTH_LOG2_W1C_MASK,
+        w1s: AQ_DEPTH_LOG2_W1S_MASK,
+        readable: AQ_DEPTH_LOG2_READABLE_MASK,
+        reserved: AQ_DEPTH_LOG2_RESERVED_MASK,
+    };
     /// Admin queue producer index: the free-running count of commands written. The device processes every command between its consumer index and this value before the write completes (commands are handled in order).
     pub const AQ_DOORBELL: u64 = 0x124;
     pub const AQ_DOORBELL_RESET: u32 = 0;
+    pub const AQ_DOORBELL_WRITABLE_MASK: u32 = 0xFFFFFFFF;
+    pub const AQ_DOORBELL_W1C_MASK: u32 = 0x0;
+    pub const AQ_DOORBELL_W1S_MASK: u32 = 0x0;
+    pub const AQ_DOORBELL_READABLE_MASK: u32 = 0x0;
+    pub const AQ_DOORBELL_RESERVED_MASK: u32 = 0x0;
+    /// How a write changes `AQ_DOORBELL`.
+    pub const AQ_DOORBELL_MASKS: RegMasks = RegMasks {
+        writable: AQ_DOORBELL_WRITABLE_MASK,
+        w1c: AQ_DOORBELL_W1C_MASK,
+        w1s: AQ_DOORBELL_W1S_MASK,
+        readable: AQ_DOORBELL_READABLE_MASK,
+        reserved: AQ_DOORBELL_RESERVED_MASK,
+    };
     /// Optional: the driver writes its VERSION here for the device's logs.
     pub const DRIVER_VERSION: u64 = 0x128;
     pub const DRIVER_VERSION_RESET: u32 = 0;
+    pub const DRIVER_VERSION_WRITABLE_MASK: u32 = 0xFFFFFFFF;
+    pub const DRIVER_VERSION_W1C_MASK: u32 = 0x0;
+    pub const DRIVER_VERSION_W1S_MASK: u32 = 0x0;
+    pub const DRIVER_VERSION_READABLE_MASK: u32 = 0xFFFFFFFF;
+    pub const DRIVER_VERSION_RESERVED_MASK: u32 = 0x0;
+    /// How a write changes `DRIVER_VERSION`.
+    pub const DRIVER_VERSION_MASKS: RegMasks = RegMasks {
+        writable: DRIVER_VERSION_WRITABLE_MASK,
+        w1c: DRIVER_VERSION_W1C_MASK,
+        w1s: DRIVER_VERSION_W1S_MASK,
+        readable: DRIVER_VERSION_READABLE_MASK,
+        reserved: DRIVER_VERSION_RESERVED_MASK,
+    };
+
+    /// The write semantics of the register at `offset`, if there is one.
+    pub const fn masks(offset: u64) -> Option<RegMasks> {
+        match offset {
+            VERSION => Some(VERSION_MASKS),
+            CAPS => Some(CAPS_MASKS),
+            MAX_QP => Some(MAX_QP_MASKS),
+            MAX_CQ => Some(MAX_CQ_MASKS),
+            MAX_MR => Some(MAX_MR_MASKS),
+            MAX_PD => Some(MAX_PD_MASKS),
+            MAX_QP_WR => Some(MAX_QP_WR_MASKS),
+            MAX_CQE => Some(MAX_CQE_MASKS),
+            MAX_SGE => Some(MAX_SGE_MASKS),
+            MAX_INLINE => Some(MAX_INLINE_MASKS),
+            MAX_MSG_SIZE => Some(MAX_MSG_SIZE_MASKS),
+            MAX_QP_RD_ATOM => Some(MAX_QP_RD_ATOM_MASKS),
+            MAX_EQ => Some(MAX_EQ_MASKS),
+            MAX_UCTX => Some(MAX_UCTX_MASKS),
+            PAGE_SIZE_CAP => Some(PAGE_SIZE_CAP_MASKS),
+            MAX_MR_SIZE_LO => Some(MAX_MR_SIZE_LO_MASKS),
+            MAX_MR_SIZE_HI => Some(MAX_MR_SIZE_HI_MASKS),
+            PORT_INFO => Some(PORT_INFO_MASKS),
+            DEV_CTRL => Some(DEV_CTRL_MASKS),
+            DEV_STATUS => Some(DEV_STATUS_MASKS),
+            FATAL_CODE => Some(FATAL_CODE_MASKS),
+            AQ_BASE_LO => Some(AQ_BASE_LO_MASKS),
+            AQ_BASE_HI => Some(AQ_BASE_HI_MASKS),
+            ACQ_BASE_LO => Some(ACQ_BASE_LO_MASKS),
+            ACQ_BASE_HI => Some(ACQ_BASE_HI_MASKS),
+            AQ_DEPTH_LOG2 => Some(AQ_DEPTH_LOG2_MASKS),
+            AQ_DOORBELL => Some(AQ_DOORBELL_MASKS),
+            DRIVER_VERSION => Some(DRIVER_VERSION_MASKS),
+            _ => None,
+        }
+    }
+
+    /// Every field of the block's registers: (register, field, mask, access).
+    pub const FIELDS: &[(&str, &str, u32, RegAccess)] = &[
+        ("VERSION", "MINOR", VERSION_MINOR_MASK, RegAccess::Ro),
+        ("VERSION", "MAJOR", VERSION_MAJOR_MASK, RegAccess::Ro),
+        (
+            "CAPS",
+            "POLLED_DOORBELLS",
+            CAPS_POLLED_DOORBELLS_MASK,
+            RegAccess::Ro,
+        ),
+        ("CAPS", "INLINE", CAPS_INLINE_MASK, RegAccess::Ro),
+        ("CAPS", "RDMA_READ", CAPS_RDMA_READ_MASK, RegAccess::Ro),
+        ("CAPS", "IMM", CAPS_IMM_MASK, RegAccess::Ro),
+        ("CAPS", "ATOMICS", CAPS_ATOMICS_MASK, RegAccess::Ro),
+        ("CAPS", "SRQ", CAPS_SRQ_MASK, RegAccess::Ro),
+        ("CAPS", "UD", CAPS_UD_MASK, RegAccess::Ro),
+        ("PORT_INFO", "LID", PORT_INFO_LID_MASK, RegAccess::Ro),
+        ("PORT_INFO", "MTU", PORT_INFO_MTU_MASK, RegAccess::Ro),
+        ("DEV_CTRL", "ENABLE", DEV_CTRL_ENABLE_MASK, RegAccess::Rw),
+        ("DEV_CTRL", "RESET", DEV_CTRL_RESET_MASK, RegAccess::Rw1s),
+        ("DEV_STATUS", "READY", DEV_STATUS_READY_MASK, RegAccess::Ro),
+        ("DEV_STATUS", "FATAL", DEV_STATUS_FATAL_MASK, RegAccess::Ro),
+    ];
 
     /// Every register of the block, for a generic register file.
     pub const REGISTERS: &[(&str, u64, RegAccess, u32)] = &[
@@ -393,14 +879,43 @@ pub mod bar0 {
 
 /// Registers of `db_page`: byte offsets, reset values and field masks.
 pub mod db_page {
-    use super::RegAccess;
+    use super::{RegAccess, RegMasks};
 
     /// Written by the device: whether it is polling this page. Drivers only read it (see the doorbell protocol).
     pub const POLL_STATE: u64 = 0;
     pub const POLL_STATE_RESET: u32 = 0;
-    /// 1: the device is polling and will see new doorbell values without a kick. 0: it may be asleep; a driver that wrote a doorbell must write KICK.
+    /// 1: the device is polling and will see new doorbell values without a kick. 0: it may be asleep; a driver that wrote a doorbell must write KICK. (ro)
     pub const POLL_STATE_POLLING_SHIFT: u32 = 0;
     pub const POLL_STATE_POLLING_MASK: u32 = 0x1;
+    pub const POLL_STATE_WRITABLE_MASK: u32 = 0x0;
+    pub const POLL_STATE_W1C_MASK: u32 = 0x0;
+    pub const POLL_STATE_W1S_MASK: u32 = 0x0;
+    pub const POLL_STATE_READABLE_MASK: u32 = 0x1;
+    pub const POLL_STATE_RESERVED_MASK: u32 = 0xFFFFFFFE;
+    /// How a write changes `POLL_STATE`.
+    pub const POLL_STATE_MASKS: RegMasks = RegMasks {
+        writable: POLL_STATE_WRITABLE_MASK,
+        w1c: POLL_STATE_W1C_MASK,
+        w1s: POLL_STATE_W1S_MASK,
+        readable: POLL_STATE_READABLE_MASK,
+        reserved: POLL_STATE_RESERVED_MASK,
+    };
+
+    /// The write semantics of the register at `offset`, if there is one.
+    pub const fn masks(offset: u64) -> Option<RegMasks> {
+        match offset {
+            POLL_STATE => Some(POLL_STATE_MASKS),
+            _ => None,
+        }
+    }
+
+    /// Every field of the block's registers: (register, field, mask, access).
+    pub const FIELDS: &[(&str, &str, u32, RegAccess)] = &[(
+        "POLL_STATE",
+        "POLLING",
+        POLL_STATE_POLLING_MASK,
+        RegAccess::Ro,
+    )];
 
     /// Every register of the block, for a generic register file.
     pub const REGISTERS: &[(&str, u64, RegAccess, u32)] =
@@ -409,11 +924,35 @@ pub mod db_page {
 
 /// Registers of `kick_page`: byte offsets, reset values and field masks.
 pub mod kick_page {
-    use super::RegAccess;
+    use super::{RegAccess, RegMasks};
 
     /// Any write wakes the device's doorbell poller for this page's context. Trapped: it costs a VMM exit and a message, so only write it when POLL_STATE.POLLING reads 0.
     pub const KICK: u64 = 0;
     pub const KICK_RESET: u32 = 0;
+    pub const KICK_WRITABLE_MASK: u32 = 0xFFFFFFFF;
+    pub const KICK_W1C_MASK: u32 = 0x0;
+    pub const KICK_W1S_MASK: u32 = 0x0;
+    pub const KICK_READABLE_MASK: u32 = 0x0;
+    pub const KICK_RESERVED_MASK: u32 = 0x0;
+    /// How a write changes `KICK`.
+    pub const KICK_MASKS: RegMasks = RegMasks {
+        writable: KICK_WRITABLE_MASK,
+        w1c: KICK_W1C_MASK,
+        w1s: KICK_W1S_MASK,
+        readable: KICK_READABLE_MASK,
+        reserved: KICK_RESERVED_MASK,
+    };
+
+    /// The write semantics of the register at `offset`, if there is one.
+    pub const fn masks(offset: u64) -> Option<RegMasks> {
+        match offset {
+            KICK => Some(KICK_MASKS),
+            _ => None,
+        }
+    }
+
+    /// Every field of the block's registers: (register, field, mask, access).
+    pub const FIELDS: &[(&str, &str, u32, RegAccess)] = &[];
 
     /// Every register of the block, for a generic register file.
     pub const REGISTERS: &[(&str, u64, RegAccess, u32)] =
@@ -636,6 +1175,28 @@ impl AqOpcode {
         AqOpcode::QueryQp,
         AqOpcode::DestroyQp,
     ];
+
+    /// The spec's name of the value (as `vrnic_aq_opcode_name()` in C returns it).
+    pub const fn name(self) -> &'static str {
+        match self {
+            AqOpcode::QueryDevice => "QUERY_DEVICE",
+            AqOpcode::QueryPort => "QUERY_PORT",
+            AqOpcode::AllocUctx => "ALLOC_UCTX",
+            AqOpcode::DeallocUctx => "DEALLOC_UCTX",
+            AqOpcode::AllocPd => "ALLOC_PD",
+            AqOpcode::DeallocPd => "DEALLOC_PD",
+            AqOpcode::RegMr => "REG_MR",
+            AqOpcode::DeregMr => "DEREG_MR",
+            AqOpcode::CreateCq => "CREATE_CQ",
+            AqOpcode::DestroyCq => "DESTROY_CQ",
+            AqOpcode::CreateEq => "CREATE_EQ",
+            AqOpcode::DestroyEq => "DESTROY_EQ",
+            AqOpcode::CreateQp => "CREATE_QP",
+            AqOpcode::ModifyQp => "MODIFY_QP",
+            AqOpcode::QueryQp => "QUERY_QP",
+            AqOpcode::DestroyQp => "DESTROY_QP",
+        }
+    }
 }
 
 impl TryFrom<u8> for AqOpcode {
@@ -717,6 +1278,24 @@ impl AqStatus {
         AqStatus::NotSupported,
         AqStatus::Internal,
     ];
+
+    /// The spec's name of the value (as `vrnic_aq_status_name()` in C returns it).
+    pub const fn name(self) -> &'static str {
+        match self {
+            AqStatus::Success => "SUCCESS",
+            AqStatus::BadOpcode => "BAD_OPCODE",
+            AqStatus::BadField => "BAD_FIELD",
+            AqStatus::BadHandle => "BAD_HANDLE",
+            AqStatus::BadState => "BAD_STATE",
+            AqStatus::NoResources => "NO_RESOURCES",
+            AqStatus::BadAddress => "BAD_ADDRESS",
+            AqStatus::BadSize => "BAD_SIZE",
+            AqStatus::Busy => "BUSY",
+            AqStatus::Permission => "PERMISSION",
+            AqStatus::NotSupported => "NOT_SUPPORTED",
+            AqStatus::Internal => "INTERNAL",
+        }
+    }
 }
 
 impl TryFrom<u8> for AqStatus {
@@ -767,6 +1346,15 @@ impl PageListMode {
         PageListMode::Direct,
         PageListMode::Indirect,
     ];
+
+    /// The spec's name of the value (as `vrnic_page_list_mode_name()` in C returns it).
+    pub const fn name(self) -> &'static str {
+        match self {
+            PageListMode::Contiguous => "CONTIGUOUS",
+            PageListMode::Direct => "DIRECT",
+            PageListMode::Indirect => "INDIRECT",
+        }
+    }
 }
 
 impl TryFrom<u8> for PageListMode {
@@ -811,6 +1399,30 @@ impl Access {
         Access::RemoteRead,
         Access::RemoteAtomic,
     ];
+
+    /// The spec's name of the value (as `vrnic_access_name()` in C returns it).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Access::LocalWrite => "LOCAL_WRITE",
+            Access::RemoteWrite => "REMOTE_WRITE",
+            Access::RemoteRead => "REMOTE_READ",
+            Access::RemoteAtomic => "REMOTE_ATOMIC",
+        }
+    }
+}
+
+/// The bits of [`Access`] as plain `u32` masks, and their union `ALL`.
+pub mod access {
+    /// Local writes (receive, RDMA READ destination).
+    pub const LOCAL_WRITE: u32 = 1 << 0;
+    /// Remote RDMA WRITE.
+    pub const REMOTE_WRITE: u32 = 1 << 1;
+    /// Remote RDMA READ.
+    pub const REMOTE_READ: u32 = 1 << 2;
+    /// Remote atomics (reserved).
+    pub const REMOTE_ATOMIC: u32 = 1 << 3;
+    /// Every bit above.
+    pub const ALL: u32 = 15;
 }
 
 impl TryFrom<u32> for Access {
@@ -849,6 +1461,15 @@ pub enum QpType {
 impl QpType {
     /// Every value, in declaration order.
     pub const ALL: &[QpType] = &[QpType::Rc, QpType::Uc, QpType::Ud];
+
+    /// The spec's name of the value (as `vrnic_qp_type_name()` in C returns it).
+    pub const fn name(self) -> &'static str {
+        match self {
+            QpType::Rc => "RC",
+            QpType::Uc => "UC",
+            QpType::Ud => "UD",
+        }
+    }
 }
 
 impl TryFrom<u8> for QpType {
@@ -902,6 +1523,19 @@ impl QpState {
         QpState::Sqe,
         QpState::Err,
     ];
+
+    /// The spec's name of the value (as `vrnic_qp_state_name()` in C returns it).
+    pub const fn name(self) -> &'static str {
+        match self {
+            QpState::Reset => "RESET",
+            QpState::Init => "INIT",
+            QpState::Rtr => "RTR",
+            QpState::Rts => "RTS",
+            QpState::Sqd => "SQD",
+            QpState::Sqe => "SQE",
+            QpState::Err => "ERR",
+        }
+    }
 }
 
 impl TryFrom<u8> for QpState {
@@ -953,6 +1587,17 @@ impl Mtu {
         Mtu::Size2048,
         Mtu::Size4096,
     ];
+
+    /// The spec's name of the value (as `vrnic_mtu_name()` in C returns it).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Mtu::Size256 => "SIZE_256",
+            Mtu::Size512 => "SIZE_512",
+            Mtu::Size1024 => "SIZE_1024",
+            Mtu::Size2048 => "SIZE_2048",
+            Mtu::Size4096 => "SIZE_4096",
+        }
+    }
 }
 
 impl TryFrom<u8> for Mtu {
@@ -1050,6 +1695,81 @@ impl QpAttrMask {
         QpAttrMask::Cap,
         QpAttrMask::DestQpn,
     ];
+
+    /// The spec's name of the value (as `vrnic_qp_attr_mask_name()` in C returns it).
+    pub const fn name(self) -> &'static str {
+        match self {
+            QpAttrMask::State => "STATE",
+            QpAttrMask::CurState => "CUR_STATE",
+            QpAttrMask::EnSqdAsyncNotify => "EN_SQD_ASYNC_NOTIFY",
+            QpAttrMask::AccessFlags => "ACCESS_FLAGS",
+            QpAttrMask::PkeyIndex => "PKEY_INDEX",
+            QpAttrMask::Port => "PORT",
+            QpAttrMask::Qkey => "QKEY",
+            QpAttrMask::Av => "AV",
+            QpAttrMask::PathMtu => "PATH_MTU",
+            QpAttrMask::Timeout => "TIMEOUT",
+            QpAttrMask::RetryCnt => "RETRY_CNT",
+            QpAttrMask::RnrRetry => "RNR_RETRY",
+            QpAttrMask::RqPsn => "RQ_PSN",
+            QpAttrMask::MaxQpRdAtomic => "MAX_QP_RD_ATOMIC",
+            QpAttrMask::AltPath => "ALT_PATH",
+            QpAttrMask::MinRnrTimer => "MIN_RNR_TIMER",
+            QpAttrMask::SqPsn => "SQ_PSN",
+            QpAttrMask::MaxDestRdAtomic => "MAX_DEST_RD_ATOMIC",
+            QpAttrMask::PathMigState => "PATH_MIG_STATE",
+            QpAttrMask::Cap => "CAP",
+            QpAttrMask::DestQpn => "DEST_QPN",
+        }
+    }
+}
+
+/// The bits of [`QpAttrMask`] as plain `u32` masks, and their union `ALL`.
+pub mod qp_attr_mask {
+    /// qp_state.
+    pub const STATE: u32 = 1 << 0;
+    /// cur_qp_state.
+    pub const CUR_STATE: u32 = 1 << 1;
+    /// en_sqd_async_notify.
+    pub const EN_SQD_ASYNC_NOTIFY: u32 = 1 << 2;
+    /// qp_access_flags.
+    pub const ACCESS_FLAGS: u32 = 1 << 3;
+    /// pkey_index.
+    pub const PKEY_INDEX: u32 = 1 << 4;
+    /// port_num.
+    pub const PORT: u32 = 1 << 5;
+    /// qkey.
+    pub const QKEY: u32 = 1 << 6;
+    /// dlid, sl, src_path_bits, static_rate and the GRH fields.
+    pub const AV: u32 = 1 << 7;
+    /// path_mtu.
+    pub const PATH_MTU: u32 = 1 << 8;
+    /// timeout.
+    pub const TIMEOUT: u32 = 1 << 9;
+    /// retry_cnt.
+    pub const RETRY_CNT: u32 = 1 << 10;
+    /// rnr_retry.
+    pub const RNR_RETRY: u32 = 1 << 11;
+    /// rq_psn.
+    pub const RQ_PSN: u32 = 1 << 12;
+    /// max_rd_atomic.
+    pub const MAX_QP_RD_ATOMIC: u32 = 1 << 13;
+    /// Alternate path (not supported: BAD_FIELD).
+    pub const ALT_PATH: u32 = 1 << 14;
+    /// min_rnr_timer.
+    pub const MIN_RNR_TIMER: u32 = 1 << 15;
+    /// sq_psn.
+    pub const SQ_PSN: u32 = 1 << 16;
+    /// max_dest_rd_atomic.
+    pub const MAX_DEST_RD_ATOMIC: u32 = 1 << 17;
+    /// Path migration (not supported: BAD_FIELD).
+    pub const PATH_MIG_STATE: u32 = 1 << 18;
+    /// Resizing queues (not supported: BAD_FIELD).
+    pub const CAP: u32 = 1 << 19;
+    /// dest_qp_num.
+    pub const DEST_QPN: u32 = 1 << 20;
+    /// Every bit above.
+    pub const ALL: u32 = 0x1FFFFF;
 }
 
 impl TryFrom<u32> for QpAttrMask {
@@ -1112,6 +1832,16 @@ impl PortState {
         PortState::Armed,
         PortState::Active,
     ];
+
+    /// The spec's name of the value (as `vrnic_port_state_name()` in C returns it).
+    pub const fn name(self) -> &'static str {
+        match self {
+            PortState::Down => "DOWN",
+            PortState::Init => "INIT",
+            PortState::Armed => "ARMED",
+            PortState::Active => "ACTIVE",
+        }
+    }
 }
 
 impl TryFrom<u8> for PortState {
@@ -2242,6 +2972,19 @@ impl WrOpcode {
         WrOpcode::AtomicCmpAndSwp,
         WrOpcode::AtomicFetchAndAdd,
     ];
+
+    /// The spec's name of the value (as `vrnic_wr_opcode_name()` in C returns it).
+    pub const fn name(self) -> &'static str {
+        match self {
+            WrOpcode::RdmaWrite => "RDMA_WRITE",
+            WrOpcode::RdmaWriteWithImm => "RDMA_WRITE_WITH_IMM",
+            WrOpcode::Send => "SEND",
+            WrOpcode::SendWithImm => "SEND_WITH_IMM",
+            WrOpcode::RdmaRead => "RDMA_READ",
+            WrOpcode::AtomicCmpAndSwp => "ATOMIC_CMP_AND_SWP",
+            WrOpcode::AtomicFetchAndAdd => "ATOMIC_FETCH_AND_ADD",
+        }
+    }
 }
 
 impl TryFrom<u8> for WrOpcode {
@@ -2290,6 +3033,30 @@ impl SendFlags {
         SendFlags::Solicited,
         SendFlags::Inline,
     ];
+
+    /// The spec's name of the value (as `vrnic_send_flags_name()` in C returns it).
+    pub const fn name(self) -> &'static str {
+        match self {
+            SendFlags::Fence => "FENCE",
+            SendFlags::Signaled => "SIGNALED",
+            SendFlags::Solicited => "SOLICITED",
+            SendFlags::Inline => "INLINE",
+        }
+    }
+}
+
+/// The bits of [`SendFlags`] as plain `u8` masks, and their union `ALL`.
+pub mod send_flags {
+    /// Wait for earlier RDMA READs to complete before starting.
+    pub const FENCE: u8 = 1 << 0;
+    /// Write a CQE on success.
+    pub const SIGNALED: u8 = 1 << 1;
+    /// Set the solicited event indication at the receiver.
+    pub const SOLICITED: u8 = 1 << 2;
+    /// Payload is inline_len bytes following the header instead of SGEs.
+    pub const INLINE: u8 = 1 << 3;
+    /// Every bit above.
+    pub const ALL: u8 = 15;
 }
 
 impl TryFrom<u8> for SendFlags {
@@ -2344,6 +3111,19 @@ impl WcOpcode {
         WcOpcode::Recv,
         WcOpcode::RecvRdmaWithImm,
     ];
+
+    /// The spec's name of the value (as `vrnic_wc_opcode_name()` in C returns it).
+    pub const fn name(self) -> &'static str {
+        match self {
+            WcOpcode::Send => "SEND",
+            WcOpcode::RdmaWrite => "RDMA_WRITE",
+            WcOpcode::RdmaRead => "RDMA_READ",
+            WcOpcode::CompSwap => "COMP_SWAP",
+            WcOpcode::FetchAdd => "FETCH_ADD",
+            WcOpcode::Recv => "RECV",
+            WcOpcode::RecvRdmaWithImm => "RECV_RDMA_WITH_IMM",
+        }
+    }
 }
 
 impl TryFrom<u8> for WcOpcode {
@@ -2446,6 +3226,34 @@ impl WcStatus {
         WcStatus::RespTimeoutErr,
         WcStatus::GeneralErr,
     ];
+
+    /// The spec's name of the value (as `vrnic_wc_status_name()` in C returns it).
+    pub const fn name(self) -> &'static str {
+        match self {
+            WcStatus::Success => "SUCCESS",
+            WcStatus::LocLenErr => "LOC_LEN_ERR",
+            WcStatus::LocQpOpErr => "LOC_QP_OP_ERR",
+            WcStatus::LocEecOpErr => "LOC_EEC_OP_ERR",
+            WcStatus::LocProtErr => "LOC_PROT_ERR",
+            WcStatus::WrFlushErr => "WR_FLUSH_ERR",
+            WcStatus::MwBindErr => "MW_BIND_ERR",
+            WcStatus::BadRespErr => "BAD_RESP_ERR",
+            WcStatus::LocAccessErr => "LOC_ACCESS_ERR",
+            WcStatus::RemInvReqErr => "REM_INV_REQ_ERR",
+            WcStatus::RemAccessErr => "REM_ACCESS_ERR",
+            WcStatus::RemOpErr => "REM_OP_ERR",
+            WcStatus::RetryExcErr => "RETRY_EXC_ERR",
+            WcStatus::RnrRetryExcErr => "RNR_RETRY_EXC_ERR",
+            WcStatus::LocRddViolErr => "LOC_RDD_VIOL_ERR",
+            WcStatus::RemInvRdReqErr => "REM_INV_RD_REQ_ERR",
+            WcStatus::RemAbortErr => "REM_ABORT_ERR",
+            WcStatus::InvEecnErr => "INV_EECN_ERR",
+            WcStatus::InvEecStateErr => "INV_EEC_STATE_ERR",
+            WcStatus::FatalErr => "FATAL_ERR",
+            WcStatus::RespTimeoutErr => "RESP_TIMEOUT_ERR",
+            WcStatus::GeneralErr => "GENERAL_ERR",
+        }
+    }
 }
 
 impl TryFrom<u8> for WcStatus {
@@ -2500,6 +3308,24 @@ pub enum WcFlags {
 impl WcFlags {
     /// Every value, in declaration order.
     pub const ALL: &[WcFlags] = &[WcFlags::Grh, WcFlags::WithImm];
+
+    /// The spec's name of the value (as `vrnic_wc_flags_name()` in C returns it).
+    pub const fn name(self) -> &'static str {
+        match self {
+            WcFlags::Grh => "GRH",
+            WcFlags::WithImm => "WITH_IMM",
+        }
+    }
+}
+
+/// The bits of [`WcFlags`] as plain `u8` masks, and their union `ALL`.
+pub mod wc_flags {
+    /// A GRH is present (never set).
+    pub const GRH: u8 = 1 << 0;
+    /// imm_data is valid.
+    pub const WITH_IMM: u8 = 1 << 1;
+    /// Every bit above.
+    pub const ALL: u8 = 3;
 }
 
 impl TryFrom<u8> for WcFlags {
@@ -2585,6 +3411,30 @@ impl VendorErr {
         VendorErr::QpState,
         VendorErr::RemoteError,
     ];
+
+    /// The spec's name of the value (as `vrnic_vendor_err_name()` in C returns it).
+    pub const fn name(self) -> &'static str {
+        match self {
+            VendorErr::None => "NONE",
+            VendorErr::BadLkey => "BAD_LKEY",
+            VendorErr::BadRkey => "BAD_RKEY",
+            VendorErr::PdMismatch => "PD_MISMATCH",
+            VendorErr::LocalBounds => "LOCAL_BOUNDS",
+            VendorErr::RemoteBounds => "REMOTE_BOUNDS",
+            VendorErr::LocalAccess => "LOCAL_ACCESS",
+            VendorErr::RemoteAccess => "REMOTE_ACCESS",
+            VendorErr::DmaFault => "DMA_FAULT",
+            VendorErr::RemoteDmaFault => "REMOTE_DMA_FAULT",
+            VendorErr::BadOpcode => "BAD_OPCODE",
+            VendorErr::BadWqe => "BAD_WQE",
+            VendorErr::Length => "LENGTH",
+            VendorErr::Rnr => "RNR",
+            VendorErr::Unreachable => "UNREACHABLE",
+            VendorErr::Flush => "FLUSH",
+            VendorErr::QpState => "QP_STATE",
+            VendorErr::RemoteError => "REMOTE_ERROR",
+        }
+    }
 }
 
 impl TryFrom<u8> for VendorErr {
@@ -2665,6 +3515,23 @@ impl EventType {
         EventType::PortErr,
         EventType::DeviceFatal,
     ];
+
+    /// The spec's name of the value (as `vrnic_event_type_name()` in C returns it).
+    pub const fn name(self) -> &'static str {
+        match self {
+            EventType::Completion => "COMPLETION",
+            EventType::QpFatal => "QP_FATAL",
+            EventType::QpReqErr => "QP_REQ_ERR",
+            EventType::QpAccessErr => "QP_ACCESS_ERR",
+            EventType::CommEst => "COMM_EST",
+            EventType::SqDrained => "SQ_DRAINED",
+            EventType::QpLastWqeReached => "QP_LAST_WQE_REACHED",
+            EventType::CqErr => "CQ_ERR",
+            EventType::PortActive => "PORT_ACTIVE",
+            EventType::PortErr => "PORT_ERR",
+            EventType::DeviceFatal => "DEVICE_FATAL",
+        }
+    }
 }
 
 impl TryFrom<u8> for EventType {
@@ -4046,6 +4913,182 @@ pub const LAYOUT: &[(&str, usize)] = &[
     ),
 ];
 
+/// Every enum value's name as `vrnic_<enum>_name()` in `vrnic_names.h` returns it: (enum,
+/// value, name), with one value per enum that the spec does not define ("UNKNOWN").
+pub const NAMES: &[(&str, u64, &str)] = &[
+    ("fatal_code", 0, FatalCode::None.name()),
+    ("fatal_code", 1, FatalCode::AdminDma.name()),
+    ("fatal_code", 2, FatalCode::BadAdminConfig.name()),
+    ("fatal_code", 3, FatalCode::Internal.name()),
+    ("fatal_code", 4, "UNKNOWN"),
+    ("cq_arm", 0, CqArm::None.name()),
+    ("cq_arm", 1, CqArm::Next.name()),
+    ("cq_arm", 2, CqArm::Solicited.name()),
+    ("cq_arm", 3, "UNKNOWN"),
+    ("aq_opcode", 1, AqOpcode::QueryDevice.name()),
+    ("aq_opcode", 2, AqOpcode::QueryPort.name()),
+    ("aq_opcode", 3, AqOpcode::AllocUctx.name()),
+    ("aq_opcode", 4, AqOpcode::DeallocUctx.name()),
+    ("aq_opcode", 5, AqOpcode::AllocPd.name()),
+    ("aq_opcode", 6, AqOpcode::DeallocPd.name()),
+    ("aq_opcode", 7, AqOpcode::RegMr.name()),
+    ("aq_opcode", 8, AqOpcode::DeregMr.name()),
+    ("aq_opcode", 9, AqOpcode::CreateCq.name()),
+    ("aq_opcode", 10, AqOpcode::DestroyCq.name()),
+    ("aq_opcode", 11, AqOpcode::CreateEq.name()),
+    ("aq_opcode", 12, AqOpcode::DestroyEq.name()),
+    ("aq_opcode", 13, AqOpcode::CreateQp.name()),
+    ("aq_opcode", 14, AqOpcode::ModifyQp.name()),
+    ("aq_opcode", 15, AqOpcode::QueryQp.name()),
+    ("aq_opcode", 0x10, AqOpcode::DestroyQp.name()),
+    ("aq_opcode", 0, "UNKNOWN"),
+    ("aq_status", 0, AqStatus::Success.name()),
+    ("aq_status", 1, AqStatus::BadOpcode.name()),
+    ("aq_status", 2, AqStatus::BadField.name()),
+    ("aq_status", 3, AqStatus::BadHandle.name()),
+    ("aq_status", 4, AqStatus::BadState.name()),
+    ("aq_status", 5, AqStatus::NoResources.name()),
+    ("aq_status", 6, AqStatus::BadAddress.name()),
+    ("aq_status", 7, AqStatus::BadSize.name()),
+    ("aq_status", 8, AqStatus::Busy.name()),
+    ("aq_status", 9, AqStatus::Permission.name()),
+    ("aq_status", 10, AqStatus::NotSupported.name()),
+    ("aq_status", 11, AqStatus::Internal.name()),
+    ("aq_status", 12, "UNKNOWN"),
+    ("page_list_mode", 0, PageListMode::Contiguous.name()),
+    ("page_list_mode", 1, PageListMode::Direct.name()),
+    ("page_list_mode", 2, PageListMode::Indirect.name()),
+    ("page_list_mode", 3, "UNKNOWN"),
+    ("access", 1, Access::LocalWrite.name()),
+    ("access", 2, Access::RemoteWrite.name()),
+    ("access", 4, Access::RemoteRead.name()),
+    ("access", 8, Access::RemoteAtomic.name()),
+    ("access", 0, "UNKNOWN"),
+    ("qp_type", 2, QpType::Rc.name()),
+    ("qp_type", 3, QpType::Uc.name()),
+    ("qp_type", 4, QpType::Ud.name()),
+    ("qp_type", 0, "UNKNOWN"),
+    ("qp_state", 0, QpState::Reset.name()),
+    ("qp_state", 1, QpState::Init.name()),
+    ("qp_state", 2, QpState::Rtr.name()),
+    ("qp_state", 3, QpState::Rts.name()),
+    ("qp_state", 4, QpState::Sqd.name()),
+    ("qp_state", 5, QpState::Sqe.name()),
+    ("qp_state", 6, QpState::Err.name()),
+    ("qp_state", 7, "UNKNOWN"),
+    ("mtu", 1, Mtu::Size256.name()),
+    ("mtu", 2, Mtu::Size512.name()),
+    ("mtu", 3, Mtu::Size1024.name()),
+    ("mtu", 4, Mtu::Size2048.name()),
+    ("mtu", 5, Mtu::Size4096.name()),
+    ("mtu", 0, "UNKNOWN"),
+    ("qp_attr_mask", 1, QpAttrMask::State.name()),
+    ("qp_attr_mask", 2, QpAttrMask::CurState.name()),
+    ("qp_attr_mask", 4, QpAttrMask::EnSqdAsyncNotify.name()),
+    ("qp_attr_mask", 8, QpAttrMask::AccessFlags.name()),
+    ("qp_attr_mask", 0x10, QpAttrMask::PkeyIndex.name()),
+    ("qp_attr_mask", 0x20, QpAttrMask::Port.name()),
+    ("qp_attr_mask", 0x40, QpAttrMask::Qkey.name()),
+    ("qp_attr_mask", 0x80, QpAttrMask::Av.name()),
+    ("qp_attr_mask", 0x100, QpAttrMask::PathMtu.name()),
+    ("qp_attr_mask", 0x200, QpAttrMask::Timeout.name()),
+    ("qp_attr_mask", 0x400, QpAttrMask::RetryCnt.name()),
+    ("qp_attr_mask", 0x800, QpAttrMask::RnrRetry.name()),
+    ("qp_attr_mask", 0x1000, QpAttrMask::RqPsn.name()),
+    ("qp_attr_mask", 0x2000, QpAttrMask::MaxQpRdAtomic.name()),
+    ("qp_attr_mask", 0x4000, QpAttrMask::AltPath.name()),
+    ("qp_attr_mask", 0x8000, QpAttrMask::MinRnrTimer.name()),
+    ("qp_attr_mask", 0x10000, QpAttrMask::SqPsn.name()),
+    ("qp_attr_mask", 0x20000, QpAttrMask::MaxDestRdAtomic.name()),
+    ("qp_attr_mask", 0x40000, QpAttrMask::PathMigState.name()),
+    ("qp_attr_mask", 0x80000, QpAttrMask::Cap.name()),
+    ("qp_attr_mask", 0x100000, QpAttrMask::DestQpn.name()),
+    ("qp_attr_mask", 0, "UNKNOWN"),
+    ("port_state", 1, PortState::Down.name()),
+    ("port_state", 2, PortState::Init.name()),
+    ("port_state", 3, PortState::Armed.name()),
+    ("port_state", 4, PortState::Active.name()),
+    ("port_state", 0, "UNKNOWN"),
+    ("wr_opcode", 0, WrOpcode::RdmaWrite.name()),
+    ("wr_opcode", 1, WrOpcode::RdmaWriteWithImm.name()),
+    ("wr_opcode", 2, WrOpcode::Send.name()),
+    ("wr_opcode", 3, WrOpcode::SendWithImm.name()),
+    ("wr_opcode", 4, WrOpcode::RdmaRead.name()),
+    ("wr_opcode", 5, WrOpcode::AtomicCmpAndSwp.name()),
+    ("wr_opcode", 6, WrOpcode::AtomicFetchAndAdd.name()),
+    ("wr_opcode", 7, "UNKNOWN"),
+    ("send_flags", 1, SendFlags::Fence.name()),
+    ("send_flags", 2, SendFlags::Signaled.name()),
+    ("send_flags", 4, SendFlags::Solicited.name()),
+    ("send_flags", 8, SendFlags::Inline.name()),
+    ("send_flags", 0, "UNKNOWN"),
+    ("wc_opcode", 0, WcOpcode::Send.name()),
+    ("wc_opcode", 1, WcOpcode::RdmaWrite.name()),
+    ("wc_opcode", 2, WcOpcode::RdmaRead.name()),
+    ("wc_opcode", 3, WcOpcode::CompSwap.name()),
+    ("wc_opcode", 4, WcOpcode::FetchAdd.name()),
+    ("wc_opcode", 0x80, WcOpcode::Recv.name()),
+    ("wc_opcode", 0x81, WcOpcode::RecvRdmaWithImm.name()),
+    ("wc_opcode", 5, "UNKNOWN"),
+    ("wc_status", 0, WcStatus::Success.name()),
+    ("wc_status", 1, WcStatus::LocLenErr.name()),
+    ("wc_status", 2, WcStatus::LocQpOpErr.name()),
+    ("wc_status", 3, WcStatus::LocEecOpErr.name()),
+    ("wc_status", 4, WcStatus::LocProtErr.name()),
+    ("wc_status", 5, WcStatus::WrFlushErr.name()),
+    ("wc_status", 6, WcStatus::MwBindErr.name()),
+    ("wc_status", 7, WcStatus::BadRespErr.name()),
+    ("wc_status", 8, WcStatus::LocAccessErr.name()),
+    ("wc_status", 9, WcStatus::RemInvReqErr.name()),
+    ("wc_status", 10, WcStatus::RemAccessErr.name()),
+    ("wc_status", 11, WcStatus::RemOpErr.name()),
+    ("wc_status", 12, WcStatus::RetryExcErr.name()),
+    ("wc_status", 13, WcStatus::RnrRetryExcErr.name()),
+    ("wc_status", 14, WcStatus::LocRddViolErr.name()),
+    ("wc_status", 15, WcStatus::RemInvRdReqErr.name()),
+    ("wc_status", 0x10, WcStatus::RemAbortErr.name()),
+    ("wc_status", 0x11, WcStatus::InvEecnErr.name()),
+    ("wc_status", 0x12, WcStatus::InvEecStateErr.name()),
+    ("wc_status", 0x13, WcStatus::FatalErr.name()),
+    ("wc_status", 0x14, WcStatus::RespTimeoutErr.name()),
+    ("wc_status", 0x15, WcStatus::GeneralErr.name()),
+    ("wc_status", 22, "UNKNOWN"),
+    ("wc_flags", 1, WcFlags::Grh.name()),
+    ("wc_flags", 2, WcFlags::WithImm.name()),
+    ("wc_flags", 0, "UNKNOWN"),
+    ("vendor_err", 0, VendorErr::None.name()),
+    ("vendor_err", 1, VendorErr::BadLkey.name()),
+    ("vendor_err", 2, VendorErr::BadRkey.name()),
+    ("vendor_err", 3, VendorErr::PdMismatch.name()),
+    ("vendor_err", 4, VendorErr::LocalBounds.name()),
+    ("vendor_err", 5, VendorErr::RemoteBounds.name()),
+    ("vendor_err", 6, VendorErr::LocalAccess.name()),
+    ("vendor_err", 7, VendorErr::RemoteAccess.name()),
+    ("vendor_err", 8, VendorErr::DmaFault.name()),
+    ("vendor_err", 9, VendorErr::RemoteDmaFault.name()),
+    ("vendor_err", 10, VendorErr::BadOpcode.name()),
+    ("vendor_err", 11, VendorErr::BadWqe.name()),
+    ("vendor_err", 12, VendorErr::Length.name()),
+    ("vendor_err", 13, VendorErr::Rnr.name()),
+    ("vendor_err", 14, VendorErr::Unreachable.name()),
+    ("vendor_err", 15, VendorErr::Flush.name()),
+    ("vendor_err", 0x10, VendorErr::QpState.name()),
+    ("vendor_err", 0x11, VendorErr::RemoteError.name()),
+    ("vendor_err", 18, "UNKNOWN"),
+    ("event_type", 0, EventType::Completion.name()),
+    ("event_type", 1, EventType::QpFatal.name()),
+    ("event_type", 2, EventType::QpReqErr.name()),
+    ("event_type", 3, EventType::QpAccessErr.name()),
+    ("event_type", 4, EventType::CommEst.name()),
+    ("event_type", 5, EventType::SqDrained.name()),
+    ("event_type", 6, EventType::QpLastWqeReached.name()),
+    ("event_type", 7, EventType::CqErr.name()),
+    ("event_type", 8, EventType::PortActive.name()),
+    ("event_type", 9, EventType::PortErr.name()),
+    ("event_type", 10, EventType::DeviceFatal.name()),
+    ("event_type", 11, "UNKNOWN"),
+];
+
 /// Every constant, enum value and register offset/reset value by its C name (without the
 /// `VRNIC_` prefix); the layout test compares them with the C headers.
 #[allow(clippy::unnecessary_cast)] // one form for u8, u32 and u64 values
@@ -4093,6 +5136,20 @@ pub const VALUES: &[(&str, u64)] = &[
     ("BAR0_VERSION_RESET", bar0::VERSION_RESET as u64),
     ("BAR0_VERSION_MINOR_MASK", bar0::VERSION_MINOR_MASK as u64),
     ("BAR0_VERSION_MAJOR_MASK", bar0::VERSION_MAJOR_MASK as u64),
+    (
+        "BAR0_VERSION_WRITABLE_MASK",
+        bar0::VERSION_WRITABLE_MASK as u64,
+    ),
+    ("BAR0_VERSION_W1C_MASK", bar0::VERSION_W1C_MASK as u64),
+    ("BAR0_VERSION_W1S_MASK", bar0::VERSION_W1S_MASK as u64),
+    (
+        "BAR0_VERSION_READABLE_MASK",
+        bar0::VERSION_READABLE_MASK as u64,
+    ),
+    (
+        "BAR0_VERSION_RESERVED_MASK",
+        bar0::VERSION_RESERVED_MASK as u64,
+    ),
     ("BAR0_CAPS_OFF", bar0::CAPS as u64),
     ("BAR0_CAPS_RESET", bar0::CAPS_RESET as u64),
     (
@@ -4105,49 +5162,308 @@ pub const VALUES: &[(&str, u64)] = &[
     ("BAR0_CAPS_ATOMICS_MASK", bar0::CAPS_ATOMICS_MASK as u64),
     ("BAR0_CAPS_SRQ_MASK", bar0::CAPS_SRQ_MASK as u64),
     ("BAR0_CAPS_UD_MASK", bar0::CAPS_UD_MASK as u64),
+    ("BAR0_CAPS_WRITABLE_MASK", bar0::CAPS_WRITABLE_MASK as u64),
+    ("BAR0_CAPS_W1C_MASK", bar0::CAPS_W1C_MASK as u64),
+    ("BAR0_CAPS_W1S_MASK", bar0::CAPS_W1S_MASK as u64),
+    ("BAR0_CAPS_READABLE_MASK", bar0::CAPS_READABLE_MASK as u64),
+    ("BAR0_CAPS_RESERVED_MASK", bar0::CAPS_RESERVED_MASK as u64),
     ("BAR0_MAX_QP_OFF", bar0::MAX_QP as u64),
     ("BAR0_MAX_QP_RESET", bar0::MAX_QP_RESET as u64),
+    (
+        "BAR0_MAX_QP_WRITABLE_MASK",
+        bar0::MAX_QP_WRITABLE_MASK as u64,
+    ),
+    ("BAR0_MAX_QP_W1C_MASK", bar0::MAX_QP_W1C_MASK as u64),
+    ("BAR0_MAX_QP_W1S_MASK", bar0::MAX_QP_W1S_MASK as u64),
+    (
+        "BAR0_MAX_QP_READABLE_MASK",
+        bar0::MAX_QP_READABLE_MASK as u64,
+    ),
+    (
+        "BAR0_MAX_QP_RESERVED_MASK",
+        bar0::MAX_QP_RESERVED_MASK as u64,
+    ),
     ("BAR0_MAX_CQ_OFF", bar0::MAX_CQ as u64),
     ("BAR0_MAX_CQ_RESET", bar0::MAX_CQ_RESET as u64),
+    (
+        "BAR0_MAX_CQ_WRITABLE_MASK",
+        bar0::MAX_CQ_WRITABLE_MASK as u64,
+    ),
+    ("BAR0_MAX_CQ_W1C_MASK", bar0::MAX_CQ_W1C_MASK as u64),
+    ("BAR0_MAX_CQ_W1S_MASK", bar0::MAX_CQ_W1S_MASK as u64),
+    (
+        "BAR0_MAX_CQ_READABLE_MASK",
+        bar0::MAX_CQ_READABLE_MASK as u64,
+    ),
+    (
+        "BAR0_MAX_CQ_RESERVED_MASK",
+        bar0::MAX_CQ_RESERVED_MASK as u64,
+    ),
     ("BAR0_MAX_MR_OFF", bar0::MAX_MR as u64),
     ("BAR0_MAX_MR_RESET", bar0::MAX_MR_RESET as u64),
+    (
+        "BAR0_MAX_MR_WRITABLE_MASK",
+        bar0::MAX_MR_WRITABLE_MASK as u64,
+    ),
+    ("BAR0_MAX_MR_W1C_MASK", bar0::MAX_MR_W1C_MASK as u64),
+    ("BAR0_MAX_MR_W1S_MASK", bar0::MAX_MR_W1S_MASK as u64),
+    (
+        "BAR0_MAX_MR_READABLE_MASK",
+        bar0::MAX_MR_READABLE_MASK as u64,
+    ),
+    (
+        "BAR0_MAX_MR_RESERVED_MASK",
+        bar0::MAX_MR_RESERVED_MASK as u64,
+    ),
     ("BAR0_MAX_PD_OFF", bar0::MAX_PD as u64),
     ("BAR0_MAX_PD_RESET", bar0::MAX_PD_RESET as u64),
+    (
+        "BAR0_MAX_PD_WRITABLE_MASK",
+        bar0::MAX_PD_WRITABLE_MASK as u64,
+    ),
+    ("BAR0_MAX_PD_W1C_MASK", bar0::MAX_PD_W1C_MASK as u64),
+    ("BAR0_MAX_PD_W1S_MASK", bar0::MAX_PD_W1S_MASK as u64),
+    (
+        "BAR0_MAX_PD_READABLE_MASK",
+        bar0::MAX_PD_READABLE_MASK as u64,
+    ),
+    (
+        "BAR0_MAX_PD_RESERVED_MASK",
+        bar0::MAX_PD_RESERVED_MASK as u64,
+    ),
     ("BAR0_MAX_QP_WR_OFF", bar0::MAX_QP_WR as u64),
     ("BAR0_MAX_QP_WR_RESET", bar0::MAX_QP_WR_RESET as u64),
+    (
+        "BAR0_MAX_QP_WR_WRITABLE_MASK",
+        bar0::MAX_QP_WR_WRITABLE_MASK as u64,
+    ),
+    ("BAR0_MAX_QP_WR_W1C_MASK", bar0::MAX_QP_WR_W1C_MASK as u64),
+    ("BAR0_MAX_QP_WR_W1S_MASK", bar0::MAX_QP_WR_W1S_MASK as u64),
+    (
+        "BAR0_MAX_QP_WR_READABLE_MASK",
+        bar0::MAX_QP_WR_READABLE_MASK as u64,
+    ),
+    (
+        "BAR0_MAX_QP_WR_RESERVED_MASK",
+        bar0::MAX_QP_WR_RESERVED_MASK as u64,
+    ),
     ("BAR0_MAX_CQE_OFF", bar0::MAX_CQE as u64),
     ("BAR0_MAX_CQE_RESET", bar0::MAX_CQE_RESET as u64),
+    (
+        "BAR0_MAX_CQE_WRITABLE_MASK",
+        bar0::MAX_CQE_WRITABLE_MASK as u64,
+    ),
+    ("BAR0_MAX_CQE_W1C_MASK", bar0::MAX_CQE_W1C_MASK as u64),
+    ("BAR0_MAX_CQE_W1S_MASK", bar0::MAX_CQE_W1S_MASK as u64),
+    (
+        "BAR0_MAX_CQE_READABLE_MASK",
+        bar0::MAX_CQE_READABLE_MASK as u64,
+    ),
+    (
+        "BAR0_MAX_CQE_RESERVED_MASK",
+        bar0::MAX_CQE_RESERVED_MASK as u64,
+    ),
     ("BAR0_MAX_SGE_OFF", bar0::MAX_SGE as u64),
     ("BAR0_MAX_SGE_RESET", bar0::MAX_SGE_RESET as u64),
+    (
+        "BAR0_MAX_SGE_WRITABLE_MASK",
+        bar0::MAX_SGE_WRITABLE_MASK as u64,
+    ),
+    ("BAR0_MAX_SGE_W1C_MASK", bar0::MAX_SGE_W1C_MASK as u64),
+    ("BAR0_MAX_SGE_W1S_MASK", bar0::MAX_SGE_W1S_MASK as u64),
+    (
+        "BAR0_MAX_SGE_READABLE_MASK",
+        bar0::MAX_SGE_READABLE_MASK as u64,
+    ),
+    (
+        "BAR0_MAX_SGE_RESERVED_MASK",
+        bar0::MAX_SGE_RESERVED_MASK as u64,
+    ),
     ("BAR0_MAX_INLINE_OFF", bar0::MAX_INLINE as u64),
     ("BAR0_MAX_INLINE_RESET", bar0::MAX_INLINE_RESET as u64),
+    (
+        "BAR0_MAX_INLINE_WRITABLE_MASK",
+        bar0::MAX_INLINE_WRITABLE_MASK as u64,
+    ),
+    ("BAR0_MAX_INLINE_W1C_MASK", bar0::MAX_INLINE_W1C_MASK as u64),
+    ("BAR0_MAX_INLINE_W1S_MASK", bar0::MAX_INLINE_W1S_MASK as u64),
+    (
+        "BAR0_MAX_INLINE_READABLE_MASK",
+        bar0::MAX_INLINE_READABLE_MASK as u64,
+    ),
+    (
+        "BAR0_MAX_INLINE_RESERVED_MASK",
+        bar0::MAX_INLINE_RESERVED_MASK as u64,
+    ),
     ("BAR0_MAX_MSG_SIZE_OFF", bar0::MAX_MSG_SIZE as u64),
     ("BAR0_MAX_MSG_SIZE_RESET", bar0::MAX_MSG_SIZE_RESET as u64),
+    (
+        "BAR0_MAX_MSG_SIZE_WRITABLE_MASK",
+        bar0::MAX_MSG_SIZE_WRITABLE_MASK as u64,
+    ),
+    (
+        "BAR0_MAX_MSG_SIZE_W1C_MASK",
+        bar0::MAX_MSG_SIZE_W1C_MASK as u64,
+    ),
+    (
+        "BAR0_MAX_MSG_SIZE_W1S_MASK",
+        bar0::MAX_MSG_SIZE_W1S_MASK as u64,
+    ),
+    (
+        "BAR0_MAX_MSG_SIZE_READABLE_MASK",
+        bar0::MAX_MSG_SIZE_READABLE_MASK as u64,
+    ),
+    (
+        "BAR0_MAX_MSG_SIZE_RESERVED_MASK",
+        bar0::MAX_MSG_SIZE_RESERVED_MASK as u64,
+    ),
     ("BAR0_MAX_QP_RD_ATOM_OFF", bar0::MAX_QP_RD_ATOM as u64),
     (
         "BAR0_MAX_QP_RD_ATOM_RESET",
         bar0::MAX_QP_RD_ATOM_RESET as u64,
     ),
+    (
+        "BAR0_MAX_QP_RD_ATOM_WRITABLE_MASK",
+        bar0::MAX_QP_RD_ATOM_WRITABLE_MASK as u64,
+    ),
+    (
+        "BAR0_MAX_QP_RD_ATOM_W1C_MASK",
+        bar0::MAX_QP_RD_ATOM_W1C_MASK as u64,
+    ),
+    (
+        "BAR0_MAX_QP_RD_ATOM_W1S_MASK",
+        bar0::MAX_QP_RD_ATOM_W1S_MASK as u64,
+    ),
+    (
+        "BAR0_MAX_QP_RD_ATOM_READABLE_MASK",
+        bar0::MAX_QP_RD_ATOM_READABLE_MASK as u64,
+    ),
+    (
+        "BAR0_MAX_QP_RD_ATOM_RESERVED_MASK",
+        bar0::MAX_QP_RD_ATOM_RESERVED_MASK as u64,
+    ),
     ("BAR0_MAX_EQ_OFF", bar0::MAX_EQ as u64),
     ("BAR0_MAX_EQ_RESET", bar0::MAX_EQ_RESET as u64),
+    (
+        "BAR0_MAX_EQ_WRITABLE_MASK",
+        bar0::MAX_EQ_WRITABLE_MASK as u64,
+    ),
+    ("BAR0_MAX_EQ_W1C_MASK", bar0::MAX_EQ_W1C_MASK as u64),
+    ("BAR0_MAX_EQ_W1S_MASK", bar0::MAX_EQ_W1S_MASK as u64),
+    (
+        "BAR0_MAX_EQ_READABLE_MASK",
+        bar0::MAX_EQ_READABLE_MASK as u64,
+    ),
+    (
+        "BAR0_MAX_EQ_RESERVED_MASK",
+        bar0::MAX_EQ_RESERVED_MASK as u64,
+    ),
     ("BAR0_MAX_UCTX_OFF", bar0::MAX_UCTX as u64),
     ("BAR0_MAX_UCTX_RESET", bar0::MAX_UCTX_RESET as u64),
+    (
+        "BAR0_MAX_UCTX_WRITABLE_MASK",
+        bar0::MAX_UCTX_WRITABLE_MASK as u64,
+    ),
+    ("BAR0_MAX_UCTX_W1C_MASK", bar0::MAX_UCTX_W1C_MASK as u64),
+    ("BAR0_MAX_UCTX_W1S_MASK", bar0::MAX_UCTX_W1S_MASK as u64),
+    (
+        "BAR0_MAX_UCTX_READABLE_MASK",
+        bar0::MAX_UCTX_READABLE_MASK as u64,
+    ),
+    (
+        "BAR0_MAX_UCTX_RESERVED_MASK",
+        bar0::MAX_UCTX_RESERVED_MASK as u64,
+    ),
     ("BAR0_PAGE_SIZE_CAP_OFF", bar0::PAGE_SIZE_CAP as u64),
     ("BAR0_PAGE_SIZE_CAP_RESET", bar0::PAGE_SIZE_CAP_RESET as u64),
+    (
+        "BAR0_PAGE_SIZE_CAP_WRITABLE_MASK",
+        bar0::PAGE_SIZE_CAP_WRITABLE_MASK as u64,
+    ),
+    (
+        "BAR0_PAGE_SIZE_CAP_W1C_MASK",
+        bar0::PAGE_SIZE_CAP_W1C_MASK as u64,
+    ),
+    (
+        "BAR0_PAGE_SIZE_CAP_W1S_MASK",
+        bar0::PAGE_SIZE_CAP_W1S_MASK as u64,
+    ),
+    (
+        "BAR0_PAGE_SIZE_CAP_READABLE_MASK",
+        bar0::PAGE_SIZE_CAP_READABLE_MASK as u64,
+    ),
+    (
+        "BAR0_PAGE_SIZE_CAP_RESERVED_MASK",
+        bar0::PAGE_SIZE_CAP_RESERVED_MASK as u64,
+    ),
     ("BAR0_MAX_MR_SIZE_LO_OFF", bar0::MAX_MR_SIZE_LO as u64),
     (
         "BAR0_MAX_MR_SIZE_LO_RESET",
         bar0::MAX_MR_SIZE_LO_RESET as u64,
+    ),
+    (
+        "BAR0_MAX_MR_SIZE_LO_WRITABLE_MASK",
+        bar0::MAX_MR_SIZE_LO_WRITABLE_MASK as u64,
+    ),
+    (
+        "BAR0_MAX_MR_SIZE_LO_W1C_MASK",
+        bar0::MAX_MR_SIZE_LO_W1C_MASK as u64,
+    ),
+    (
+        "BAR0_MAX_MR_SIZE_LO_W1S_MASK",
+        bar0::MAX_MR_SIZE_LO_W1S_MASK as u64,
+    ),
+    (
+        "BAR0_MAX_MR_SIZE_LO_READABLE_MASK",
+        bar0::MAX_MR_SIZE_LO_READABLE_MASK as u64,
+    ),
+    (
+        "BAR0_MAX_MR_SIZE_LO_RESERVED_MASK",
+        bar0::MAX_MR_SIZE_LO_RESERVED_MASK as u64,
     ),
     ("BAR0_MAX_MR_SIZE_HI_OFF", bar0::MAX_MR_SIZE_HI as u64),
     (
         "BAR0_MAX_MR_SIZE_HI_RESET",
         bar0::MAX_MR_SIZE_HI_RESET as u64,
     ),
+    (
+        "BAR0_MAX_MR_SIZE_HI_WRITABLE_MASK",
+        bar0::MAX_MR_SIZE_HI_WRITABLE_MASK as u64,
+    ),
+    (
+        "BAR0_MAX_MR_SIZE_HI_W1C_MASK",
+        bar0::MAX_MR_SIZE_HI_W1C_MASK as u64,
+    ),
+    (
+        "BAR0_MAX_MR_SIZE_HI_W1S_MASK",
+        bar0::MAX_MR_SIZE_HI_W1S_MASK as u64,
+    ),
+    (
+        "BAR0_MAX_MR_SIZE_HI_READABLE_MASK",
+        bar0::MAX_MR_SIZE_HI_READABLE_MASK as u64,
+    ),
+    (
+        "BAR0_MAX_MR_SIZE_HI_RESERVED_MASK",
+        bar0::MAX_MR_SIZE_HI_RESERVED_MASK as u64,
+    ),
     ("BAR0_PORT_INFO_OFF", bar0::PORT_INFO as u64),
     ("BAR0_PORT_INFO_RESET", bar0::PORT_INFO_RESET as u64),
     ("BAR0_PORT_INFO_LID_MASK", bar0::PORT_INFO_LID_MASK as u64),
     ("BAR0_PORT_INFO_MTU_MASK", bar0::PORT_INFO_MTU_MASK as u64),
+    (
+        "BAR0_PORT_INFO_WRITABLE_MASK",
+        bar0::PORT_INFO_WRITABLE_MASK as u64,
+    ),
+    ("BAR0_PORT_INFO_W1C_MASK", bar0::PORT_INFO_W1C_MASK as u64),
+    ("BAR0_PORT_INFO_W1S_MASK", bar0::PORT_INFO_W1S_MASK as u64),
+    (
+        "BAR0_PORT_INFO_READABLE_MASK",
+        bar0::PORT_INFO_READABLE_MASK as u64,
+    ),
+    (
+        "BAR0_PORT_INFO_RESERVED_MASK",
+        bar0::PORT_INFO_RESERVED_MASK as u64,
+    ),
     ("BAR0_DEV_CTRL_OFF", bar0::DEV_CTRL as u64),
     ("BAR0_DEV_CTRL_RESET", bar0::DEV_CTRL_RESET as u64),
     (
@@ -4155,6 +5471,20 @@ pub const VALUES: &[(&str, u64)] = &[
         bar0::DEV_CTRL_ENABLE_MASK as u64,
     ),
     ("BAR0_DEV_CTRL_RESET_MASK", bar0::DEV_CTRL_RESET_MASK as u64),
+    (
+        "BAR0_DEV_CTRL_WRITABLE_MASK",
+        bar0::DEV_CTRL_WRITABLE_MASK as u64,
+    ),
+    ("BAR0_DEV_CTRL_W1C_MASK", bar0::DEV_CTRL_W1C_MASK as u64),
+    ("BAR0_DEV_CTRL_W1S_MASK", bar0::DEV_CTRL_W1S_MASK as u64),
+    (
+        "BAR0_DEV_CTRL_READABLE_MASK",
+        bar0::DEV_CTRL_READABLE_MASK as u64,
+    ),
+    (
+        "BAR0_DEV_CTRL_RESERVED_MASK",
+        bar0::DEV_CTRL_RESERVED_MASK as u64,
+    ),
     ("BAR0_DEV_STATUS_OFF", bar0::DEV_STATUS as u64),
     ("BAR0_DEV_STATUS_RESET", bar0::DEV_STATUS_RESET as u64),
     (
@@ -4165,24 +5495,180 @@ pub const VALUES: &[(&str, u64)] = &[
         "BAR0_DEV_STATUS_FATAL_MASK",
         bar0::DEV_STATUS_FATAL_MASK as u64,
     ),
+    (
+        "BAR0_DEV_STATUS_WRITABLE_MASK",
+        bar0::DEV_STATUS_WRITABLE_MASK as u64,
+    ),
+    ("BAR0_DEV_STATUS_W1C_MASK", bar0::DEV_STATUS_W1C_MASK as u64),
+    ("BAR0_DEV_STATUS_W1S_MASK", bar0::DEV_STATUS_W1S_MASK as u64),
+    (
+        "BAR0_DEV_STATUS_READABLE_MASK",
+        bar0::DEV_STATUS_READABLE_MASK as u64,
+    ),
+    (
+        "BAR0_DEV_STATUS_RESERVED_MASK",
+        bar0::DEV_STATUS_RESERVED_MASK as u64,
+    ),
     ("BAR0_FATAL_CODE_OFF", bar0::FATAL_CODE as u64),
     ("BAR0_FATAL_CODE_RESET", bar0::FATAL_CODE_RESET as u64),
+    (
+        "BAR0_FATAL_CODE_WRITABLE_MASK",
+        bar0::FATAL_CODE_WRITABLE_MASK as u64,
+    ),
+    ("BAR0_FATAL_CODE_W1C_MASK", bar0::FATAL_CODE_W1C_MASK as u64),
+    ("BAR0_FATAL_CODE_W1S_MASK", bar0::FATAL_CODE_W1S_MASK as u64),
+    (
+        "BAR0_FATAL_CODE_READABLE_MASK",
+        bar0::FATAL_CODE_READABLE_MASK as u64,
+    ),
+    (
+        "BAR0_FATAL_CODE_RESERVED_MASK",
+        bar0::FATAL_CODE_RESERVED_MASK as u64,
+    ),
     ("BAR0_AQ_BASE_LO_OFF", bar0::AQ_BASE_LO as u64),
     ("BAR0_AQ_BASE_LO_RESET", bar0::AQ_BASE_LO_RESET as u64),
+    (
+        "BAR0_AQ_BASE_LO_WRITABLE_MASK",
+        bar0::AQ_BASE_LO_WRITABLE_MASK as u64,
+    ),
+    ("BAR0_AQ_BASE_LO_W1C_MASK", bar0::AQ_BASE_LO_W1C_MASK as u64),
+    ("BAR0_AQ_BASE_LO_W1S_MASK", bar0::AQ_BASE_LO_W1S_MASK as u64),
+    (
+        "BAR0_AQ_BASE_LO_READABLE_MASK",
+        bar0::AQ_BASE_LO_READABLE_MASK as u64,
+    ),
+    (
+        "BAR0_AQ_BASE_LO_RESERVED_MASK",
+        bar0::AQ_BASE_LO_RESERVED_MASK as u64,
+    ),
     ("BAR0_AQ_BASE_HI_OFF", bar0::AQ_BASE_HI as u64),
     ("BAR0_AQ_BASE_HI_RESET", bar0::AQ_BASE_HI_RESET as u64),
+    (
+        "BAR0_AQ_BASE_HI_WRITABLE_MASK",
+        bar0::AQ_BASE_HI_WRITABLE_MASK as u64,
+    ),
+    ("BAR0_AQ_BASE_HI_W1C_MASK", bar0::AQ_BASE_HI_W1C_MASK as u64),
+    ("BAR0_AQ_BASE_HI_W1S_MASK", bar0::AQ_BASE_HI_W1S_MASK as u64),
+    (
+        "BAR0_AQ_BASE_HI_READABLE_MASK",
+        bar0::AQ_BASE_HI_READABLE_MASK as u64,
+    ),
+    (
+        "BAR0_AQ_BASE_HI_RESERVED_MASK",
+        bar0::AQ_BASE_HI_RESERVED_MASK as u64,
+    ),
     ("BAR0_ACQ_BASE_LO_OFF", bar0::ACQ_BASE_LO as u64),
     ("BAR0_ACQ_BASE_LO_RESET", bar0::ACQ_BASE_LO_RESET as u64),
+    (
+        "BAR0_ACQ_BASE_LO_WRITABLE_MASK",
+        bar0::ACQ_BASE_LO_WRITABLE_MASK as u64,
+    ),
+    (
+        "BAR0_ACQ_BASE_LO_W1C_MASK",
+        bar0::ACQ_BASE_LO_W1C_MASK as u64,
+    ),
+    (
+        "BAR0_ACQ_BASE_LO_W1S_MASK",
+        bar0::ACQ_BASE_LO_W1S_MASK as u64,
+    ),
+    (
+        "BAR0_ACQ_BASE_LO_READABLE_MASK",
+        bar0::ACQ_BASE_LO_READABLE_MASK as u64,
+    ),
+    (
+        "BAR0_ACQ_BASE_LO_RESERVED_MASK",
+        bar0::ACQ_BASE_LO_RESERVED_MASK as u64,
+    ),
     ("BAR0_ACQ_BASE_HI_OFF", bar0::ACQ_BASE_HI as u64),
     ("BAR0_ACQ_BASE_HI_RESET", bar0::ACQ_BASE_HI_RESET as u64),
+    (
+        "BAR0_ACQ_BASE_HI_WRITABLE_MASK",
+        bar0::ACQ_BASE_HI_WRITABLE_MASK as u64,
+    ),
+    (
+        "BAR0_ACQ_BASE_HI_W1C_MASK",
+        bar0::ACQ_BASE_HI_W1C_MASK as u64,
+    ),
+    (
+        "BAR0_ACQ_BASE_HI_W1S_MASK",
+        bar0::ACQ_BASE_HI_W1S_MASK as u64,
+    ),
+    (
+        "BAR0_ACQ_BASE_HI_READABLE_MASK",
+        bar0::ACQ_BASE_HI_READABLE_MASK as u64,
+    ),
+    (
+        "BAR0_ACQ_BASE_HI_RESERVED_MASK",
+        bar0::ACQ_BASE_HI_RESERVED_MASK as u64,
+    ),
     ("BAR0_AQ_DEPTH_LOG2_OFF", bar0::AQ_DEPTH_LOG2 as u64),
     ("BAR0_AQ_DEPTH_LOG2_RESET", bar0::AQ_DEPTH_LOG2_RESET as u64),
+    (
+        "BAR0_AQ_DEPTH_LOG2_WRITABLE_MASK",
+        bar0::AQ_DEPTH_LOG2_WRITABLE_MASK as u64,
+    ),
+    (
+        "BAR0_AQ_DEPTH_LOG2_W1C_MASK",
+        bar0::AQ_DEPTH_LOG2_W1C_MASK as u64,
+    ),
+    (
+        "BAR0_AQ_DEPTH_LOG2_W1S_MASK",
+        bar0::AQ_DEPTH_LOG2_W1S_MASK as u64,
+    ),
+    (
+        "BAR0_AQ_DEPTH_LOG2_READABLE_MASK",
+        bar0::AQ_DEPTH_LOG2_READABLE_MASK as u64,
+    ),
+    (
+        "BAR0_AQ_DEPTH_LOG2_RESERVED_MASK",
+        bar0::AQ_DEPTH_LOG2_RESERVED_MASK as u64,
+    ),
     ("BAR0_AQ_DOORBELL_OFF", bar0::AQ_DOORBELL as u64),
     ("BAR0_AQ_DOORBELL_RESET", bar0::AQ_DOORBELL_RESET as u64),
+    (
+        "BAR0_AQ_DOORBELL_WRITABLE_MASK",
+        bar0::AQ_DOORBELL_WRITABLE_MASK as u64,
+    ),
+    (
+        "BAR0_AQ_DOORBELL_W1C_MASK",
+        bar0::AQ_DOORBELL_W1C_MASK as u64,
+    ),
+    (
+        "BAR0_AQ_DOORBELL_W1S_MASK",
+        bar0::AQ_DOORBELL_W1S_MASK as u64,
+    ),
+    (
+        "BAR0_AQ_DOORBELL_READABLE_MASK",
+        bar0::AQ_DOORBELL_READABLE_MASK as u64,
+    ),
+    (
+        "BAR0_AQ_DOORBELL_RESERVED_MASK",
+        bar0::AQ_DOORBELL_RESERVED_MASK as u64,
+    ),
     ("BAR0_DRIVER_VERSION_OFF", bar0::DRIVER_VERSION as u64),
     (
         "BAR0_DRIVER_VERSION_RESET",
         bar0::DRIVER_VERSION_RESET as u64,
+    ),
+    (
+        "BAR0_DRIVER_VERSION_WRITABLE_MASK",
+        bar0::DRIVER_VERSION_WRITABLE_MASK as u64,
+    ),
+    (
+        "BAR0_DRIVER_VERSION_W1C_MASK",
+        bar0::DRIVER_VERSION_W1C_MASK as u64,
+    ),
+    (
+        "BAR0_DRIVER_VERSION_W1S_MASK",
+        bar0::DRIVER_VERSION_W1S_MASK as u64,
+    ),
+    (
+        "BAR0_DRIVER_VERSION_READABLE_MASK",
+        bar0::DRIVER_VERSION_READABLE_MASK as u64,
+    ),
+    (
+        "BAR0_DRIVER_VERSION_RESERVED_MASK",
+        bar0::DRIVER_VERSION_RESERVED_MASK as u64,
     ),
     ("DB_PAGE_POLL_STATE_OFF", db_page::POLL_STATE as u64),
     ("DB_PAGE_POLL_STATE_RESET", db_page::POLL_STATE_RESET as u64),
@@ -4190,8 +5676,42 @@ pub const VALUES: &[(&str, u64)] = &[
         "DB_PAGE_POLL_STATE_POLLING_MASK",
         db_page::POLL_STATE_POLLING_MASK as u64,
     ),
+    (
+        "DB_PAGE_POLL_STATE_WRITABLE_MASK",
+        db_page::POLL_STATE_WRITABLE_MASK as u64,
+    ),
+    (
+        "DB_PAGE_POLL_STATE_W1C_MASK",
+        db_page::POLL_STATE_W1C_MASK as u64,
+    ),
+    (
+        "DB_PAGE_POLL_STATE_W1S_MASK",
+        db_page::POLL_STATE_W1S_MASK as u64,
+    ),
+    (
+        "DB_PAGE_POLL_STATE_READABLE_MASK",
+        db_page::POLL_STATE_READABLE_MASK as u64,
+    ),
+    (
+        "DB_PAGE_POLL_STATE_RESERVED_MASK",
+        db_page::POLL_STATE_RESERVED_MASK as u64,
+    ),
     ("KICK_PAGE_KICK_OFF", kick_page::KICK as u64),
     ("KICK_PAGE_KICK_RESET", kick_page::KICK_RESET as u64),
+    (
+        "KICK_PAGE_KICK_WRITABLE_MASK",
+        kick_page::KICK_WRITABLE_MASK as u64,
+    ),
+    ("KICK_PAGE_KICK_W1C_MASK", kick_page::KICK_W1C_MASK as u64),
+    ("KICK_PAGE_KICK_W1S_MASK", kick_page::KICK_W1S_MASK as u64),
+    (
+        "KICK_PAGE_KICK_READABLE_MASK",
+        kick_page::KICK_READABLE_MASK as u64,
+    ),
+    (
+        "KICK_PAGE_KICK_RESERVED_MASK",
+        kick_page::KICK_RESERVED_MASK as u64,
+    ),
     ("AQ_ENTRY_SIZE", AQ_ENTRY_SIZE as u64),
     ("ACQ_ENTRY_SIZE", ACQ_ENTRY_SIZE as u64),
     ("AQ_ERR_OFFSET_NONE", AQ_ERR_OFFSET_NONE as u64),
@@ -4240,6 +5760,7 @@ pub const VALUES: &[(&str, u64)] = &[
     ("ACCESS_REMOTE_WRITE", Access::RemoteWrite as u64),
     ("ACCESS_REMOTE_READ", Access::RemoteRead as u64),
     ("ACCESS_REMOTE_ATOMIC", Access::RemoteAtomic as u64),
+    ("ACCESS_ALL", access::ALL as u64),
     ("QP_TYPE_RC", QpType::Rc as u64),
     ("QP_TYPE_UC", QpType::Uc as u64),
     ("QP_TYPE_UD", QpType::Ud as u64),
@@ -4288,6 +5809,7 @@ pub const VALUES: &[(&str, u64)] = &[
     ),
     ("QP_ATTR_MASK_CAP", QpAttrMask::Cap as u64),
     ("QP_ATTR_MASK_DEST_QPN", QpAttrMask::DestQpn as u64),
+    ("QP_ATTR_MASK_ALL", qp_attr_mask::ALL as u64),
     ("PORT_STATE_DOWN", PortState::Down as u64),
     ("PORT_STATE_INIT", PortState::Init as u64),
     ("PORT_STATE_ARMED", PortState::Armed as u64),
@@ -4318,6 +5840,7 @@ pub const VALUES: &[(&str, u64)] = &[
     ("SEND_FLAGS_SIGNALED", SendFlags::Signaled as u64),
     ("SEND_FLAGS_SOLICITED", SendFlags::Solicited as u64),
     ("SEND_FLAGS_INLINE", SendFlags::Inline as u64),
+    ("SEND_FLAGS_ALL", send_flags::ALL as u64),
     ("WC_OPCODE_SEND", WcOpcode::Send as u64),
     ("WC_OPCODE_RDMA_WRITE", WcOpcode::RdmaWrite as u64),
     ("WC_OPCODE_RDMA_READ", WcOpcode::RdmaRead as u64),
@@ -4364,6 +5887,7 @@ pub const VALUES: &[(&str, u64)] = &[
     ("WC_STATUS_GENERAL_ERR", WcStatus::GeneralErr as u64),
     ("WC_FLAGS_GRH", WcFlags::Grh as u64),
     ("WC_FLAGS_WITH_IMM", WcFlags::WithImm as u64),
+    ("WC_FLAGS_ALL", wc_flags::ALL as u64),
     ("VENDOR_ERR_NONE", VendorErr::None as u64),
     ("VENDOR_ERR_BAD_LKEY", VendorErr::BadLkey as u64),
     ("VENDOR_ERR_BAD_RKEY", VendorErr::BadRkey as u64),

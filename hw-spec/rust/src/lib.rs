@@ -13,3 +13,21 @@ pub use generated::*;
 pub const fn db_slot_offset(slot: u32) -> u64 {
     DB_SLOT_BASE as u64 + slot as u64 * DB_SLOT_SIZE as u64
 }
+
+/// Byte offset within a doorbell page of one field of doorbell slot `slot`, the field given
+/// by its generated offset: `db_slot_field_offset(slot, DbQpSlot::RQ_PI_OFF)`.
+pub const fn db_slot_field_offset(slot: u32, field_off: usize) -> u64 {
+    db_slot_offset(slot) + field_off as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slot_fields_are_found_from_their_generated_offsets() {
+        assert_eq!(db_slot_field_offset(0, DbQpSlot::SQ_PI_OFF), 0x40);
+        assert_eq!(db_slot_field_offset(2, DbCqSlot::ARM_OFF), 0x40 + 2 * 8 + 4);
+        assert_eq!(db_slot_field_offset(1, DbEqSlot::CI_OFF), db_slot_offset(1));
+    }
+}
