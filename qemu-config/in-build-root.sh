@@ -12,6 +12,9 @@ set -euo pipefail
 
 VRNIC_QUIET=1 "$QC_DIR/provision.sh" build
 lock "$BUILD_LOCK" -s # provision waits for us before it replaces the build root
+# One user at a time: every checkout is bind-mounted at the same /vrnic and builds in the
+# same rdma-core tree, so two at once would build each other's sources.
+lock "$CACHE/.build-root-use.lock"
 R=$CACHE/build-root
 cwd=/vrnic
 case $PWD/ in "$REPO_DIR"/*) cwd=/vrnic${PWD#"$REPO_DIR"} ;; esac

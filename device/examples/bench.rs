@@ -4,7 +4,9 @@
 //! on this machine in this run.
 //!
 //! Run: `cargo run --release -p vrnic --example bench` (optional argument: seconds per
-//! measurement, default 1).
+//! measurement, default 1). It ends with aggregate WRITE bandwidth of 1 and of 4 device
+//! pairs in one process (one fake driver thread per pair), which shows how the poller
+//! shards spread busy devices over the cores.
 //!
 //! The devices are driven by the tests' fake driver over real vfio-user sockets, with the
 //! doorbell BAR mmapped, so a post is what a guest's provider does: WQE stores, a doorbell
@@ -35,22 +37,25 @@ struct Bench {
     sa: Side,
     src: Mr,
     dst: Mr,
-    _devices: TestDevices,
 }
 
-fn setup() -> Bench {
-    // The poller polls for 1 ms after work, as `vrnic serve` does by default.
-    let devices = TestDevices::start_with_idle(2, Duration::from_millis(1));
-    let mut a = FakeDriver::connect_with_ram(devices.socket(0), devices.lid(0), 512 << 20);
-    let mut b = FakeDriver::connect_with_ram(devices.socket(1), devices.lid(1), 512 << 20);
+/// Devices as `vrnic serve` runs them: pollers poll for 1 ms after work.
+fn devices(n: usize) -> TestDevices {
+    TestDevices::start_with_idle(n, Duration::from_millis(1))
+}
+
+/// A connected QP from device `i` to device `j`, with MRs on each.
+fn setup(devices: &TestDevices, i: usize, j: usize) -> Bench {
+    let mut a = FakeDriver::connect_with_ram(devices.socket(i), devices.lid(i), 512 << 20);
+    let mut b = FakeDriver::connect_with_ram(devices.socket(j), devices.lid(j), 512 << 20);
     a.bring_up();
     b.bring_up();
     let caps = QpCaps {
         sq_depth_log2: SQ_DEPTH_LOG2,
         ..QpCaps::default()
     };
-    let sa = harness::pair::new_side(&mut a, 0, caps);
-    let sb = harness::pair::new_side(&mut b, 1, caps);
+    let sa = harness::pair::new_side(&mut a, i, caps);
+    let sb = harness::pair::new_side(&mut b, j, caps);
     let opts = ConnectOpts::default();
     a.connect_qp(&sa.qp, b.lid, sb.qp.qpn, &opts);
     b.connect_qp(&sb.qp, a.lid, sa.qp.qpn, &opts);
@@ -59,14 +64,24 @@ fn setup() -> Bench {
     // Touch every page once so first-touch faults are not measured.
     a.mr_fill(&src, 0x5a);
     b.mr_fill(&dst, 0);
-    Bench {
-        a,
-        b,
-        sa,
-        src,
-        dst,
-        _devices: devices,
-    }
+    Bench { a, b, sa, src, dst }
+}
+
+/// Aggregate bytes per second of `pairs` device pairs, each WRITEing `size` bytes from its
+/// own thread for about `secs`.
+fn aggregate_bandwidth(pairs: usize, size: u64, secs: f64) -> f64 {
+    let devices = devices(2 * pairs);
+    let benches: Vec<Bench> = (0..pairs)
+        .map(|p| setup(&devices, 2 * p, 2 * p + 1))
+        .collect();
+    let threads: Vec<_> = benches
+        .into_iter()
+        .map(|mut bench| std::thread::spawn(move || write_bandwidth(&mut bench, size, secs).0))
+        .collect();
+    threads
+        .into_iter()
+        .map(|t| t.join().expect("bench thread"))
+        .sum()
 }
 
 /// Consumes one CQE of the send CQ, which must be a successful WRITE.
@@ -201,7 +216,8 @@ fn main() {
         SIGNAL_EVERY,
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
-    let mut bench = setup();
+    let devices = devices(2);
+    let mut bench = setup(&devices, 0, 1);
 
     println!();
     println!(
@@ -240,4 +256,14 @@ fn main() {
         bench.a.kicks - kicks,
         copy
     );
+
+    drop(bench);
+    drop(devices);
+
+    println!();
+    println!("aggregate RDMA WRITE 64 KiB, one driver thread per device pair:");
+    for pairs in [1, 4] {
+        let bps = aggregate_bandwidth(pairs, 64 << 10, secs);
+        println!("  {pairs} pair(s): {:.2} GiB/s", gib(bps));
+    }
 }

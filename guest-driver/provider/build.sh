@@ -20,11 +20,12 @@ if [[ ${1:-} == --in-root ]]; then
   src=${VRNIC_RDMA_CORE:-/src/rdma-core}
   dst=$src/providers/vrnic
   bld=$src/build-vrnic
-  # Fresh copy each time; cp -a keeps mtimes, so ninja rebuilds only changes.
+  # Fresh copy each time, with fresh mtimes: the tree is shared by every checkout, so
+  # sources older than the last build (another checkout's) must still rebuild.
   rm -rf "$dst"
   mkdir -p "$dst/include"
-  cp -a /vrnic/guest-driver/provider/. "$dst/"
-  cp -a /vrnic/hw-spec/include/vrnic "$dst/include/"
+  cp -r /vrnic/guest-driver/provider/. "$dst/"
+  cp -r /vrnic/hw-spec/include/vrnic "$dst/include/"
   if ! grep -qx 'add_subdirectory(providers/vrnic)' "$src/CMakeLists.txt"; then
     sed -i '/^add_subdirectory(providers\/vmw_pvrdma)$/a add_subdirectory(providers/vrnic)' \
       "$src/CMakeLists.txt"
