@@ -55,6 +55,12 @@ impl RnicModel {
         let effect = rnic.lock().regs.write(offset, value);
         match effect {
             RegEffect::None => {}
+            RegEffect::Ignored => rnic.lock().warn(
+                rnic,
+                format_args!(
+                    "BAR0 write of {value:#x} to read-only or undefined offset {offset:#x} ignored"
+                ),
+            ),
             RegEffect::Enable => admin::enable(rnic, &mut rnic.lock()),
             RegEffect::Disable | RegEffect::Reset => self.reset_device(false),
             RegEffect::AdminDoorbell(pi) => {
@@ -138,7 +144,7 @@ impl DeviceModel for RnicModel {
             region_index::CONFIG => {
                 let flr = rnic.lock().config_space.write(offset, data)?;
                 if flr == ConfigWrite::FunctionLevelReset {
-                    log::info!("{}: function level reset", rnic.name());
+                    log::debug!("{}: function level reset", rnic.name());
                     self.reset_device(true);
                 }
                 Ok(())

@@ -66,9 +66,10 @@ pub fn enable(rnic: &Rnic, st: &mut RnicState) {
 /// The device cannot go on: FATAL until reset. It stops executing work and answering
 /// requests (`RnicState::serving`).
 pub fn fatal(rnic: &Rnic, st: &mut RnicState, code: FatalCode) {
-    log::error!(
-        "{}: fatal device error {code:?}; a reset is needed",
-        rnic.name()
+    // The driver caused it (a bad admin queue): a guest's fault, rate-limited.
+    st.warn(
+        rnic,
+        format_args!("fatal device error {code:?}; a reset is needed"),
     );
     st.regs.dev_status = bar0::DEV_STATUS_FATAL_MASK;
     st.regs.fatal_code = u32::from(code);
