@@ -64,10 +64,11 @@ pub struct Budget {
     pub bytes: u64,
 }
 
-/// One pass over the QPs of `rnic`.
+/// One pass over the QPs of `rnic`: one look under the lock finds the QPs with work (a
+/// doorbell ahead of the device, a queue to flush, a retry due); only those are served.
 pub fn poll_device(peers: &dyn Peers, rnic: &Arc<Rnic>, now: Instant) -> Progress {
     let mut progress = Progress::default();
-    let (qpns, start) = {
+    let (busy, start) = {
         let mut st = rnic.lock();
         if !st.serving() {
             return progress;
@@ -77,22 +78,34 @@ pub fn poll_device(peers: &dyn Peers, rnic: &Arc<Rnic>, now: Instant) -> Progres
                 progress.retry_at = Some(now + EVENT_RETRY);
             }
         }
-        let qpns: Vec<u32> = st.objects.qps.iter().map(|(_, qp)| qp.qpn).collect();
-        let start = st.poll_cursor % qpns.len().max(1);
-        (qpns, start)
+        let mut busy = Vec::new();
+        for (_, qp) in st.objects.qps.iter() {
+            match requester::look(rnic, qp, now) {
+                requester::Look::Idle => {}
+                requester::Look::Work => busy.push(qp.qpn),
+                requester::Look::WaitUntil(at) => progress.merge(Progress {
+                    worked: false,
+                    retry_at: Some(at),
+                }),
+            }
+        }
+        let start = st.poll_cursor % busy.len().max(1);
+        (busy, start)
     };
     let mut budget = Budget {
         bytes: DEVICE_BYTES_PER_PASS,
     };
     let mut visited = 0;
-    for &qpn in qpns[start..].iter().chain(&qpns[..start]) {
+    for &qpn in busy[start..].iter().chain(&busy[..start]) {
         if budget.bytes == 0 {
             break;
         }
         progress.merge(requester::service_qp(peers, rnic, qpn, now, &mut budget));
         visited += 1;
     }
-    let mut st = rnic.lock();
-    st.poll_cursor = start + visited;
+    if visited < busy.len() {
+        // The budget ran out: the next pass starts with the QPs this one did not reach.
+        rnic.lock().poll_cursor = start + visited;
+    }
     progress
 }

@@ -86,6 +86,32 @@ pub fn service_qp(
     progress
 }
 
+/// Whether a QP has work for the requester now (a cheap look: two doorbell words).
+pub enum Look {
+    Idle,
+    Work,
+    WaitUntil(Instant),
+}
+
+pub fn look(rnic: &Rnic, qp: &crate::objects::Qp, now: Instant) -> Look {
+    let sq_pi = rnic.doorbells.slot_word(qp.uctx, qp.db_slot, 0);
+    let rq_pi = rnic.doorbells.slot_word(qp.uctx, qp.db_slot, 1);
+    let sq_pending = sq_pi != qp.sq.ci;
+    let overrun = sq_pi.wrapping_sub(qp.sq.ci) > qp.sq.ring.depth()
+        || rq_pi.wrapping_sub(qp.rq.ci) > qp.rq.ring.depth();
+    match qp.state {
+        QpState::Err if sq_pending || rq_pi != qp.rq.ci => Look::Work,
+        QpState::Err => Look::Idle,
+        _ if overrun => Look::Work,
+        QpState::Rts if sq_pending => match qp.waiting {
+            Some(w) if now < w.retry_at => Look::WaitUntil(w.retry_at),
+            _ => Look::Work,
+        },
+        QpState::Reset | QpState::Init | QpState::Rtr | QpState::Sqe if sq_pending => Look::Work,
+        _ => Look::Idle,
+    }
+}
+
 fn plan(rnic: &Rnic, st: &mut RnicState, qpn: u32, now: Instant) -> Plan {
     let Some(mem) = st.mem() else {
         return Plan::Idle;

@@ -181,6 +181,8 @@ fn complete(
     qp.receive_in_flight = false;
     if qp.epoch != acc.epoch {
         // The QP went to ERR or RESET while the bytes moved: as if the packet was lost.
+        // Its flush waited for this receive: let the target's poller go on.
+        rnic.wake();
         return Response::Unreachable;
     }
     let reading = req.opcode == WrOpcode::RdmaRead;
