@@ -142,9 +142,10 @@ impl DeviceModel for RnicModel {
                 Ok(())
             }
             region_index::CONFIG => {
-                let flr = rnic.lock().config_space.write(offset, data)?;
-                if flr == ConfigWrite::FunctionLevelReset {
-                    log::debug!("{}: function level reset", rnic.name());
+                let mut st = rnic.lock();
+                if st.config_space.write(offset, data)? == ConfigWrite::FunctionLevelReset {
+                    st.log(rnic, log::Level::Info, format_args!("function level reset"));
+                    drop(st);
                     self.reset_device(true);
                 }
                 Ok(())

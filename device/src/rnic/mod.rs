@@ -107,8 +107,13 @@ impl RnicState {
 
     /// A warning the guest caused, rate-limited per device.
     pub fn warn(&mut self, rnic: &Rnic, what: std::fmt::Arguments<'_>) {
+        self.log(rnic, log::Level::Warn, what);
+    }
+
+    /// A log line the guest can cause at will (rate-limited per device).
+    pub fn log(&mut self, rnic: &Rnic, level: log::Level, what: std::fmt::Arguments<'_>) {
         if self.warn_limit.allow(rnic.name()) {
-            log::warn!("{}: {what}", rnic.name());
+            log::log!(level, "{}: {what}", rnic.name());
         }
     }
 }
