@@ -1304,22 +1304,7 @@ fn reg_mr_beyond_the_device_page_list_budget_is_no_resources() {
     for i in 0..2048u64 {
         d.mem.write_obj(top + i * 8, &entries.to_le());
     }
-    let listed = |iova: u64| CmdRegMr {
-        hdr: header(AqOpcode::RegMr),
-        pdn: pd.into(),
-        access: u32::from(Access::LocalWrite).into(),
-        iova: iova.into(),
-        length: (4u64 << 30).into(),
-        pages: PageList {
-            addr: top.into(),
-            npages: (1u32 << 20).into(),
-            page_shift: 12,
-            mode: PageListMode::Indirect.into(),
-            ..Default::default()
-        },
-        uctx: uctx.into(),
-        ..Default::default()
-    };
+    let listed = |iova: u64| reg_4gib(uctx, pd, iova, top, PageListMode::Indirect);
     let keys: Vec<u32> = (0..16u64)
         .map(|i| d.admin(&listed(i << 32)).ok()[0])
         .collect();
@@ -1339,22 +1324,7 @@ fn contiguous_mrs_hold_no_page_list_and_register_in_constant_time() {
     // 4 GiB of 4 KiB pages described as CONTIGUOUS: the device keeps the run, not 1 Mi
     // entries, so far more than the page-list budget's worth registers, and every one of
     // 2048 REG_MR/DEREG_MR pairs on one doorbell completes.
-    let huge = |iova: u64| CmdRegMr {
-        hdr: header(AqOpcode::RegMr),
-        pdn: pd.into(),
-        access: u32::from(Access::LocalWrite).into(),
-        iova: iova.into(),
-        length: (4u64 << 30).into(),
-        pages: PageList {
-            addr: (1u64 << 40).into(),
-            npages: (1u32 << 20).into(),
-            page_shift: 12,
-            mode: PageListMode::Contiguous.into(),
-            ..Default::default()
-        },
-        uctx: uctx.into(),
-        ..Default::default()
-    };
+    let huge = |iova: u64| reg_4gib(uctx, pd, iova, 1 << 40, PageListMode::Contiguous);
     let kept: Vec<u32> = (0..64u64)
         .map(|i| d.admin(&huge(i << 32)).ok()[0])
         .collect();
@@ -1364,4 +1334,24 @@ fn contiguous_mrs_hold_no_page_list_and_register_in_constant_time() {
     }
 
     assert_eq!(kept.len(), 64);
+}
+
+/// REG_MR of 4 GiB at `iova` in 4 KiB pages, its page list at `addr` in `mode`.
+fn reg_4gib(uctx: u32, pd: u32, iova: u64, addr: u64, mode: PageListMode) -> CmdRegMr {
+    CmdRegMr {
+        hdr: header(AqOpcode::RegMr),
+        pdn: pd.into(),
+        access: u32::from(Access::LocalWrite).into(),
+        iova: iova.into(),
+        length: (4u64 << 30).into(),
+        pages: PageList {
+            addr: addr.into(),
+            npages: (1u32 << 20).into(),
+            page_shift: 12,
+            mode: mode.into(),
+            ..Default::default()
+        },
+        uctx: uctx.into(),
+        ..Default::default()
+    }
 }

@@ -987,20 +987,25 @@ fn write_to_a_qp_connected_elsewhere_is_dropped(t: Topology) {
     let (drv, side) = p.side(B);
     drv.set_qp_state(&mut side.qp, QpState::Reset).ok();
     drv.connect_qp(&side.qp, lid_a, stranger, &ConnectOpts::default());
+    // B's QP is RC-connected to another QP: A's packets are dropped and A times out.
+    expect_write_dropped(&mut p);
+    assert_eq!(p.qp_state(B), QpState::Rts, "the target is untouched");
+}
+
+/// A's WRITE to B times out (RETRY_EXC_ERR, the rest flushed) and nothing lands at B.
+fn expect_write_dropped(p: &mut Pair) {
     let src = p.mr(A, 8, ACCESS_ALL);
     p.drv(A).mr_fill(&src, 0xab);
     let dst = p.mr(B, 8, ACCESS_ALL);
 
-    // B's QP is RC-connected to another QP: A's packets are dropped and A times out.
     expect_failure_and_flush(
-        &mut p,
+        p,
         SendWr::write(1, vec![src.sge(0, 8)], &dst, 0),
         WcStatus::RetryExcErr,
         VendorErr::Unreachable,
     );
 
     assert_eq!(p.drv(B).mr_read(&dst, 0, 8), vec![0; 8], "nothing landed");
-    assert_eq!(p.qp_state(B), QpState::Rts, "the target is untouched");
 }
 
 fn request_out_of_sequence_is_dropped(t: Topology) {
@@ -1018,19 +1023,9 @@ fn request_out_of_sequence_is_dropped(t: Topology) {
         ..opts
     };
     drv.connect_qp(&side.qp, lid_a, qpn_a, &elsewhere);
-    let src = p.mr(A, 8, ACCESS_ALL);
-    p.drv(A).mr_fill(&src, 0xab);
-    let dst = p.mr(B, 8, ACCESS_ALL);
 
     // B expects a PSN that A's connection never sends: A's requests are not B's.
-    expect_failure_and_flush(
-        &mut p,
-        SendWr::write(1, vec![src.sge(0, 8)], &dst, 0),
-        WcStatus::RetryExcErr,
-        VendorErr::Unreachable,
-    );
-
-    assert_eq!(p.drv(B).mr_read(&dst, 0, 8), vec![0; 8], "nothing landed");
+    expect_write_dropped(&mut p);
     assert_eq!(p.qp_state(B), QpState::Rts, "the target is untouched");
 }
 
@@ -1055,18 +1050,8 @@ fn a_new_qp_does_not_answer_to_a_destroyed_qps_number(t: Topology) {
     );
     drv.connect_qp(&side.qp, lid_a, qpn_a, &opts);
     assert_ne!(side.qp.qpn, old_b, "a QPN names one QP only");
-    let src = p.mr(A, 8, ACCESS_ALL);
-    p.drv(A).mr_fill(&src, 0xab);
-    let dst = p.mr(B, 8, ACCESS_ALL);
 
-    expect_failure_and_flush(
-        &mut p,
-        SendWr::write(1, vec![src.sge(0, 8)], &dst, 0),
-        WcStatus::RetryExcErr,
-        VendorErr::Unreachable,
-    );
-
-    assert_eq!(p.drv(B).mr_read(&dst, 0, 8), vec![0; 8], "nothing landed");
+    expect_write_dropped(&mut p);
 }
 
 #[test]

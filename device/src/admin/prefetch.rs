@@ -23,6 +23,16 @@ struct Key {
     bytes: u64,
 }
 
+impl Key {
+    fn new(at: usize, first_offset: u64, bytes: u64) -> Self {
+        Key {
+            at,
+            first_offset,
+            bytes,
+        }
+    }
+}
+
 type Read = Result<GuestPages, PageListError>;
 
 #[derive(Default)]
@@ -95,11 +105,7 @@ impl PageListReads {
         first_offset: u64,
         bytes: u64,
     ) {
-        let key = Key {
-            at,
-            first_offset,
-            bytes,
-        };
+        let key = Key::new(at, first_offset, bytes);
         let read = page_list::read(mem, pl, at, first_offset, bytes);
         self.done.push((key, *pl, read));
     }
@@ -114,11 +120,7 @@ impl PageListReads {
         first_offset: u64,
         bytes: u64,
     ) -> Read {
-        let key = Key {
-            at,
-            first_offset,
-            bytes,
-        };
+        let key = Key::new(at, first_offset, bytes);
         let found = self
             .done
             .iter()
