@@ -12,19 +12,20 @@
 #include "vrnic_io.h"
 
 /* Version of the structs below. */
-#define VRNIC_UVERBS_ABI_VERSION 1
+#define VRNIC_UVERBS_ABI_VERSION 2
 
 /* Response of ibv_open_device (alloc_ucontext). */
 struct vrnic_alloc_ucontext_resp {
 	__le32 abi_version; /* 0: UVERBS_ABI_VERSION. */
-	__le32 uctx; /* 4: Device context number (= doorbell page index). */
-	__le64 db_mmap_key; /* 8: mmap offset of the doorbell page. */
-	__le64 kick_mmap_key; /* 16: mmap offset of the kick page. */
+	__le32 uctx; /* 4: Device context number. */
+	__le64 db_mmap_key; /* 8: mmap offset of the context's first doorbell page. */
+	__le64 kick_mmap_key; /* 16: mmap offset of the kick page of that page. */
 	__le32 max_sge; /* 24: MAX_SGE. */
 	__le32 max_inline; /* 28: MAX_INLINE. */
 	__le32 max_qp_wr; /* 32: MAX_QP_WR. */
 	__le32 max_cqe; /* 36: MAX_CQE. */
-	__u8 reserved0[8]; /* 40: must be zero */
+	__le32 db_page; /* 40: Number of the context's first doorbell page (ALLOC_UCTX result1). */
+	__u8 reserved0[4]; /* 44: must be zero */
 };
 #define VRNIC_ALLOC_UCONTEXT_RESP_SIZE 48
 #define VRNIC_ALLOC_UCONTEXT_RESP_ABI_VERSION_OFF 0
@@ -35,7 +36,8 @@ struct vrnic_alloc_ucontext_resp {
 #define VRNIC_ALLOC_UCONTEXT_RESP_MAX_INLINE_OFF 28
 #define VRNIC_ALLOC_UCONTEXT_RESP_MAX_QP_WR_OFF 32
 #define VRNIC_ALLOC_UCONTEXT_RESP_MAX_CQE_OFF 36
-#define VRNIC_ALLOC_UCONTEXT_RESP_RESERVED0_OFF 40
+#define VRNIC_ALLOC_UCONTEXT_RESP_DB_PAGE_OFF 40
+#define VRNIC_ALLOC_UCONTEXT_RESP_RESERVED0_OFF 44
 _Static_assert(sizeof(struct vrnic_alloc_ucontext_resp) == 48, "vrnic_alloc_ucontext_resp size");
 _Static_assert(__builtin_offsetof(struct vrnic_alloc_ucontext_resp, abi_version) == 0, "vrnic_alloc_ucontext_resp.abi_version offset");
 _Static_assert(__builtin_offsetof(struct vrnic_alloc_ucontext_resp, uctx) == 4, "vrnic_alloc_ucontext_resp.uctx offset");
@@ -45,7 +47,8 @@ _Static_assert(__builtin_offsetof(struct vrnic_alloc_ucontext_resp, max_sge) == 
 _Static_assert(__builtin_offsetof(struct vrnic_alloc_ucontext_resp, max_inline) == 28, "vrnic_alloc_ucontext_resp.max_inline offset");
 _Static_assert(__builtin_offsetof(struct vrnic_alloc_ucontext_resp, max_qp_wr) == 32, "vrnic_alloc_ucontext_resp.max_qp_wr offset");
 _Static_assert(__builtin_offsetof(struct vrnic_alloc_ucontext_resp, max_cqe) == 36, "vrnic_alloc_ucontext_resp.max_cqe offset");
-_Static_assert(__builtin_offsetof(struct vrnic_alloc_ucontext_resp, reserved0) == 40, "vrnic_alloc_ucontext_resp.reserved0 offset");
+_Static_assert(__builtin_offsetof(struct vrnic_alloc_ucontext_resp, db_page) == 40, "vrnic_alloc_ucontext_resp.db_page offset");
+_Static_assert(__builtin_offsetof(struct vrnic_alloc_ucontext_resp, reserved0) == 44, "vrnic_alloc_ucontext_resp.reserved0 offset");
 
 /* Request of create_cq. */
 struct vrnic_create_cq_cmd {
@@ -65,20 +68,29 @@ _Static_assert(__builtin_offsetof(struct vrnic_create_cq_cmd, reserved0) == 9, "
 /* Response of create_cq. */
 struct vrnic_create_cq_resp {
 	__le32 cqn; /* 0: CQ number. */
-	__le32 db_slot; /* 4: Doorbell slot in the context's doorbell page. */
+	__le32 db_slot; /* 4: Doorbell slot in page db_page. */
 	__u8 depth_log2; /* 8: log2 of the ring depth (as requested). */
-	__u8 reserved0[7]; /* 9: must be zero */
+	__u8 reserved0[3]; /* 9: must be zero */
+	__le32 db_page; /* 12: Doorbell page holding the slot (CREATE_CQ result2), a page of the caller's context. */
+	__le64 db_mmap_key; /* 16: mmap offset of doorbell page db_page. */
+	__le64 kick_mmap_key; /* 24: mmap offset of kick page db_page. */
 };
-#define VRNIC_CREATE_CQ_RESP_SIZE 16
+#define VRNIC_CREATE_CQ_RESP_SIZE 32
 #define VRNIC_CREATE_CQ_RESP_CQN_OFF 0
 #define VRNIC_CREATE_CQ_RESP_DB_SLOT_OFF 4
 #define VRNIC_CREATE_CQ_RESP_DEPTH_LOG2_OFF 8
 #define VRNIC_CREATE_CQ_RESP_RESERVED0_OFF 9
-_Static_assert(sizeof(struct vrnic_create_cq_resp) == 16, "vrnic_create_cq_resp size");
+#define VRNIC_CREATE_CQ_RESP_DB_PAGE_OFF 12
+#define VRNIC_CREATE_CQ_RESP_DB_MMAP_KEY_OFF 16
+#define VRNIC_CREATE_CQ_RESP_KICK_MMAP_KEY_OFF 24
+_Static_assert(sizeof(struct vrnic_create_cq_resp) == 32, "vrnic_create_cq_resp size");
 _Static_assert(__builtin_offsetof(struct vrnic_create_cq_resp, cqn) == 0, "vrnic_create_cq_resp.cqn offset");
 _Static_assert(__builtin_offsetof(struct vrnic_create_cq_resp, db_slot) == 4, "vrnic_create_cq_resp.db_slot offset");
 _Static_assert(__builtin_offsetof(struct vrnic_create_cq_resp, depth_log2) == 8, "vrnic_create_cq_resp.depth_log2 offset");
 _Static_assert(__builtin_offsetof(struct vrnic_create_cq_resp, reserved0) == 9, "vrnic_create_cq_resp.reserved0 offset");
+_Static_assert(__builtin_offsetof(struct vrnic_create_cq_resp, db_page) == 12, "vrnic_create_cq_resp.db_page offset");
+_Static_assert(__builtin_offsetof(struct vrnic_create_cq_resp, db_mmap_key) == 16, "vrnic_create_cq_resp.db_mmap_key offset");
+_Static_assert(__builtin_offsetof(struct vrnic_create_cq_resp, kick_mmap_key) == 24, "vrnic_create_cq_resp.kick_mmap_key offset");
 
 /* Request of create_qp. */
 struct vrnic_create_qp_cmd {
@@ -112,17 +124,26 @@ _Static_assert(__builtin_offsetof(struct vrnic_create_qp_cmd, reserved0) == 24, 
 
 /* Response of create_qp. */
 struct vrnic_create_qp_resp {
-	__le32 qpn; /* 0: QP number. */
-	__le32 db_slot; /* 4: Doorbell slot in the context's doorbell page. */
-	__u8 reserved0[8]; /* 8: must be zero */
+	__le32 qpn; /* 0: QP number (opaque 24 bits). */
+	__le32 db_slot; /* 4: Doorbell slot in page db_page. */
+	__le32 db_page; /* 8: Doorbell page holding the slot (CREATE_QP result2), a page of the caller's context. */
+	__le32 reserved0; /* 12: must be zero */
+	__le64 db_mmap_key; /* 16: mmap offset of doorbell page db_page. */
+	__le64 kick_mmap_key; /* 24: mmap offset of kick page db_page. */
 };
-#define VRNIC_CREATE_QP_RESP_SIZE 16
+#define VRNIC_CREATE_QP_RESP_SIZE 32
 #define VRNIC_CREATE_QP_RESP_QPN_OFF 0
 #define VRNIC_CREATE_QP_RESP_DB_SLOT_OFF 4
-#define VRNIC_CREATE_QP_RESP_RESERVED0_OFF 8
-_Static_assert(sizeof(struct vrnic_create_qp_resp) == 16, "vrnic_create_qp_resp size");
+#define VRNIC_CREATE_QP_RESP_DB_PAGE_OFF 8
+#define VRNIC_CREATE_QP_RESP_RESERVED0_OFF 12
+#define VRNIC_CREATE_QP_RESP_DB_MMAP_KEY_OFF 16
+#define VRNIC_CREATE_QP_RESP_KICK_MMAP_KEY_OFF 24
+_Static_assert(sizeof(struct vrnic_create_qp_resp) == 32, "vrnic_create_qp_resp size");
 _Static_assert(__builtin_offsetof(struct vrnic_create_qp_resp, qpn) == 0, "vrnic_create_qp_resp.qpn offset");
 _Static_assert(__builtin_offsetof(struct vrnic_create_qp_resp, db_slot) == 4, "vrnic_create_qp_resp.db_slot offset");
-_Static_assert(__builtin_offsetof(struct vrnic_create_qp_resp, reserved0) == 8, "vrnic_create_qp_resp.reserved0 offset");
+_Static_assert(__builtin_offsetof(struct vrnic_create_qp_resp, db_page) == 8, "vrnic_create_qp_resp.db_page offset");
+_Static_assert(__builtin_offsetof(struct vrnic_create_qp_resp, reserved0) == 12, "vrnic_create_qp_resp.reserved0 offset");
+_Static_assert(__builtin_offsetof(struct vrnic_create_qp_resp, db_mmap_key) == 16, "vrnic_create_qp_resp.db_mmap_key offset");
+_Static_assert(__builtin_offsetof(struct vrnic_create_qp_resp, kick_mmap_key) == 24, "vrnic_create_qp_resp.kick_mmap_key offset");
 
 #endif /* VRNIC_ABI_H */

@@ -27,7 +27,7 @@
 #define VRNIC_QPN_MIN 2
 /* Largest QPN (24 bits). */
 #define VRNIC_QPN_MAX 0xFFFFFF
-/* The kernel driver's own context (doorbell page 0). */
+/* The kernel driver's own context (its first doorbell page is page 0). */
 #define VRNIC_KERNEL_UCTX 0
 /* The device's only port. */
 #define VRNIC_PORT_NUM 1
@@ -40,17 +40,17 @@
 enum vrnic_aq_opcode {
 	VRNIC_AQ_OPCODE_QUERY_DEVICE = 1, /* Write a device_attr to out_addr. */
 	VRNIC_AQ_OPCODE_QUERY_PORT = 2, /* Write a port_attr to out_addr. */
-	VRNIC_AQ_OPCODE_ALLOC_UCTX = 3, /* Create a user context; result0 = uctx (its doorbell and kick page index). */
-	VRNIC_AQ_OPCODE_DEALLOC_UCTX = 4, /* Destroy a user context; fails with BUSY while it owns objects. */
+	VRNIC_AQ_OPCODE_ALLOC_UCTX = 3, /* Create a user context; result0 = uctx, result1 = its first doorbell page (zeroed; kick page of the same number). NO_RESOURCES when MAX_UCTX contexts exist or the page pool is empty. */
+	VRNIC_AQ_OPCODE_DEALLOC_UCTX = 4, /* Destroy a user context; fails with BUSY while it owns objects. Its doorbell pages are zeroed and return to the pool. */
 	VRNIC_AQ_OPCODE_ALLOC_PD = 5, /* Create a protection domain; result0 = pdn. */
 	VRNIC_AQ_OPCODE_DEALLOC_PD = 6, /* Destroy a PD; fails with BUSY while MRs or QPs use it. */
 	VRNIC_AQ_OPCODE_REG_MR = 7, /* Register a memory region; result0 = mkey (lkey and rkey). */
 	VRNIC_AQ_OPCODE_DEREG_MR = 8, /* Deregister a memory region. */
-	VRNIC_AQ_OPCODE_CREATE_CQ = 9, /* Create a completion queue; result0 = cqn, result1 = doorbell slot (zeroed by the device). */
+	VRNIC_AQ_OPCODE_CREATE_CQ = 9, /* Create a completion queue; result0 = cqn, result1 = doorbell slot (zeroed by the device), result2 = the doorbell page holding the slot (a page of the owning context). */
 	VRNIC_AQ_OPCODE_DESTROY_CQ = 10, /* Destroy a CQ; fails with BUSY while QPs use it. */
-	VRNIC_AQ_OPCODE_CREATE_EQ = 11, /* Create an event queue; result0 = eqn, result1 = doorbell slot (page 0). */
+	VRNIC_AQ_OPCODE_CREATE_EQ = 11, /* Create an event queue; result0 = eqn, result1 = doorbell slot, result2 = the doorbell page holding it (a page of the kernel context). */
 	VRNIC_AQ_OPCODE_DESTROY_EQ = 12, /* Destroy an EQ; fails with BUSY while CQs use it. */
-	VRNIC_AQ_OPCODE_CREATE_QP = 13, /* Create a QP in RESET; result0 = qpn, result1 = doorbell slot (zeroed by the device). */
+	VRNIC_AQ_OPCODE_CREATE_QP = 13, /* Create a QP in RESET; result0 = qpn, result1 = doorbell slot (zeroed by the device, with its flag), result2 = the doorbell page holding the slot (a page of the owning context). */
 	VRNIC_AQ_OPCODE_MODIFY_QP = 14, /* Change QP attributes and state (IBTA transitions). Moving to RESET sets both consumer indices to 0, zeroes the QP's doorbell slot and forgets every outstanding WQE: no CQE for them is written after the command completes. */
 	VRNIC_AQ_OPCODE_QUERY_QP = 15, /* Write the QP's qp_attr to out_addr. */
 	VRNIC_AQ_OPCODE_DESTROY_QP = 0x10, /* Destroy a QP (any state); its outstanding WQEs are dropped without completions. */
@@ -63,7 +63,7 @@ enum vrnic_aq_status {
 	VRNIC_AQ_STATUS_BAD_FIELD = 2, /* A field has an invalid value or a reserved field is non-zero (see err_offset). */
 	VRNIC_AQ_STATUS_BAD_HANDLE = 3, /* An object number does not name a live object of that type (see err_offset). */
 	VRNIC_AQ_STATUS_BAD_STATE = 4, /* The object is in a state that does not allow the command (e.g. an invalid QP transition). */
-	VRNIC_AQ_STATUS_NO_RESOURCES = 5, /* A limit was reached (objects, doorbell slots, memory). */
+	VRNIC_AQ_STATUS_NO_RESOURCES = 5, /* A limit was reached (objects, doorbell pages of the context or of the device, memory). */
 	VRNIC_AQ_STATUS_BAD_ADDRESS = 6, /* A guest address in the command (page list, ring, out_addr) could not be accessed by DMA. */
 	VRNIC_AQ_STATUS_BAD_SIZE = 7, /* A size or depth is out of range (see err_offset). */
 	VRNIC_AQ_STATUS_BUSY = 8, /* The object is still in use by other objects. */
@@ -296,7 +296,7 @@ _Static_assert(__builtin_offsetof(struct vrnic_cmd_reg_mr, reserved0) == 52, "vr
 /* CREATE_CQ. The ring holds 2^depth_log2 cqe of 32 bytes, zeroed by the driver. */
 struct vrnic_cmd_create_cq {
 	struct vrnic_aq_header hdr;
-	__le32 uctx; /* 8: Owning context: its doorbell page gets the CQ's slot. */
+	__le32 uctx; /* 8: Owning context: one of its doorbell pages gets the CQ's slot. */
 	__le32 eqn; /* 12: EQ receiving this CQ's completion events. */
 	__u8 depth_log2; /* 16: log2 of the ring size; 1..log2(MAX_CQE). */
 	__u8 reserved0[7]; /* 17: must be zero */

@@ -37,17 +37,17 @@
 #define VRNIC_BAR_CTRL 0
 /* Size of the control BAR. */
 #define VRNIC_BAR_CTRL_SIZE 0x4000
-/* Index of the doorbell BAR: DB_PAGES pages of 4 KiB, memory shared with the device (mmapped by the VMM), polled by the device. 64-bit, non-prefetchable. Page 0 belongs to the kernel driver, page N to user context N. */
+/* Index of the doorbell BAR: DB_PAGES pages of 4 KiB, memory shared with the device (mmapped by the VMM, a sparse memfd), polled by the device. 64-bit, non-prefetchable. Page 0 is the kernel context's first page; the device gives every other page to a context on demand (see Doorbell pages in section 3). */
 #define VRNIC_BAR_DB 2
-/* Index of the kick BAR: DB_PAGES trapped pages of 4 KiB mirroring the doorbell BAR; a write to a page's KICK register wakes the device. 64-bit, non-prefetchable. */
+/* Index of the kick BAR: DB_PAGES trapped pages of 4 KiB; kick page N mirrors doorbell page N, and a write to its KICK register wakes the device. A driver kicks through the kick page of the doorbell page it rang. 64-bit, non-prefetchable. */
 #define VRNIC_BAR_KICK 4
-/* Number of doorbell (and kick) pages: page 0 for the kernel, pages 1..255 for user contexts. */
-#define VRNIC_DB_PAGES 0x100
+/* Number of doorbell (and kick) pages: the pool the device gives contexts their pages from (page 0 is always the kernel context's first page). */
+#define VRNIC_DB_PAGES 0x1000
 /* Size of one doorbell or kick page. */
 #define VRNIC_DB_PAGE_SIZE 0x1000
 /* Size of the doorbell BAR (DB_PAGES * DB_PAGE_SIZE). */
-#define VRNIC_BAR_DB_SIZE 0x100000
+#define VRNIC_BAR_DB_SIZE 0x1000000
 /* Size of the kick BAR (DB_PAGES * DB_PAGE_SIZE). */
-#define VRNIC_BAR_KICK_SIZE 0x100000
+#define VRNIC_BAR_KICK_SIZE 0x1000000
 
 #endif /* VRNIC_PCI_H */

@@ -14,12 +14,16 @@
 #define VRNIC_VERSION_MAJOR 1
 /* Interface minor version described by this document. */
 #define VRNIC_VERSION_MINOR 0
+/* Offset of the slot flags in a doorbell page: one byte per slot, the flag of slot N at DB_FLAGS_BASE + N. A driver stores 1 after writing a QP doorbell of slot N; the device swaps the flags to 0 (8 bytes at a time) when it scans them. */
+#define VRNIC_DB_FLAGS_BASE 0x40
 /* Offset of doorbell slot 0 in a doorbell page. */
-#define VRNIC_DB_SLOT_BASE 0x40
+#define VRNIC_DB_SLOT_BASE 0x200
 /* Size of one doorbell slot; slot N lives at DB_SLOT_BASE + N * DB_SLOT_SIZE. */
 #define VRNIC_DB_SLOT_SIZE 8
-/* Doorbell slots per page: every QP, CQ and EQ of a context takes one. */
-#define VRNIC_DB_SLOTS_PER_PAGE 0x1F8
+/* Doorbell slots per page: every QP, CQ and EQ of a context takes one (64 + 448 flag bytes + 448 * 8 = 4096). */
+#define VRNIC_DB_SLOTS_PER_PAGE 0x1C0
+/* Most doorbell pages one context holds; its objects beyond MAX_DB_PAGES_PER_UCTX * DB_SLOTS_PER_PAGE fail with NO_RESOURCES. */
+#define VRNIC_MAX_DB_PAGES_PER_UCTX 0x200
 /* db_cq_slot.arm bits 1:0: the arm command (enum cq_arm). */
 #define VRNIC_CQ_ARM_CMD_MASK 3
 /* db_cq_slot.arm bits 31:2: the arm sequence number; the driver increments it for every arm request. */
@@ -76,18 +80,18 @@ enum vrnic_cq_arm {
 #define VRNIC_BAR0_CAPS_READABLE_MASK 0x7Fu
 #define VRNIC_BAR0_CAPS_RESERVED_MASK 0xFFFFFF80u
 
-/* Maximum number of QPs. (ro, reset 0x400) */
+/* Maximum number of QPs. (ro, reset 0x10000) */
 #define VRNIC_BAR0_MAX_QP_OFF 0x010
-#define VRNIC_BAR0_MAX_QP_RESET 0x400u
+#define VRNIC_BAR0_MAX_QP_RESET 0x10000u
 #define VRNIC_BAR0_MAX_QP_WRITABLE_MASK 0x0u
 #define VRNIC_BAR0_MAX_QP_W1C_MASK 0x0u
 #define VRNIC_BAR0_MAX_QP_W1S_MASK 0x0u
 #define VRNIC_BAR0_MAX_QP_READABLE_MASK 0xFFFFFFFFu
 #define VRNIC_BAR0_MAX_QP_RESERVED_MASK 0x0u
 
-/* Maximum number of CQs. (ro, reset 0x800) */
+/* Maximum number of CQs. (ro, reset 0x10000) */
 #define VRNIC_BAR0_MAX_CQ_OFF 0x014
-#define VRNIC_BAR0_MAX_CQ_RESET 0x800u
+#define VRNIC_BAR0_MAX_CQ_RESET 0x10000u
 #define VRNIC_BAR0_MAX_CQ_WRITABLE_MASK 0x0u
 #define VRNIC_BAR0_MAX_CQ_W1C_MASK 0x0u
 #define VRNIC_BAR0_MAX_CQ_W1S_MASK 0x0u
@@ -175,9 +179,9 @@ enum vrnic_cq_arm {
 #define VRNIC_BAR0_MAX_EQ_READABLE_MASK 0xFFFFFFFFu
 #define VRNIC_BAR0_MAX_EQ_RESERVED_MASK 0x0u
 
-/* Maximum number of user contexts (doorbell pages 1..MAX_UCTX). (ro, reset 0xFF) */
+/* Maximum number of user contexts (each holds at least one doorbell page from the pool of DB_PAGES). (ro, reset 0x400) */
 #define VRNIC_BAR0_MAX_UCTX_OFF 0x03C
-#define VRNIC_BAR0_MAX_UCTX_RESET 0xFFu
+#define VRNIC_BAR0_MAX_UCTX_RESET 0x400u
 #define VRNIC_BAR0_MAX_UCTX_WRITABLE_MASK 0x0u
 #define VRNIC_BAR0_MAX_UCTX_W1C_MASK 0x0u
 #define VRNIC_BAR0_MAX_UCTX_W1S_MASK 0x0u
@@ -322,7 +326,7 @@ enum vrnic_cq_arm {
 #define VRNIC_BAR0_DRIVER_VERSION_READABLE_MASK 0xFFFFFFFFu
 #define VRNIC_BAR0_DRIVER_VERSION_RESERVED_MASK 0x0u
 
-/* Written by the device: whether it is polling this page. Drivers only read it (see the doorbell protocol). (ro, reset 0) */
+/* Written by the device (only in pages given to a context): whether it is polling this page. Drivers only read it (see the doorbell protocol). (ro, reset 0) */
 #define VRNIC_DB_PAGE_POLL_STATE_OFF 0x000
 #define VRNIC_DB_PAGE_POLL_STATE_RESET 0x0u
 #define VRNIC_DB_PAGE_POLL_STATE_POLLING_SHIFT 0 /* ro: 1: the device is polling and will see new doorbell values without a kick. 0: it may be asleep; a driver that wrote a doorbell must write KICK. */
@@ -333,7 +337,16 @@ enum vrnic_cq_arm {
 #define VRNIC_DB_PAGE_POLL_STATE_READABLE_MASK 0x1u
 #define VRNIC_DB_PAGE_POLL_STATE_RESERVED_MASK 0xFFFFFFFEu
 
-/* Any write wakes the device's doorbell poller for this page's context. Trapped: it costs a VMM exit and a message, so only write it when POLL_STATE.POLLING reads 0. (wo, reset 0) */
+/* Written by drivers: nonzero means some slot flag of this page may be set (a driver stores 1 after setting a slot flag). The device atomically swaps it to 0 when it scans the page's slot flags. (rw, reset 0) */
+#define VRNIC_DB_PAGE_PAGE_FLAG_OFF 0x004
+#define VRNIC_DB_PAGE_PAGE_FLAG_RESET 0x0u
+#define VRNIC_DB_PAGE_PAGE_FLAG_WRITABLE_MASK 0xFFFFFFFFu
+#define VRNIC_DB_PAGE_PAGE_FLAG_W1C_MASK 0x0u
+#define VRNIC_DB_PAGE_PAGE_FLAG_W1S_MASK 0x0u
+#define VRNIC_DB_PAGE_PAGE_FLAG_READABLE_MASK 0xFFFFFFFFu
+#define VRNIC_DB_PAGE_PAGE_FLAG_RESERVED_MASK 0x0u
+
+/* Any write wakes the device's doorbell poller. Trapped: it costs a VMM exit and a message, so only write it when POLL_STATE.POLLING reads 0. (wo, reset 0) */
 #define VRNIC_KICK_PAGE_KICK_OFF 0x000
 #define VRNIC_KICK_PAGE_KICK_RESET 0x0u
 #define VRNIC_KICK_PAGE_KICK_WRITABLE_MASK 0xFFFFFFFFu
@@ -342,7 +355,7 @@ enum vrnic_cq_arm {
 #define VRNIC_KICK_PAGE_KICK_READABLE_MASK 0x0u
 #define VRNIC_KICK_PAGE_KICK_RESERVED_MASK 0x0u
 
-/* Doorbell slot of a QP (in the doorbell page of the QP's context). */
+/* Doorbell slot of a QP (in a doorbell page of the QP's context). Writing it is not enough: the driver also sets the slot's flag and PAGE_FLAG (see Posting work). */
 struct vrnic_db_qp_slot {
 	__le32 sq_pi; /* 0: Send queue producer index: free-running count of send WQEs posted. Written by the driver after the WQEs (release order). */
 	__le32 rq_pi; /* 4: Receive queue producer index: free-running count of receive WQEs posted. */
@@ -366,7 +379,7 @@ _Static_assert(sizeof(struct vrnic_db_cq_slot) == 8, "vrnic_db_cq_slot size");
 _Static_assert(__builtin_offsetof(struct vrnic_db_cq_slot, ci) == 0, "vrnic_db_cq_slot.ci offset");
 _Static_assert(__builtin_offsetof(struct vrnic_db_cq_slot, arm) == 4, "vrnic_db_cq_slot.arm offset");
 
-/* Doorbell slot of an EQ (kernel page only). */
+/* Doorbell slot of an EQ (in a page of the kernel context). */
 struct vrnic_db_eq_slot {
 	__le32 ci; /* 0: Consumer index: free-running count of EQEs consumed. */
 	__le32 unused0; /* 4: Ignored by the device. */

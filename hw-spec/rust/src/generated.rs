@@ -107,23 +107,23 @@ pub const BAR_CTRL: u32 = 0;
 /// Size of the control BAR.
 pub const BAR_CTRL_SIZE: u32 = 0x4000;
 
-/// Index of the doorbell BAR: DB_PAGES pages of 4 KiB, memory shared with the device (mmapped by the VMM), polled by the device. 64-bit, non-prefetchable. Page 0 belongs to the kernel driver, page N to user context N.
+/// Index of the doorbell BAR: DB_PAGES pages of 4 KiB, memory shared with the device (mmapped by the VMM, a sparse memfd), polled by the device. 64-bit, non-prefetchable. Page 0 is the kernel context's first page; the device gives every other page to a context on demand (see Doorbell pages in section 3).
 pub const BAR_DB: u32 = 2;
 
-/// Index of the kick BAR: DB_PAGES trapped pages of 4 KiB mirroring the doorbell BAR; a write to a page's KICK register wakes the device. 64-bit, non-prefetchable.
+/// Index of the kick BAR: DB_PAGES trapped pages of 4 KiB; kick page N mirrors doorbell page N, and a write to its KICK register wakes the device. A driver kicks through the kick page of the doorbell page it rang. 64-bit, non-prefetchable.
 pub const BAR_KICK: u32 = 4;
 
-/// Number of doorbell (and kick) pages: page 0 for the kernel, pages 1..255 for user contexts.
-pub const DB_PAGES: u32 = 0x100;
+/// Number of doorbell (and kick) pages: the pool the device gives contexts their pages from (page 0 is always the kernel context's first page).
+pub const DB_PAGES: u32 = 0x1000;
 
 /// Size of one doorbell or kick page.
 pub const DB_PAGE_SIZE: u32 = 0x1000;
 
 /// Size of the doorbell BAR (DB_PAGES * DB_PAGE_SIZE).
-pub const BAR_DB_SIZE: u32 = 0x100000;
+pub const BAR_DB_SIZE: u32 = 0x1000000;
 
 /// Size of the kick BAR (DB_PAGES * DB_PAGE_SIZE).
-pub const BAR_KICK_SIZE: u32 = 0x100000;
+pub const BAR_KICK_SIZE: u32 = 0x1000000;
 
 // ---- Registers, doorbell pages and kick pages (regs.toml) ----
 
@@ -136,14 +136,20 @@ pub const VERSION_MAJOR: u32 = 1;
 /// Interface minor version described by this document.
 pub const VERSION_MINOR: u32 = 0;
 
+/// Offset of the slot flags in a doorbell page: one byte per slot, the flag of slot N at DB_FLAGS_BASE + N. A driver stores 1 after writing a QP doorbell of slot N; the device swaps the flags to 0 (8 bytes at a time) when it scans them.
+pub const DB_FLAGS_BASE: u32 = 0x40;
+
 /// Offset of doorbell slot 0 in a doorbell page.
-pub const DB_SLOT_BASE: u32 = 0x40;
+pub const DB_SLOT_BASE: u32 = 0x200;
 
 /// Size of one doorbell slot; slot N lives at DB_SLOT_BASE + N * DB_SLOT_SIZE.
 pub const DB_SLOT_SIZE: u32 = 8;
 
-/// Doorbell slots per page: every QP, CQ and EQ of a context takes one.
-pub const DB_SLOTS_PER_PAGE: u32 = 0x1F8;
+/// Doorbell slots per page: every QP, CQ and EQ of a context takes one (64 + 448 flag bytes + 448 * 8 = 4096).
+pub const DB_SLOTS_PER_PAGE: u32 = 0x1C0;
+
+/// Most doorbell pages one context holds; its objects beyond MAX_DB_PAGES_PER_UCTX * DB_SLOTS_PER_PAGE fail with NO_RESOURCES.
+pub const MAX_DB_PAGES_PER_UCTX: u32 = 0x200;
 
 /// db_cq_slot.arm bits 1:0: the arm command (enum cq_arm).
 pub const CQ_ARM_CMD_MASK: u32 = 3;
@@ -317,7 +323,7 @@ pub mod bar0 {
     };
     /// Maximum number of QPs.
     pub const MAX_QP: u64 = 0x10;
-    pub const MAX_QP_RESET: u32 = 0x400;
+    pub const MAX_QP_RESET: u32 = 0x10000;
     pub const MAX_QP_WRITABLE_MASK: u32 = 0x0;
     pub const MAX_QP_W1C_MASK: u32 = 0x0;
     pub const MAX_QP_W1S_MASK: u32 = 0x0;
@@ -333,7 +339,7 @@ pub mod bar0 {
     };
     /// Maximum number of CQs.
     pub const MAX_CQ: u64 = 0x14;
-    pub const MAX_CQ_RESET: u32 = 0x800;
+    pub const MAX_CQ_RESET: u32 = 0x10000;
     pub const MAX_CQ_WRITABLE_MASK: u32 = 0x0;
     pub const MAX_CQ_W1C_MASK: u32 = 0x0;
     pub const MAX_CQ_W1S_MASK: u32 = 0x0;
@@ -491,9 +497,9 @@ pub mod bar0 {
         readable: MAX_EQ_READABLE_MASK,
         reserved: MAX_EQ_RESERVED_MASK,
     };
-    /// Maximum number of user contexts (doorbell pages 1..MAX_UCTX).
+    /// Maximum number of user contexts (each holds at least one doorbell page from the pool of DB_PAGES).
     pub const MAX_UCTX: u64 = 0x3C;
-    pub const MAX_UCTX_RESET: u32 = 0xFF;
+    pub const MAX_UCTX_RESET: u32 = 0x400;
     pub const MAX_UCTX_WRITABLE_MASK: u32 = 0x0;
     pub const MAX_UCTX_W1C_MASK: u32 = 0x0;
     pub const MAX_UCTX_W1S_MASK: u32 = 0x0;
@@ -881,7 +887,7 @@ pub mod bar0 {
 pub mod db_page {
     use super::{RegAccess, RegMasks};
 
-    /// Written by the device: whether it is polling this page. Drivers only read it (see the doorbell protocol).
+    /// Written by the device (only in pages given to a context): whether it is polling this page. Drivers only read it (see the doorbell protocol).
     pub const POLL_STATE: u64 = 0;
     pub const POLL_STATE_RESET: u32 = 0;
     /// 1: the device is polling and will see new doorbell values without a kick. 0: it may be asleep; a driver that wrote a doorbell must write KICK. (ro)
@@ -900,11 +906,28 @@ pub mod db_page {
         readable: POLL_STATE_READABLE_MASK,
         reserved: POLL_STATE_RESERVED_MASK,
     };
+    /// Written by drivers: nonzero means some slot flag of this page may be set (a driver stores 1 after setting a slot flag). The device atomically swaps it to 0 when it scans the page's slot flags.
+    pub const PAGE_FLAG: u64 = 4;
+    pub const PAGE_FLAG_RESET: u32 = 0;
+    pub const PAGE_FLAG_WRITABLE_MASK: u32 = 0xFFFFFFFF;
+    pub const PAGE_FLAG_W1C_MASK: u32 = 0x0;
+    pub const PAGE_FLAG_W1S_MASK: u32 = 0x0;
+    pub const PAGE_FLAG_READABLE_MASK: u32 = 0xFFFFFFFF;
+    pub const PAGE_FLAG_RESERVED_MASK: u32 = 0x0;
+    /// How a write changes `PAGE_FLAG`.
+    pub const PAGE_FLAG_MASKS: RegMasks = RegMasks {
+        writable: PAGE_FLAG_WRITABLE_MASK,
+        w1c: PAGE_FLAG_W1C_MASK,
+        w1s: PAGE_FLAG_W1S_MASK,
+        readable: PAGE_FLAG_READABLE_MASK,
+        reserved: PAGE_FLAG_RESERVED_MASK,
+    };
 
     /// The write semantics of the register at `offset`, if there is one.
     pub const fn masks(offset: u64) -> Option<RegMasks> {
         match offset {
             POLL_STATE => Some(POLL_STATE_MASKS),
+            PAGE_FLAG => Some(PAGE_FLAG_MASKS),
             _ => None,
         }
     }
@@ -918,15 +941,17 @@ pub mod db_page {
     )];
 
     /// Every register of the block, for a generic register file.
-    pub const REGISTERS: &[(&str, u64, RegAccess, u32)] =
-        &[("POLL_STATE", POLL_STATE, RegAccess::Ro, POLL_STATE_RESET)];
+    pub const REGISTERS: &[(&str, u64, RegAccess, u32)] = &[
+        ("POLL_STATE", POLL_STATE, RegAccess::Ro, POLL_STATE_RESET),
+        ("PAGE_FLAG", PAGE_FLAG, RegAccess::Rw, PAGE_FLAG_RESET),
+    ];
 }
 
 /// Registers of `kick_page`: byte offsets, reset values and field masks.
 pub mod kick_page {
     use super::{RegAccess, RegMasks};
 
-    /// Any write wakes the device's doorbell poller for this page's context. Trapped: it costs a VMM exit and a message, so only write it when POLL_STATE.POLLING reads 0.
+    /// Any write wakes the device's doorbell poller. Trapped: it costs a VMM exit and a message, so only write it when POLL_STATE.POLLING reads 0.
     pub const KICK: u64 = 0;
     pub const KICK_RESET: u32 = 0;
     pub const KICK_WRITABLE_MASK: u32 = 0xFFFFFFFF;
@@ -959,7 +984,7 @@ pub mod kick_page {
         &[("KICK", KICK, RegAccess::Wo, KICK_RESET)];
 }
 
-/// Doorbell slot of a QP (in the doorbell page of the QP's context).
+/// Doorbell slot of a QP (in a doorbell page of the QP's context). Writing it is not enough: the driver also sets the slot's flag and PAGE_FLAG (see Posting work).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DbQpSlot {
@@ -1037,7 +1062,7 @@ const _: () = assert!(std::mem::size_of::<DbCqSlot>() == 8);
 const _: () = assert!(std::mem::offset_of!(DbCqSlot, ci) == 0);
 const _: () = assert!(std::mem::offset_of!(DbCqSlot, arm) == 4);
 
-/// Doorbell slot of an EQ (kernel page only).
+/// Doorbell slot of an EQ (in a page of the kernel context).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DbEqSlot {
@@ -1105,7 +1130,7 @@ pub const QPN_MIN: u32 = 2;
 /// Largest QPN (24 bits).
 pub const QPN_MAX: u32 = 0xFFFFFF;
 
-/// The kernel driver's own context (doorbell page 0).
+/// The kernel driver's own context (its first doorbell page is page 0).
 pub const KERNEL_UCTX: u32 = 0;
 
 /// The device's only port.
@@ -1125,9 +1150,9 @@ pub enum AqOpcode {
     QueryDevice = 1,
     /// Write a port_attr to out_addr.
     QueryPort = 2,
-    /// Create a user context; result0 = uctx (its doorbell and kick page index).
+    /// Create a user context; result0 = uctx, result1 = its first doorbell page (zeroed; kick page of the same number). NO_RESOURCES when MAX_UCTX contexts exist or the page pool is empty.
     AllocUctx = 3,
-    /// Destroy a user context; fails with BUSY while it owns objects.
+    /// Destroy a user context; fails with BUSY while it owns objects. Its doorbell pages are zeroed and return to the pool.
     DeallocUctx = 4,
     /// Create a protection domain; result0 = pdn.
     AllocPd = 5,
@@ -1137,15 +1162,15 @@ pub enum AqOpcode {
     RegMr = 7,
     /// Deregister a memory region.
     DeregMr = 8,
-    /// Create a completion queue; result0 = cqn, result1 = doorbell slot (zeroed by the device).
+    /// Create a completion queue; result0 = cqn, result1 = doorbell slot (zeroed by the device), result2 = the doorbell page holding the slot (a page of the owning context).
     CreateCq = 9,
     /// Destroy a CQ; fails with BUSY while QPs use it.
     DestroyCq = 10,
-    /// Create an event queue; result0 = eqn, result1 = doorbell slot (page 0).
+    /// Create an event queue; result0 = eqn, result1 = doorbell slot, result2 = the doorbell page holding it (a page of the kernel context).
     CreateEq = 11,
     /// Destroy an EQ; fails with BUSY while CQs use it.
     DestroyEq = 12,
-    /// Create a QP in RESET; result0 = qpn, result1 = doorbell slot (zeroed by the device).
+    /// Create a QP in RESET; result0 = qpn, result1 = doorbell slot (zeroed by the device, with its flag), result2 = the doorbell page holding the slot (a page of the owning context).
     CreateQp = 13,
     /// Change QP attributes and state (IBTA transitions). Moving to RESET sets both consumer indices to 0, zeroes the QP's doorbell slot and forgets every outstanding WQE: no CQE for them is written after the command completes.
     ModifyQp = 14,
@@ -1246,7 +1271,7 @@ pub enum AqStatus {
     BadHandle = 3,
     /// The object is in a state that does not allow the command (e.g. an invalid QP transition).
     BadState = 4,
-    /// A limit was reached (objects, doorbell slots, memory).
+    /// A limit was reached (objects, doorbell pages of the context or of the device, memory).
     NoResources = 5,
     /// A guest address in the command (page list, ring, out_addr) could not be accessed by DMA.
     BadAddress = 6,
@@ -2224,7 +2249,7 @@ const _: () = assert!(std::mem::offset_of!(CmdRegMr, reserved0) == 52);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CmdCreateCq {
     pub hdr: AqHeader,
-    /// Owning context: its doorbell page gets the CQ's slot.
+    /// Owning context: one of its doorbell pages gets the CQ's slot.
     pub uctx: Le32,
     /// EQ receiving this CQ's completion events.
     pub eqn: Le32,
@@ -3960,7 +3985,7 @@ const _: () = assert!(std::mem::offset_of!(Eqe, owner) == 15);
 // ---- Kernel <-> provider ABI (uverbs udata) (abi.toml) ----
 
 /// Version of the structs below.
-pub const UVERBS_ABI_VERSION: u32 = 1;
+pub const UVERBS_ABI_VERSION: u32 = 2;
 
 /// Response of ibv_open_device (alloc_ucontext).
 #[repr(C)]
@@ -3968,11 +3993,11 @@ pub const UVERBS_ABI_VERSION: u32 = 1;
 pub struct AllocUcontextResp {
     /// UVERBS_ABI_VERSION.
     pub abi_version: Le32,
-    /// Device context number (= doorbell page index).
+    /// Device context number.
     pub uctx: Le32,
-    /// mmap offset of the doorbell page.
+    /// mmap offset of the context's first doorbell page.
     pub db_mmap_key: Le64,
-    /// mmap offset of the kick page.
+    /// mmap offset of the kick page of that page.
     pub kick_mmap_key: Le64,
     /// MAX_SGE.
     pub max_sge: Le32,
@@ -3982,8 +4007,10 @@ pub struct AllocUcontextResp {
     pub max_qp_wr: Le32,
     /// MAX_CQE.
     pub max_cqe: Le32,
+    /// Number of the context's first doorbell page (ALLOC_UCTX result1).
+    pub db_page: Le32,
     /// Reserved, must be zero.
-    pub reserved0: [u8; 8],
+    pub reserved0: [u8; 4],
 }
 
 impl Default for AllocUcontextResp {
@@ -4008,7 +4035,8 @@ impl AllocUcontextResp {
     pub const MAX_INLINE_OFF: usize = 28;
     pub const MAX_QP_WR_OFF: usize = 32;
     pub const MAX_CQE_OFF: usize = 36;
-    pub const RESERVED0_OFF: usize = 40;
+    pub const DB_PAGE_OFF: usize = 40;
+    pub const RESERVED0_OFF: usize = 44;
 
     /// The first reserved field (searching nested structs too) that is not zero, as
     /// (field name, byte offset in this struct).
@@ -4029,7 +4057,8 @@ const _: () = assert!(std::mem::offset_of!(AllocUcontextResp, max_sge) == 24);
 const _: () = assert!(std::mem::offset_of!(AllocUcontextResp, max_inline) == 28);
 const _: () = assert!(std::mem::offset_of!(AllocUcontextResp, max_qp_wr) == 32);
 const _: () = assert!(std::mem::offset_of!(AllocUcontextResp, max_cqe) == 36);
-const _: () = assert!(std::mem::offset_of!(AllocUcontextResp, reserved0) == 40);
+const _: () = assert!(std::mem::offset_of!(AllocUcontextResp, db_page) == 40);
+const _: () = assert!(std::mem::offset_of!(AllocUcontextResp, reserved0) == 44);
 
 /// Request of create_cq.
 #[repr(C)]
@@ -4082,12 +4111,18 @@ const _: () = assert!(std::mem::offset_of!(CreateCqCmd, reserved0) == 9);
 pub struct CreateCqResp {
     /// CQ number.
     pub cqn: Le32,
-    /// Doorbell slot in the context's doorbell page.
+    /// Doorbell slot in page db_page.
     pub db_slot: Le32,
     /// log2 of the ring depth (as requested).
     pub depth_log2: u8,
     /// Reserved, must be zero.
-    pub reserved0: [u8; 7],
+    pub reserved0: [u8; 3],
+    /// Doorbell page holding the slot (CREATE_CQ result2), a page of the caller's context.
+    pub db_page: Le32,
+    /// mmap offset of doorbell page db_page.
+    pub db_mmap_key: Le64,
+    /// mmap offset of kick page db_page.
+    pub kick_mmap_key: Le64,
 }
 
 impl Default for CreateCqResp {
@@ -4103,11 +4138,14 @@ impl Default for CreateCqResp {
 unsafe impl ByteValued for CreateCqResp {}
 
 impl CreateCqResp {
-    pub const SIZE: usize = 16;
+    pub const SIZE: usize = 32;
     pub const CQN_OFF: usize = 0;
     pub const DB_SLOT_OFF: usize = 4;
     pub const DEPTH_LOG2_OFF: usize = 8;
     pub const RESERVED0_OFF: usize = 9;
+    pub const DB_PAGE_OFF: usize = 12;
+    pub const DB_MMAP_KEY_OFF: usize = 16;
+    pub const KICK_MMAP_KEY_OFF: usize = 24;
 
     /// The first reserved field (searching nested structs too) that is not zero, as
     /// (field name, byte offset in this struct).
@@ -4119,11 +4157,14 @@ impl CreateCqResp {
     }
 }
 
-const _: () = assert!(std::mem::size_of::<CreateCqResp>() == 16);
+const _: () = assert!(std::mem::size_of::<CreateCqResp>() == 32);
 const _: () = assert!(std::mem::offset_of!(CreateCqResp, cqn) == 0);
 const _: () = assert!(std::mem::offset_of!(CreateCqResp, db_slot) == 4);
 const _: () = assert!(std::mem::offset_of!(CreateCqResp, depth_log2) == 8);
 const _: () = assert!(std::mem::offset_of!(CreateCqResp, reserved0) == 9);
+const _: () = assert!(std::mem::offset_of!(CreateCqResp, db_page) == 12);
+const _: () = assert!(std::mem::offset_of!(CreateCqResp, db_mmap_key) == 16);
+const _: () = assert!(std::mem::offset_of!(CreateCqResp, kick_mmap_key) == 24);
 
 /// Request of create_qp.
 #[repr(C)]
@@ -4194,12 +4235,18 @@ const _: () = assert!(std::mem::offset_of!(CreateQpCmd, reserved0) == 24);
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CreateQpResp {
-    /// QP number.
+    /// QP number (opaque 24 bits).
     pub qpn: Le32,
-    /// Doorbell slot in the context's doorbell page.
+    /// Doorbell slot in page db_page.
     pub db_slot: Le32,
+    /// Doorbell page holding the slot (CREATE_QP result2), a page of the caller's context.
+    pub db_page: Le32,
     /// Reserved, must be zero.
-    pub reserved0: [u8; 8],
+    pub reserved0: Le32,
+    /// mmap offset of doorbell page db_page.
+    pub db_mmap_key: Le64,
+    /// mmap offset of kick page db_page.
+    pub kick_mmap_key: Le64,
 }
 
 impl Default for CreateQpResp {
@@ -4215,25 +4262,31 @@ impl Default for CreateQpResp {
 unsafe impl ByteValued for CreateQpResp {}
 
 impl CreateQpResp {
-    pub const SIZE: usize = 16;
+    pub const SIZE: usize = 32;
     pub const QPN_OFF: usize = 0;
     pub const DB_SLOT_OFF: usize = 4;
-    pub const RESERVED0_OFF: usize = 8;
+    pub const DB_PAGE_OFF: usize = 8;
+    pub const RESERVED0_OFF: usize = 12;
+    pub const DB_MMAP_KEY_OFF: usize = 16;
+    pub const KICK_MMAP_KEY_OFF: usize = 24;
 
     /// The first reserved field (searching nested structs too) that is not zero, as
     /// (field name, byte offset in this struct).
     pub fn nonzero_reserved(&self) -> Option<(&'static str, usize)> {
-        if self.reserved0.iter().any(|b| *b != 0) {
+        if self.reserved0.to_native() != 0 {
             return Some(("reserved0", Self::RESERVED0_OFF));
         }
         None
     }
 }
 
-const _: () = assert!(std::mem::size_of::<CreateQpResp>() == 16);
+const _: () = assert!(std::mem::size_of::<CreateQpResp>() == 32);
 const _: () = assert!(std::mem::offset_of!(CreateQpResp, qpn) == 0);
 const _: () = assert!(std::mem::offset_of!(CreateQpResp, db_slot) == 4);
-const _: () = assert!(std::mem::offset_of!(CreateQpResp, reserved0) == 8);
+const _: () = assert!(std::mem::offset_of!(CreateQpResp, db_page) == 8);
+const _: () = assert!(std::mem::offset_of!(CreateQpResp, reserved0) == 12);
+const _: () = assert!(std::mem::offset_of!(CreateQpResp, db_mmap_key) == 16);
+const _: () = assert!(std::mem::offset_of!(CreateQpResp, kick_mmap_key) == 24);
 
 /// Every struct size (`name`) and field offset (`name.field`), measured on the Rust types;
 /// the layout test compares it with the C headers.
@@ -4832,6 +4885,10 @@ pub const LAYOUT: &[(&str, usize)] = &[
         std::mem::offset_of!(AllocUcontextResp, max_cqe),
     ),
     (
+        "alloc_ucontext_resp.db_page",
+        std::mem::offset_of!(AllocUcontextResp, db_page),
+    ),
+    (
         "alloc_ucontext_resp.reserved0",
         std::mem::offset_of!(AllocUcontextResp, reserved0),
     ),
@@ -4864,6 +4921,18 @@ pub const LAYOUT: &[(&str, usize)] = &[
     (
         "create_cq_resp.reserved0",
         std::mem::offset_of!(CreateCqResp, reserved0),
+    ),
+    (
+        "create_cq_resp.db_page",
+        std::mem::offset_of!(CreateCqResp, db_page),
+    ),
+    (
+        "create_cq_resp.db_mmap_key",
+        std::mem::offset_of!(CreateCqResp, db_mmap_key),
+    ),
+    (
+        "create_cq_resp.kick_mmap_key",
+        std::mem::offset_of!(CreateCqResp, kick_mmap_key),
     ),
     ("create_qp_cmd", std::mem::size_of::<CreateQpCmd>()),
     (
@@ -4908,8 +4977,20 @@ pub const LAYOUT: &[(&str, usize)] = &[
         std::mem::offset_of!(CreateQpResp, db_slot),
     ),
     (
+        "create_qp_resp.db_page",
+        std::mem::offset_of!(CreateQpResp, db_page),
+    ),
+    (
         "create_qp_resp.reserved0",
         std::mem::offset_of!(CreateQpResp, reserved0),
+    ),
+    (
+        "create_qp_resp.db_mmap_key",
+        std::mem::offset_of!(CreateQpResp, db_mmap_key),
+    ),
+    (
+        "create_qp_resp.kick_mmap_key",
+        std::mem::offset_of!(CreateQpResp, kick_mmap_key),
     ),
 ];
 
@@ -5117,9 +5198,11 @@ pub const VALUES: &[(&str, u64)] = &[
     ("AQ_DEPTH_LOG2_MAX", AQ_DEPTH_LOG2_MAX as u64),
     ("VERSION_MAJOR", VERSION_MAJOR as u64),
     ("VERSION_MINOR", VERSION_MINOR as u64),
+    ("DB_FLAGS_BASE", DB_FLAGS_BASE as u64),
     ("DB_SLOT_BASE", DB_SLOT_BASE as u64),
     ("DB_SLOT_SIZE", DB_SLOT_SIZE as u64),
     ("DB_SLOTS_PER_PAGE", DB_SLOTS_PER_PAGE as u64),
+    ("MAX_DB_PAGES_PER_UCTX", MAX_DB_PAGES_PER_UCTX as u64),
     ("CQ_ARM_CMD_MASK", CQ_ARM_CMD_MASK as u64),
     ("CQ_ARM_SEQ_SHIFT", CQ_ARM_SEQ_SHIFT as u64),
     ("FATAL_CODE_NONE", FatalCode::None as u64),
@@ -5695,6 +5778,28 @@ pub const VALUES: &[(&str, u64)] = &[
     (
         "DB_PAGE_POLL_STATE_RESERVED_MASK",
         db_page::POLL_STATE_RESERVED_MASK as u64,
+    ),
+    ("DB_PAGE_PAGE_FLAG_OFF", db_page::PAGE_FLAG as u64),
+    ("DB_PAGE_PAGE_FLAG_RESET", db_page::PAGE_FLAG_RESET as u64),
+    (
+        "DB_PAGE_PAGE_FLAG_WRITABLE_MASK",
+        db_page::PAGE_FLAG_WRITABLE_MASK as u64,
+    ),
+    (
+        "DB_PAGE_PAGE_FLAG_W1C_MASK",
+        db_page::PAGE_FLAG_W1C_MASK as u64,
+    ),
+    (
+        "DB_PAGE_PAGE_FLAG_W1S_MASK",
+        db_page::PAGE_FLAG_W1S_MASK as u64,
+    ),
+    (
+        "DB_PAGE_PAGE_FLAG_READABLE_MASK",
+        db_page::PAGE_FLAG_READABLE_MASK as u64,
+    ),
+    (
+        "DB_PAGE_PAGE_FLAG_RESERVED_MASK",
+        db_page::PAGE_FLAG_RESERVED_MASK as u64,
     ),
     ("KICK_PAGE_KICK_OFF", kick_page::KICK as u64),
     ("KICK_PAGE_KICK_RESET", kick_page::KICK_RESET as u64),

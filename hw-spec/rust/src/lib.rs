@@ -20,14 +20,20 @@ pub const fn db_slot_field_offset(slot: u32, field_off: usize) -> u64 {
     db_slot_offset(slot) + field_off as u64
 }
 
+/// Byte offset of the flag byte of doorbell slot `slot` within a doorbell page.
+pub const fn db_flag_offset(slot: u32) -> u64 {
+    DB_FLAGS_BASE as u64 + slot as u64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn slot_fields_are_found_from_their_generated_offsets() {
-        assert_eq!(db_slot_field_offset(0, DbQpSlot::SQ_PI_OFF), 0x40);
-        assert_eq!(db_slot_field_offset(2, DbCqSlot::ARM_OFF), 0x40 + 2 * 8 + 4);
+        assert_eq!(db_slot_field_offset(0, DbQpSlot::SQ_PI_OFF), 0x200);
+        assert_eq!(db_slot_field_offset(2, DbCqSlot::ARM_OFF), 0x200 + 2 * 8 + 4);
         assert_eq!(db_slot_field_offset(1, DbEqSlot::CI_OFF), db_slot_offset(1));
+        assert_eq!(db_flag_offset(DB_SLOTS_PER_PAGE - 1), 0x1ff);
     }
 }

@@ -42,9 +42,11 @@ int main(void)
 	VAL(AQ_DEPTH_LOG2_MAX);
 	VAL(VERSION_MAJOR);
 	VAL(VERSION_MINOR);
+	VAL(DB_FLAGS_BASE);
 	VAL(DB_SLOT_BASE);
 	VAL(DB_SLOT_SIZE);
 	VAL(DB_SLOTS_PER_PAGE);
+	VAL(MAX_DB_PAGES_PER_UCTX);
 	VAL(CQ_ARM_CMD_MASK);
 	VAL(CQ_ARM_SEQ_SHIFT);
 	VAL(FATAL_CODE_NONE);
@@ -282,6 +284,13 @@ int main(void)
 	VAL(DB_PAGE_POLL_STATE_W1S_MASK);
 	VAL(DB_PAGE_POLL_STATE_READABLE_MASK);
 	VAL(DB_PAGE_POLL_STATE_RESERVED_MASK);
+	VAL(DB_PAGE_PAGE_FLAG_OFF);
+	VAL(DB_PAGE_PAGE_FLAG_RESET);
+	VAL(DB_PAGE_PAGE_FLAG_WRITABLE_MASK);
+	VAL(DB_PAGE_PAGE_FLAG_W1C_MASK);
+	VAL(DB_PAGE_PAGE_FLAG_W1S_MASK);
+	VAL(DB_PAGE_PAGE_FLAG_READABLE_MASK);
+	VAL(DB_PAGE_PAGE_FLAG_RESERVED_MASK);
 	VAL(KICK_PAGE_KICK_OFF);
 	VAL(KICK_PAGE_KICK_RESET);
 	VAL(KICK_PAGE_KICK_WRITABLE_MASK);
@@ -835,6 +844,7 @@ int main(void)
 	OFF(alloc_ucontext_resp, max_inline);
 	OFF(alloc_ucontext_resp, max_qp_wr);
 	OFF(alloc_ucontext_resp, max_cqe);
+	OFF(alloc_ucontext_resp, db_page);
 	OFF(alloc_ucontext_resp, reserved0);
 	SIZE(create_cq_cmd);
 	OFF(create_cq_cmd, buf_addr);
@@ -845,6 +855,9 @@ int main(void)
 	OFF(create_cq_resp, db_slot);
 	OFF(create_cq_resp, depth_log2);
 	OFF(create_cq_resp, reserved0);
+	OFF(create_cq_resp, db_page);
+	OFF(create_cq_resp, db_mmap_key);
+	OFF(create_cq_resp, kick_mmap_key);
 	SIZE(create_qp_cmd);
 	OFF(create_qp_cmd, sq_buf_addr);
 	OFF(create_qp_cmd, rq_buf_addr);
@@ -857,7 +870,10 @@ int main(void)
 	SIZE(create_qp_resp);
 	OFF(create_qp_resp, qpn);
 	OFF(create_qp_resp, db_slot);
+	OFF(create_qp_resp, db_page);
 	OFF(create_qp_resp, reserved0);
+	OFF(create_qp_resp, db_mmap_key);
+	OFF(create_qp_resp, kick_mmap_key);
 	VAL(UVERBS_ABI_VERSION);
 	return 0;
 }
