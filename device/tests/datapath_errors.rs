@@ -850,7 +850,7 @@ fn doorbell_beyond_the_queue_depth_errors_the_qp(t: Topology) {
     let mut p = Pair::new(t);
     let (drv, side) = p.side(A);
     let depth = side.qp.sq.depth();
-    let (page, slot) = (side.qp.uctx, side.qp.slot);
+    let (page, slot) = (side.qp.page, side.qp.slot);
 
     drv.ring_doorbell(page, slot, 0, depth + 1);
 
@@ -957,8 +957,8 @@ fn moving_to_reset_forgets_outstanding_wqes(t: Topology) {
     drv.set_qp_state(&mut side.qp, QpState::Reset).ok();
     assert_eq!(
         (
-            drv.db_load(side.qp.uctx, side.qp.slot, 0),
-            drv.db_load(side.qp.uctx, side.qp.slot, 1)
+            drv.db_load(side.qp.page, side.qp.slot, 0),
+            drv.db_load(side.qp.page, side.qp.slot, 1)
         ),
         (0, 0),
         "the doorbell slot is zeroed"

@@ -169,7 +169,7 @@ fn a_doorbell_written_while_the_device_sleeps_is_seen_after_the_kick() {
     let (_devices, mut d, mut a, b) = loopback_with_idle(Duration::from_micros(100));
     let src = d.reg_mr(a.uctx, a.pd, 8, ACCESS_ALL);
     let dst = d.reg_mr(b.uctx, b.pd, 8, ACCESS_ALL);
-    let page = a.uctx;
+    let page = a.qp.page;
     let asleep = |d: &FakeDriver| d.poll_state(page) & db_page::POLL_STATE_POLLING_MASK == 0;
     let kicks = d.kicks;
 
@@ -204,7 +204,7 @@ fn doorbells_written_while_the_device_polls_need_no_kick() {
         &SendWr::write(0, vec![src.sge(0, 8)], &dst, 0).signaled(),
     );
     d.wait_cqe(&mut a.send_cq);
-    let page = a.uctx;
+    let page = a.qp.page;
     wait_for("the poller to announce polling", || {
         (d.poll_state(page) & db_page::POLL_STATE_POLLING_MASK != 0).then_some(())
     });

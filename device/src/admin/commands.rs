@@ -5,7 +5,7 @@ use super::error::{
 };
 use super::prefetch::PageListReads;
 use crate::guest_memory::RamSnapshot;
-use crate::objects::{Pd, Uctx};
+use crate::objects::Pd;
 use crate::rnic::{Rnic, RnicState};
 use vm_memory::ByteValued;
 use vrnic_hw::*;
@@ -241,10 +241,13 @@ fn alloc_uctx(rnic: &Rnic, st: &mut RnicState, cmd: &CmdHandle) -> CmdResult<[u3
     if cmd.uctx.to_native() != KERNEL_UCTX {
         return Err(permission(CmdHandle::UCTX_OFF));
     }
-    let index = st.objects.uctxs.free_index(1).ok_or_else(no_resources)?;
-    st.objects.uctxs.insert_at(index, Uctx::new());
-    rnic.doorbells.clear_page(index as u32);
-    Ok([index as u32, 0, 0, 0])
+    let (uctx, page) = st.objects.alloc_uctx().ok_or_else(no_resources)?;
+    rnic.doorbells.give_page(page);
+    log::debug!(
+        "{}: uctx {uctx} allocated, first doorbell page {page}",
+        rnic.name()
+    );
+    Ok([uctx, page, 0, 0])
 }
 
 fn dealloc_uctx(rnic: &Rnic, st: &mut RnicState, cmd: &CmdHandle) -> CmdResult<[u32; 4]> {
@@ -261,8 +264,9 @@ fn dealloc_uctx(rnic: &Rnic, st: &mut RnicState, cmd: &CmdHandle) -> CmdResult<[
     if in_use {
         return Err(busy(CmdHandle::HANDLE_OFF));
     }
-    st.objects.uctxs.remove(uctx);
-    rnic.doorbells.clear_page(uctx);
+    for page in st.objects.dealloc_uctx(uctx) {
+        rnic.doorbells.release_page(page);
+    }
     Ok([0; 4])
 }
 

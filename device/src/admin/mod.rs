@@ -14,7 +14,7 @@ mod prefetch;
 mod qp;
 mod queues;
 
-use crate::objects::Uctx;
+use crate::objects::{Uctx, KERNEL_DB_PAGE};
 use crate::rnic::notify::{post_async, publish};
 use crate::rnic::{AdminQueue, Rnic, RnicState};
 use vrnic_hw::{
@@ -48,7 +48,8 @@ pub fn enable(rnic: &Rnic, st: &mut RnicState) {
     }
     st.objects
         .uctxs
-        .insert_at(KERNEL_UCTX as usize, Uctx::new());
+        .insert_at(KERNEL_UCTX as usize, Uctx::new(KERNEL_DB_PAGE));
+    rnic.doorbells.give_page(KERNEL_DB_PAGE);
     st.admin = Some(AdminQueue {
         aq,
         acq,

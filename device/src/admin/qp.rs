@@ -95,7 +95,7 @@ pub fn create_qp(
     if st.objects.qps.free_index(0).is_none() {
         return Err(no_resources());
     }
-    let db_slot = take_slot(rnic, st, uctx)?;
+    let (db_page, db_slot) = take_slot(rnic, st, uctx)?;
     let (index, qpn) = st.objects.next_qpn().ok_or_else(no_resources)?;
     st.objects.qps.insert_at(
         index,
@@ -109,6 +109,7 @@ pub fn create_qp(
             attr: QpAttr::default(),
             sq: WorkQueue { ring: sq, ci: 0 },
             rq: WorkQueue { ring: rq, ci: 0 },
+            db_page,
             db_slot,
             max_send_sge: cmd.max_send_sge,
             max_recv_sge: cmd.max_recv_sge,
@@ -123,10 +124,10 @@ pub fn create_qp(
         },
     );
     log::debug!(
-        "{}: QP {qpn} created (uctx {uctx}, slot {db_slot})",
+        "{}: QP {qpn} created (uctx {uctx}, page {db_page}, slot {db_slot})",
         rnic.name()
     );
-    Ok([qpn, db_slot, 0, 0])
+    Ok([qpn, db_slot, db_page, 0])
 }
 
 /// Byte offset of a qp_attr field within MODIFY_QP.
@@ -304,7 +305,7 @@ pub fn modify_qp(rnic: &Rnic, st: &mut RnicState, cmd: &CmdModifyQp) -> CmdResul
         qp.expected_psn = attr.rq_psn.to_native();
     }
     qp.state = target;
-    let (uctx, slot, notify) = (qp.uctx, qp.db_slot, qp.attr.en_sqd_async_notify != 0);
+    let (page, slot, notify) = (qp.db_page, qp.db_slot, qp.attr.en_sqd_async_notify != 0);
     match target {
         QpState::Reset => {
             qp.sq.ci = 0;
@@ -314,8 +315,8 @@ pub fn modify_qp(rnic: &Rnic, st: &mut RnicState, cmd: &CmdModifyQp) -> CmdResul
             qp.next_psn = 0;
             qp.expected_psn = 0;
             qp.attr = QpAttr::default();
-            rnic.doorbells.set_slot_word(uctx, slot, 0, 0);
-            rnic.doorbells.set_slot_word(uctx, slot, 1, 0);
+            rnic.doorbells.set_slot_word(page, slot, 0, 0);
+            rnic.doorbells.set_slot_word(page, slot, 1, 0);
         }
         QpState::Err => qp.forget_work(),
         QpState::Sqd if current != QpState::Sqd && notify => {
@@ -365,11 +366,10 @@ pub fn destroy_qp(rnic: &Rnic, st: &mut RnicState, cmd: &CmdHandle) -> CmdResult
         .qp(qpn)
         .ok_or(bad_handle(CmdHandle::HANDLE_OFF))?;
     owned(qp.uctx, cmd.uctx.to_native(), CmdHandle::UCTX_OFF)?;
-    let (uctx, slot) = (qp.uctx, qp.db_slot);
+    let (uctx, page, slot) = (qp.uctx, qp.db_page, qp.db_slot);
     st.objects.remove_qp(qpn);
-    release_slot(st, uctx, slot);
-    rnic.doorbells.set_slot_word(uctx, slot, 0, 0);
-    rnic.doorbells.set_slot_word(uctx, slot, 1, 0);
+    release_slot(st, uctx, page, slot);
+    rnic.doorbells.clear_slot(page, slot);
     log::debug!("{}: QP {qpn} destroyed", rnic.name());
     Ok([0; 4])
 }

@@ -38,22 +38,30 @@ pub fn read_ring(
     })
 }
 
-/// Takes a doorbell slot in `uctx`'s page and zeroes it.
-pub fn take_slot(rnic: &Rnic, st: &mut RnicState, uctx: u32) -> CmdResult<u32> {
-    let slot = st
-        .objects
-        .uctxs
-        .get_mut(uctx)
-        .and_then(|u| u.take_slot())
-        .ok_or_else(no_resources)?;
-    rnic.doorbells.set_slot_word(uctx, slot, 0, 0);
-    rnic.doorbells.set_slot_word(uctx, slot, 1, 0);
-    Ok(slot)
+/// Takes a doorbell slot in one of `uctx`'s pages (a new page from the pool when they are
+/// full, SPEC "Doorbell pages") and zeroes it; returns (page, slot).
+pub fn take_slot(rnic: &Rnic, st: &mut RnicState, uctx: u32) -> CmdResult<(u32, u32)> {
+    let objects = &mut st.objects;
+    let ctx = objects.uctxs.get_mut(uctx).ok_or_else(no_resources)?;
+    let grant = ctx.take_slot(&mut objects.db_pages).map_err(|e| {
+        log::debug!("{}: no doorbell slot for uctx {uctx}: {e}", rnic.name());
+        no_resources()
+    })?;
+    if grant.new_page {
+        rnic.doorbells.give_page(grant.page);
+        log::debug!(
+            "{}: uctx {uctx} got doorbell page {}",
+            rnic.name(),
+            grant.page
+        );
+    }
+    rnic.doorbells.clear_slot(grant.page, grant.slot);
+    Ok((grant.page, grant.slot))
 }
 
-pub fn release_slot(st: &mut RnicState, uctx: u32, slot: u32) {
+pub fn release_slot(st: &mut RnicState, uctx: u32, page: u32, slot: u32) {
     if let Some(u) = st.objects.uctxs.get_mut(uctx) {
-        u.release_slot(slot);
+        u.release_slot(page, slot);
     }
 }
 
@@ -83,20 +91,21 @@ pub fn create_cq(
         Cqe::SIZE,
     )?;
     let cqn = st.objects.cqs.free_index(0).ok_or_else(no_resources)?;
-    let db_slot = take_slot(rnic, st, uctx)?;
+    let (db_page, db_slot) = take_slot(rnic, st, uctx)?;
     st.objects.cqs.insert_at(
         cqn,
         Cq {
             uctx,
             eqn,
             ring,
+            db_page,
             db_slot,
             pi: 0,
             fired_seq: 0,
             error: false,
         },
     );
-    Ok([cqn as u32, db_slot, 0, 0])
+    Ok([cqn as u32, db_slot, db_page, 0])
 }
 
 pub fn destroy_cq(_rnic: &Rnic, st: &mut RnicState, cmd: &CmdHandle) -> CmdResult<[u32; 4]> {
@@ -115,9 +124,9 @@ pub fn destroy_cq(_rnic: &Rnic, st: &mut RnicState, cmd: &CmdHandle) -> CmdResul
     {
         return Err(busy(CmdHandle::HANDLE_OFF));
     }
-    let (uctx, slot) = (cq.uctx, cq.db_slot);
+    let (uctx, page, slot) = (cq.uctx, cq.db_page, cq.db_slot);
     st.objects.cqs.remove(cqn);
-    release_slot(st, uctx, slot);
+    release_slot(st, uctx, page, slot);
     Ok([0; 4])
 }
 
@@ -151,20 +160,21 @@ pub fn create_eq(
         Eqe::SIZE,
     )?;
     let eqn = st.objects.eqs.free_index(0).ok_or_else(no_resources)?;
-    let db_slot = take_slot(rnic, st, KERNEL_UCTX)?;
+    let (db_page, db_slot) = take_slot(rnic, st, KERNEL_UCTX)?;
     st.objects.eqs.insert_at(
         eqn,
         Eq {
             ring,
             vector,
             is_async,
+            db_page,
             db_slot,
             pi: 0,
             pending: Default::default(),
             dropped: 0,
         },
     );
-    Ok([eqn as u32, db_slot, 0, 0])
+    Ok([eqn as u32, db_slot, db_page, 0])
 }
 
 pub fn destroy_eq(_rnic: &Rnic, st: &mut RnicState, cmd: &CmdHandle) -> CmdResult<[u32; 4]> {
@@ -178,8 +188,8 @@ pub fn destroy_eq(_rnic: &Rnic, st: &mut RnicState, cmd: &CmdHandle) -> CmdResul
     if st.objects.cqs.iter().any(|(_, cq)| cq.eqn == eqn) {
         return Err(busy(CmdHandle::HANDLE_OFF));
     }
-    let slot = eq.db_slot;
+    let (page, slot) = (eq.db_page, eq.db_slot);
     st.objects.eqs.remove(eqn);
-    release_slot(st, KERNEL_UCTX, slot);
+    release_slot(st, KERNEL_UCTX, page, slot);
     Ok([0; 4])
 }

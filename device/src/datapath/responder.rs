@@ -339,7 +339,7 @@ fn send_buffers(
 fn receive_posted(rnic: &Rnic, st: &RnicState, qpn: u32) -> bool {
     st.objects
         .qp(qpn)
-        .is_some_and(|qp| rnic.doorbells.slot_word(qp.uctx, qp.db_slot, 1) != qp.rq.ci)
+        .is_some_and(|qp| rnic.doorbells.slot_word(qp.db_page, qp.db_slot, 1) != qp.rq.ci)
 }
 
 fn rnr(st: &RnicState, qpn: u32) -> Response {

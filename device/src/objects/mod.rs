@@ -11,8 +11,9 @@ pub mod qp;
 pub mod queues;
 pub mod table;
 
+use std::collections::BTreeSet;
 use table::Table;
-use vrnic_hw::{bar0, DB_SLOTS_PER_PAGE};
+use vrnic_hw::{bar0, DB_PAGES, DB_SLOTS_PER_PAGE, MAX_DB_PAGES_PER_UCTX};
 
 pub use mr::Mr;
 pub use qp::Qp;
@@ -26,36 +27,163 @@ pub const MAX_MTT_ENTRIES: usize = 1 << 24;
 pub const QPN_INDEX_BITS: u32 = 16;
 const QPN_INDEX_MASK: u32 = (1 << QPN_INDEX_BITS) - 1;
 
-/// A context: the kernel's (0) or a user process's, owning one doorbell page.
+/// The doorbell page every device gives the kernel context first.
+pub const KERNEL_DB_PAGE: u32 = 0;
+
+/// Why a context got no doorbell slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SlotError {
+    #[error("the context's {MAX_DB_PAGES_PER_UCTX} doorbell pages are full")]
+    ContextFull,
+    #[error("the device has no free doorbell page")]
+    PoolEmpty,
+}
+
+/// The device's doorbell pages not given to any context (SPEC "Doorbell pages"). Page 0 is
+/// never in it: it is the kernel context's first page.
+#[derive(Debug)]
+pub struct PagePool {
+    free: BTreeSet<u32>,
+}
+
+impl PagePool {
+    pub fn new() -> Self {
+        Self::with_pages(DB_PAGES)
+    }
+
+    /// A pool of pages `1..pages` (smaller pools for tests).
+    pub fn with_pages(pages: u32) -> Self {
+        PagePool {
+            free: (KERNEL_DB_PAGE + 1..pages).collect(),
+        }
+    }
+
+    /// Takes the lowest free page.
+    pub fn take(&mut self) -> Option<u32> {
+        self.free.pop_first()
+    }
+
+    /// Returns a page (the caller zeroes it). Page 0 and pages outside the BAR are ignored.
+    pub fn give_back(&mut self, page: u32) {
+        if page != KERNEL_DB_PAGE && page < DB_PAGES {
+            self.free.insert(page);
+        }
+    }
+
+    pub fn free_pages(&self) -> usize {
+        self.free.len()
+    }
+}
+
+impl Default for PagePool {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// One doorbell page of a context and which of its slots are taken.
+#[derive(Debug)]
+struct DbPage {
+    page: u32,
+    used: Vec<bool>,
+    taken: usize,
+}
+
+impl DbPage {
+    fn new(page: u32) -> Self {
+        DbPage {
+            page,
+            used: vec![false; DB_SLOTS_PER_PAGE as usize],
+            taken: 0,
+        }
+    }
+
+    fn take(&mut self) -> Option<u32> {
+        let free = self.used.iter().position(|used| !used)?;
+        self.used[free] = true;
+        self.taken += 1;
+        u32::try_from(free).ok()
+    }
+}
+
+/// Where a new doorbell slot is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlotGrant {
+    pub page: u32,
+    pub slot: u32,
+    /// The page was taken from the pool for this slot (the caller zeroes it).
+    pub new_page: bool,
+}
+
+/// A context: the kernel's (0) or a user process's, owning one or more doorbell pages.
 #[derive(Debug)]
 pub struct Uctx {
-    /// Doorbell slots in use.
-    slots: Vec<bool>,
+    /// In the order the context got them; the first is never given back before the context.
+    pages: Vec<DbPage>,
+    /// Most pages the context may hold.
+    max_pages: usize,
 }
 
 impl Uctx {
-    pub fn new() -> Self {
+    /// A context whose first doorbell page is `first_page`.
+    pub fn new(first_page: u32) -> Self {
+        Self::with_max_pages(first_page, MAX_DB_PAGES_PER_UCTX as usize)
+    }
+
+    /// A context limited to `max_pages` doorbell pages (smaller limits for tests).
+    pub fn with_max_pages(first_page: u32, max_pages: usize) -> Self {
         Uctx {
-            slots: vec![false; DB_SLOTS_PER_PAGE as usize],
+            pages: vec![DbPage::new(first_page)],
+            max_pages,
         }
     }
 
-    pub fn take_slot(&mut self) -> Option<u32> {
-        let free = self.slots.iter().position(|used| !used)?;
-        self.slots[free] = true;
-        Some(free as u32)
+    pub fn first_page(&self) -> u32 {
+        self.pages.first().map_or(KERNEL_DB_PAGE, |p| p.page)
     }
 
-    pub fn release_slot(&mut self, slot: u32) {
-        if let Some(used) = self.slots.get_mut(slot as usize) {
-            *used = false;
+    /// Every doorbell page of the context.
+    pub fn pages(&self) -> impl Iterator<Item = u32> + '_ {
+        self.pages.iter().map(|p| p.page)
+    }
+
+    /// Takes the lowest free slot of the context's pages, in the order it got them; when all
+    /// are full, a new page from `pool`, up to the context's page limit.
+    pub fn take_slot(&mut self, pool: &mut PagePool) -> Result<SlotGrant, SlotError> {
+        let slots = DB_SLOTS_PER_PAGE as usize;
+        if let Some(p) = self.pages.iter_mut().find(|p| p.taken < slots) {
+            if let Some(slot) = p.take() {
+                return Ok(SlotGrant {
+                    page: p.page,
+                    slot,
+                    new_page: false,
+                });
+            }
         }
+        if self.pages.len() >= self.max_pages {
+            return Err(SlotError::ContextFull);
+        }
+        let mut p = DbPage::new(pool.take().ok_or(SlotError::PoolEmpty)?);
+        let slot = p.take().ok_or(SlotError::ContextFull)?;
+        let page = p.page;
+        self.pages.push(p);
+        Ok(SlotGrant {
+            page,
+            slot,
+            new_page: true,
+        })
     }
-}
 
-impl Default for Uctx {
-    fn default() -> Self {
-        Self::new()
+    /// Frees a slot; the page stays with the context (its process may still map it).
+    pub fn release_slot(&mut self, page: u32, slot: u32) {
+        let Some(p) = self.pages.iter_mut().find(|p| p.page == page) else {
+            return;
+        };
+        if let Some(used) = p.used.get_mut(slot as usize) {
+            if std::mem::replace(used, false) {
+                p.taken = p.taken.saturating_sub(1);
+            }
+        }
     }
 }
 
@@ -92,6 +220,8 @@ impl Generations {
 #[derive(Debug)]
 pub struct Objects {
     pub uctxs: Table<Uctx>,
+    /// Doorbell pages no context holds.
+    pub db_pages: PagePool,
     pub pds: Table<Pd>,
     pub mrs: Table<Mr>,
     pub cqs: Table<Cq>,
@@ -107,6 +237,7 @@ impl Objects {
     pub fn new() -> Self {
         Objects {
             uctxs: Table::new(bar0::MAX_UCTX_RESET as usize + 1),
+            db_pages: PagePool::new(),
             pds: Table::new(bar0::MAX_PD_RESET as usize),
             mrs: Table::new(bar0::MAX_MR_RESET as usize),
             cqs: Table::new(bar0::MAX_CQ_RESET as usize),
@@ -183,6 +314,29 @@ impl Objects {
         Some(mr)
     }
 
+    /// Creates a user context (number 1..=MAX_UCTX) with a first doorbell page from the
+    /// pool; returns (uctx, page). None when the table or the pool is exhausted.
+    pub fn alloc_uctx(&mut self) -> Option<(u32, u32)> {
+        let index = self.uctxs.free_index(1)?;
+        let uctx = u32::try_from(index).ok()?;
+        let page = self.db_pages.take()?;
+        self.uctxs.insert_at(index, Uctx::new(page));
+        Some((uctx, page))
+    }
+
+    /// Destroys a user context; returns the doorbell pages it held (now back in the pool,
+    /// the caller zeroes them).
+    pub fn dealloc_uctx(&mut self, uctx: u32) -> Vec<u32> {
+        let Some(ctx) = self.uctxs.remove(uctx) else {
+            return Vec::new();
+        };
+        let pages: Vec<u32> = ctx.pages().collect();
+        for &page in &pages {
+            self.db_pages.give_back(page);
+        }
+        pages
+    }
+
     /// The EQ receiving async events.
     pub fn async_eq(&self) -> Option<u32> {
         self.eqs.iter().find(|(_, eq)| eq.is_async).map(|(n, _)| n)
@@ -233,5 +387,74 @@ mod tests {
         let (_, after) = o.next_mr_key().unwrap();
         assert_ne!(before, after);
         assert_eq!(before >> 8, after >> 8);
+    }
+
+    #[test]
+    fn a_context_fills_its_pages_in_order_then_takes_the_lowest_free_page() {
+        let mut pool = PagePool::with_pages(8);
+        let mut ctx = Uctx::new(pool.take().unwrap());
+        assert_eq!(ctx.first_page(), 1);
+        let slots = DB_SLOTS_PER_PAGE;
+        for slot in 0..slots {
+            let g = ctx.take_slot(&mut pool).unwrap();
+            assert_eq!((g.page, g.slot, g.new_page), (1, slot, false));
+        }
+        let g = ctx.take_slot(&mut pool).unwrap();
+        assert_eq!((g.page, g.slot, g.new_page), (2, 0, true));
+        ctx.release_slot(1, 17);
+        let g = ctx.take_slot(&mut pool).unwrap();
+        assert_eq!((g.page, g.slot, g.new_page), (1, 17, false));
+        assert_eq!(ctx.pages().collect::<Vec<_>>(), vec![1, 2]);
+    }
+
+    #[test]
+    fn a_context_at_its_page_limit_gets_context_full_while_another_still_gets_slots() {
+        let mut pool = PagePool::with_pages(16);
+        let mut full = Uctx::with_max_pages(pool.take().unwrap(), 2);
+        let mut other = Uctx::with_max_pages(pool.take().unwrap(), 2);
+        for _ in 0..2 * DB_SLOTS_PER_PAGE {
+            full.take_slot(&mut pool).unwrap();
+        }
+        assert_eq!(full.take_slot(&mut pool), Err(SlotError::ContextFull));
+        assert_eq!(full.pages().count(), 2);
+        let g = other.take_slot(&mut pool).unwrap();
+        assert_eq!((g.page, g.slot), (other.first_page(), 0));
+    }
+
+    #[test]
+    fn an_empty_pool_refuses_a_new_page_with_pool_empty() {
+        let mut pool = PagePool::with_pages(2);
+        let mut ctx = Uctx::new(pool.take().unwrap());
+        for _ in 0..DB_SLOTS_PER_PAGE {
+            ctx.take_slot(&mut pool).unwrap();
+        }
+        assert_eq!(ctx.take_slot(&mut pool), Err(SlotError::PoolEmpty));
+    }
+
+    #[test]
+    fn the_spec_page_limit_holds_more_slots_than_a_device_has_objects() {
+        // MAX_DB_PAGES_PER_UCTX can only be reached by a context if it may hold more objects
+        // than MAX_QP + MAX_CQ: it is a cap, not a limit a driver meets through CREATE_*.
+        let per_ctx = u64::from(MAX_DB_PAGES_PER_UCTX) * u64::from(DB_SLOTS_PER_PAGE);
+        let objects = u64::from(bar0::MAX_QP_RESET) + u64::from(bar0::MAX_CQ_RESET);
+        assert!(per_ctx > objects, "{per_ctx} slots, {objects} objects");
+    }
+
+    #[test]
+    fn dealloc_uctx_returns_its_pages_for_the_next_context() {
+        let mut o = Objects::new();
+        let (a, first) = o.alloc_uctx().unwrap();
+        let grant = o
+            .uctxs
+            .get_mut(a)
+            .unwrap()
+            .take_slot(&mut o.db_pages)
+            .unwrap();
+        assert_eq!(grant.page, first);
+        let free = o.db_pages.free_pages();
+        assert_eq!(o.dealloc_uctx(a), vec![first]);
+        assert_eq!(o.db_pages.free_pages(), free + 1);
+        let (_, again) = o.alloc_uctx().unwrap();
+        assert_eq!(again, first);
     }
 }

@@ -34,6 +34,8 @@ pub struct Qp {
     pub attr: QpAttr,
     pub sq: WorkQueue,
     pub rq: WorkQueue,
+    /// Doorbell page (of context `uctx`) and slot.
+    pub db_page: u32,
     pub db_slot: u32,
     pub max_send_sge: u8,
     pub max_recv_sge: u8,

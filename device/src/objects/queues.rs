@@ -38,6 +38,8 @@ pub struct Cq {
     pub uctx: u32,
     pub eqn: u32,
     pub ring: Ring,
+    /// Doorbell page (of context `uctx`) and slot.
+    pub db_page: u32,
     pub db_slot: u32,
     /// Free-running count of CQEs written.
     pub pi: u32,
@@ -60,6 +62,8 @@ pub struct Eq {
     pub ring: Ring,
     pub vector: u16,
     pub is_async: bool,
+    /// Doorbell page (of the kernel context) and slot.
+    pub db_page: u32,
     pub db_slot: u32,
     pub pi: u32,
     /// Events that found the ring full, oldest first.

@@ -13,7 +13,6 @@ use std::sync::atomic::{fence, Ordering};
 use vm_memory::ByteValued;
 use vrnic_hw::{
     CqArm, Cqe, EventType, WcStatus, CQE_FLAG_SOLICITED, CQ_ARM_CMD_MASK, CQ_ARM_SEQ_SHIFT,
-    KERNEL_UCTX,
 };
 
 /// Events one EQ may hold back while full; beyond, new ones are dropped (and counted). Each
@@ -56,7 +55,7 @@ pub fn post_cqe(
     if cq.error {
         return Err(CqBroken);
     }
-    let ci = rnic.doorbells.slot_word(cq.uctx, cq.db_slot, 0);
+    let ci = rnic.doorbells.slot_word(cq.db_page, cq.db_slot, 0);
     let overflow = cq.pi.wrapping_sub(ci) >= cq.ring.depth();
     let written = !overflow
         && cq.ring.entry_addr(cq.pi).is_some_and(|addr| {
@@ -84,7 +83,7 @@ pub fn post_cqe(
     cq.pi = cq.pi.wrapping_add(1);
     // Pairs with the driver's barrier between storing `arm` and re-polling the CQ.
     fence(Ordering::SeqCst);
-    let arm = rnic.doorbells.slot_word(cq.uctx, cq.db_slot, 1);
+    let arm = rnic.doorbells.slot_word(cq.db_page, cq.db_slot, 1);
     let seq = arm >> CQ_ARM_SEQ_SHIFT;
     let wanted = match CqArm::try_from(arm & CQ_ARM_CMD_MASK) {
         Ok(CqArm::Next) => true,
@@ -142,7 +141,7 @@ fn deliver(rnic: &Rnic, st: &mut RnicState, mem: &RamSnapshot, eqn: u32) -> bool
     let Some(eq) = st.objects.eqs.get_mut(eqn) else {
         return false;
     };
-    let ci = rnic.doorbells.slot_word(KERNEL_UCTX, eq.db_slot, 0);
+    let ci = rnic.doorbells.slot_word(eq.db_page, eq.db_slot, 0);
     let mut delivered = false;
     while let Some(next) = eq.pending.front() {
         if eq.pi.wrapping_sub(ci) >= eq.ring.depth() {
@@ -257,6 +256,7 @@ mod tests {
                 ring,
                 vector: 1,
                 is_async: false,
+                db_page: 0,
                 db_slot: 0,
                 pi: 0,
                 pending: Default::default(),
@@ -288,7 +288,7 @@ mod tests {
         assert_eq!(st.objects.eqs.get(0).unwrap().pending.len(), 1);
         assert!(deliver_held_back(&rnic, &mut st, &mem), "no room yet");
         // The driver consumes one entry and says so in the EQ's doorbell slot.
-        rnic.doorbells.set_slot_word(KERNEL_UCTX, 0, 0, 1);
+        rnic.doorbells.set_slot_word(0, 0, 0, 1);
         assert!(!deliver_held_back(&rnic, &mut st, &mem), "delivered");
         let third: Eqe = mem.read_obj(RAM).unwrap();
         assert_eq!((third.obj.to_native(), owner(&mem, 0)), (12, 0));

@@ -241,8 +241,15 @@ impl FakeDriver {
     // ------------------------------------------------------------------ contexts, PDs
 
     pub fn alloc_uctx(&mut self) -> u32 {
-        self.admin(&cmd_handle(AqOpcode::AllocUctx, 0, KERNEL_UCTX))
-            .ok()[0]
+        self.alloc_uctx_page().0
+    }
+
+    /// ALLOC_UCTX: (uctx, its first doorbell page).
+    pub fn alloc_uctx_page(&mut self) -> (u32, u32) {
+        let [uctx, page, ..] = self
+            .admin(&cmd_handle(AqOpcode::AllocUctx, 0, KERNEL_UCTX))
+            .ok();
+        (uctx, page)
     }
 
     pub fn dealloc_uctx(&mut self, uctx: u32) -> AdminResult {
@@ -393,9 +400,10 @@ impl FakeDriver {
 
     pub fn create_eq(&mut self, depth_log2: u32, is_async: bool, vector: u16) -> Eq {
         let (cmd, ring) = self.create_eq_cmd(depth_log2, is_async, vector);
-        let [eqn, slot, ..] = self.admin(&cmd).ok();
+        let [eqn, slot, page, _] = self.admin(&cmd).ok();
         Eq {
             eqn,
+            page,
             slot,
             ring,
             vector,
@@ -439,10 +447,11 @@ impl FakeDriver {
     /// A CQ whose completion events go to EQ `eqn`.
     pub fn create_cq_on(&mut self, uctx: u32, depth_log2: u32, layout: Layout, eqn: u32) -> Cq {
         let (cmd, ring) = self.create_cq_cmd(uctx, depth_log2, layout, eqn);
-        let [cqn, slot, ..] = self.admin(&cmd).ok();
+        let [cqn, slot, page, _] = self.admin(&cmd).ok();
         Cq {
             cqn,
             uctx,
+            page,
             slot,
             ring,
             ci: 0,
@@ -494,6 +503,7 @@ impl FakeDriver {
             qpn: 0,
             uctx,
             pd,
+            page: 0,
             slot: 0,
             sq,
             rq,
@@ -515,8 +525,9 @@ impl FakeDriver {
         caps: QpCaps,
     ) -> Qp {
         let (cmd, mut qp) = self.create_qp_cmd(uctx, pd, send_cq, recv_cq, caps);
-        let [qpn, slot, ..] = self.admin(&cmd).ok();
+        let [qpn, slot, page, _] = self.admin(&cmd).ok();
         qp.qpn = qpn;
+        qp.page = page;
         qp.slot = slot;
         qp
     }

@@ -10,9 +10,9 @@ use std::time::Instant;
 use vm_memory::{ByteValued, Bytes, FileOffset, MmapRegion, VolatileMemory};
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 use vrnic_hw::{
-    bar0, db_page, db_slot_offset, kick_page, AqCompletion, AqStatus, ACQ_ENTRY_SIZE,
-    AQ_ENTRY_SIZE, BAR_CTRL, BAR_CTRL_SIZE, BAR_DB, BAR_DB_SIZE, BAR_KICK, BAR_KICK_SIZE,
-    DB_PAGE_SIZE, MSIX_VECTORS, VERSION_MAJOR,
+    bar0, db_flag_offset, db_page, db_slot_offset, kick_page, AqCompletion, AqStatus,
+    ACQ_ENTRY_SIZE, AQ_ENTRY_SIZE, BAR_CTRL, BAR_CTRL_SIZE, BAR_DB, BAR_DB_SIZE, BAR_KICK,
+    BAR_KICK_SIZE, DB_PAGE_SIZE, MSIX_VECTORS, VERSION_MAJOR,
 };
 
 use super::memory::{GuestMemory, RAM_BASE, RAM_SIZE};
@@ -363,11 +363,32 @@ impl FakeDriver {
         self.db_word(u64::from(page) * u64::from(DB_PAGE_SIZE) + db_page::POLL_STATE)
     }
 
-    /// SPEC "Posting work" steps 2-3: release barrier, store the producer index, full
-    /// barrier, read POLL_STATE, and KICK only when the device may be asleep.
+    /// Sets the flag byte of slot `slot` of page `page` (BAR2, no message).
+    pub fn set_slot_flag(&self, page: u32, slot: u32) {
+        let off = u64::from(page) * u64::from(DB_PAGE_SIZE) + db_flag_offset(slot);
+        self.db
+            .as_volatile_slice()
+            .store(1u8, off as usize, Ordering::Release)
+            .expect("BAR2 store");
+    }
+
+    /// Stores 1 into PAGE_FLAG of page `page`.
+    pub fn set_page_flag(&self, page: u32) {
+        let off = u64::from(page) * u64::from(DB_PAGE_SIZE) + db_page::PAGE_FLAG;
+        self.db
+            .as_volatile_slice()
+            .store(1u32, off as usize, Ordering::Release)
+            .expect("BAR2 store");
+    }
+
+    /// SPEC "Posting work" steps 2-3 for a QP doorbell: release barrier, (a) store the
+    /// producer index, (b) the slot's flag, (c) PAGE_FLAG, (d) full barrier, (e) read
+    /// POLL_STATE and KICK that page only when the device may be asleep.
     pub fn ring_doorbell(&mut self, page: u32, slot: u32, word: u32, value: u32) {
         fence(Ordering::Release);
         self.db_store(page, slot, word, value);
+        self.set_slot_flag(page, slot);
+        self.set_page_flag(page);
         fence(Ordering::SeqCst);
         self.doorbells += 1;
         if self.poll_state(page) & db_page::POLL_STATE_POLLING_MASK == 0 {

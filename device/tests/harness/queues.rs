@@ -38,10 +38,12 @@ impl Ring {
     }
 }
 
-/// An event queue (kernel doorbell page).
+/// An event queue (its doorbell slot is in a page of the kernel context).
 #[derive(Debug)]
 pub struct Eq {
     pub eqn: u32,
+    /// Doorbell page and slot, as CREATE_EQ returned them.
+    pub page: u32,
     pub slot: u32,
     pub ring: Ring,
     pub vector: u16,
@@ -53,6 +55,8 @@ pub struct Eq {
 pub struct Cq {
     pub cqn: u32,
     pub uctx: u32,
+    /// Doorbell page (of `uctx`) and slot, as CREATE_CQ returned them.
+    pub page: u32,
     pub slot: u32,
     pub ring: Ring,
     pub ci: u32,
@@ -108,6 +112,8 @@ pub struct Qp {
     pub qpn: u32,
     pub uctx: u32,
     pub pd: u32,
+    /// Doorbell page (of `uctx`) and slot, as CREATE_QP returned them.
+    pub page: u32,
     pub slot: u32,
     pub sq: Ring,
     pub rq: Ring,
@@ -381,11 +387,11 @@ impl FakeDriver {
 
     /// Publishes the send producer index (doorbell protocol).
     pub fn ring_sq(&mut self, qp: &Qp) {
-        self.ring_doorbell(qp.uctx, qp.slot, 0, qp.sq_pi);
+        self.ring_doorbell(qp.page, qp.slot, 0, qp.sq_pi);
     }
 
     pub fn ring_rq(&mut self, qp: &Qp) {
-        self.ring_doorbell(qp.uctx, qp.slot, 1, qp.rq_pi);
+        self.ring_doorbell(qp.page, qp.slot, 1, qp.rq_pi);
     }
 
     pub fn post_send(&mut self, qp: &mut Qp, wr: &SendWr) {
@@ -441,7 +447,7 @@ impl FakeDriver {
     pub fn poll_cq(&mut self, cq: &mut Cq) -> Option<Cqe> {
         let cqe: Cqe = poll_ring(&self.mem, &cq.ring, cq.ci, Cqe::OWNER_OFF)?;
         cq.ci = cq.ci.wrapping_add(1);
-        self.db_store(cq.uctx, cq.slot, 0, cq.ci);
+        self.db_store(cq.page, cq.slot, 0, cq.ci);
         Some(cqe)
     }
 
@@ -459,7 +465,7 @@ impl FakeDriver {
     pub fn arm_cq(&mut self, cq: &mut Cq, cmd: CqArm) {
         cq.arm_seq = cq.arm_seq.wrapping_add(1);
         let arm = (cq.arm_seq << CQ_ARM_SEQ_SHIFT) | u32::from(cmd);
-        self.db_store(cq.uctx, cq.slot, 1, arm);
+        self.db_store(cq.page, cq.slot, 1, arm);
         std::sync::atomic::fence(Ordering::SeqCst);
     }
 
@@ -468,7 +474,7 @@ impl FakeDriver {
     /// Consumes the next EQE of `eq` (publishing the consumer index).
     pub fn poll_eq(&mut self, eq: &mut Eq) -> Option<Eqe> {
         let eqe = poll_eq_in(&self.mem, eq)?;
-        self.db_store(KERNEL_UCTX, eq.slot, 0, eq.ci);
+        self.db_store(eq.page, eq.slot, 0, eq.ci);
         Some(eqe)
     }
 
@@ -485,8 +491,8 @@ impl FakeDriver {
         }
         .expect("brought up");
         let eqe = poll_eq_in(&self.mem, eq)?;
-        let (slot, ci) = (eq.slot, eq.ci);
-        self.db_store(KERNEL_UCTX, slot, 0, ci);
+        let (page, slot, ci) = (eq.page, eq.slot, eq.ci);
+        self.db_store(page, slot, 0, ci);
         Some(eqe)
     }
 

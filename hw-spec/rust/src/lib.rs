@@ -32,7 +32,10 @@ mod tests {
     #[test]
     fn slot_fields_are_found_from_their_generated_offsets() {
         assert_eq!(db_slot_field_offset(0, DbQpSlot::SQ_PI_OFF), 0x200);
-        assert_eq!(db_slot_field_offset(2, DbCqSlot::ARM_OFF), 0x200 + 2 * 8 + 4);
+        assert_eq!(
+            db_slot_field_offset(2, DbCqSlot::ARM_OFF),
+            0x200 + 2 * 8 + 4
+        );
         assert_eq!(db_slot_field_offset(1, DbEqSlot::CI_OFF), db_slot_offset(1));
         assert_eq!(db_flag_offset(DB_SLOTS_PER_PAGE - 1), 0x1ff);
     }
