@@ -735,31 +735,6 @@ fn create_cq_checks_context_eq_depth_and_ring() {
 }
 
 #[test]
-fn doorbell_slots_of_a_context_run_out_with_no_resources() {
-    let (_devices, mut d) = device();
-    let uctx = d.alloc_uctx();
-    let other = d.alloc_uctx();
-    let eqn = d.comp_eqn();
-    let mut slots = Vec::new();
-    while slots.len() < DB_SLOTS_PER_PAGE as usize {
-        let cmds: Vec<Vec<u8>> = (0..(DB_SLOTS_PER_PAGE as usize - slots.len()).min(8))
-            .map(|_| bytes_of(&d.create_cq_cmd(uctx, 1, Layout::Contiguous, eqn).0))
-            .collect();
-        let refs: Vec<&[u8]> = cmds.iter().map(|c| c.as_slice()).collect();
-        slots.extend(d.admin_batch(&refs).iter().map(|r| r.ok()[1]));
-    }
-
-    let (cmd, _) = d.create_cq_cmd(uctx, 1, Layout::Contiguous, eqn);
-    let over = d.admin(&cmd);
-    let other_ctx = d.create_cq(other, 1);
-
-    slots.sort_unstable();
-    assert_eq!(slots, (0..DB_SLOTS_PER_PAGE).collect::<Vec<_>>());
-    over.expect_general_err(AqStatus::NoResources);
-    assert_eq!(other_ctx.slot, 0, "slots are per context");
-}
-
-#[test]
 fn destroy_cq_fails_while_a_qp_uses_it_and_for_other_contexts() {
     let (_devices, mut d) = device();
     let w = world(&mut d);

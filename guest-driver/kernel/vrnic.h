@@ -60,10 +60,16 @@ struct vrnic_limits {
 	u32 max_msg_size;
 	u32 max_qp_rd_atom;
 	u32 max_eq;
-	u32 max_uctx;		/* < VRNIC_DB_PAGES */
+	u32 max_uctx;		/* < VRNIC_DB_PAGES: each holds a page */
 	u64 page_size_cap;	/* restricted to VRNIC_PAGE_SHIFT_MASK */
 	u64 max_mr_size;
 	u32 comp_vectors;	/* from QUERY_DEVICE: vectors for completion EQs */
+};
+
+/* Where an object's doorbell is: a page of the doorbell BAR and a slot in it. */
+struct vrnic_db_loc {
+	u32 page;
+	u32 slot;
 };
 
 struct vrnic_aq {
@@ -87,7 +93,8 @@ struct vrnic_eq {
 	u32 depth_log2;
 	u32 ci;				/* free-running consumer index */
 	u32 eqn;
-	u32 db_slot;			/* slot in doorbell page 0 */
+	struct vrnic_db_loc db;		/* in a page of the kernel context */
+	void __iomem *db_map;		/* that page: dev->kdb, or its own mapping */
 	u16 vector;			/* MSI-X vector index */
 	bool async;
 	bool created;			/* exists on the device */
@@ -104,7 +111,7 @@ struct vrnic_dev {
 	struct ib_device ibdev;
 	struct pci_dev *pdev;
 	void __iomem *regs;		/* BAR0 registers */
-	void __iomem *kdb;		/* BAR2 page 0: the kernel's doorbell page */
+	void __iomem *kdb;		/* BAR2 page 0: the kernel's first doorbell page */
 	phys_addr_t db_bar;		/* BAR2 bus address, for user mmap */
 	phys_addr_t kick_bar;		/* BAR4 bus address, for user mmap */
 	unsigned long flags;
@@ -129,11 +136,21 @@ struct vrnic_user_mmap_entry {
 	phys_addr_t address;
 };
 
+/* A doorbell page of a user context: its doorbell and kick mmap entries. */
+struct vrnic_db_page {
+	struct rdma_user_mmap_entry *db_entry;
+	struct rdma_user_mmap_entry *kick_entry;
+	u64 db_key;
+	u64 kick_key;
+};
+
 struct vrnic_ucontext {
 	struct ib_ucontext ibuctx;
 	u32 uctx;
-	struct rdma_user_mmap_entry *db_entry;
-	struct rdma_user_mmap_entry *kick_entry;
+	u32 first_page;
+	struct mutex pages_lock;	/* serializes adding to pages */
+	struct xarray pages;		/* page number -> struct vrnic_db_page */
+	u32 num_pages;			/* entries in pages */
 };
 
 struct vrnic_pd {
@@ -153,7 +170,7 @@ struct vrnic_cq {
 	struct ib_umem *umem;
 	struct vrnic_eq *eq;
 	u32 cqn;
-	u32 db_slot;
+	struct vrnic_db_loc db;
 	u32 uctx;
 };
 
@@ -166,7 +183,7 @@ struct vrnic_qp {
 	struct ib_qp_cap cap;
 	enum ib_sig_type sq_sig_type;
 	u32 qpn;
-	u32 db_slot;
+	struct vrnic_db_loc db;
 	u32 uctx;
 };
 
@@ -254,7 +271,7 @@ struct vrnic_create_qp_params {
 
 int vrnic_cmd_query_device(struct vrnic_dev *dev, struct vrnic_device_attr *out);
 int vrnic_cmd_query_port(struct vrnic_dev *dev, u8 port, struct vrnic_port_attr *out);
-int vrnic_cmd_alloc_uctx(struct vrnic_dev *dev, u32 *uctx);
+int vrnic_cmd_alloc_uctx(struct vrnic_dev *dev, u32 *uctx, u32 *db_page);
 int vrnic_cmd_dealloc_uctx(struct vrnic_dev *dev, u32 uctx);
 int vrnic_cmd_alloc_pd(struct vrnic_dev *dev, u32 uctx, u32 *pdn);
 int vrnic_cmd_dealloc_pd(struct vrnic_dev *dev, u32 uctx, u32 pdn);
@@ -263,15 +280,16 @@ int vrnic_cmd_reg_mr(struct vrnic_dev *dev, u32 uctx, u32 pdn, u32 access,
 		     u32 *mkey);
 int vrnic_cmd_dereg_mr(struct vrnic_dev *dev, u32 uctx, u32 mkey);
 int vrnic_cmd_create_cq(struct vrnic_dev *dev, u32 uctx, u32 eqn, u8 depth_log2,
-			const struct vrnic_page_list *ring, u32 *cqn, u32 *db_slot);
+			const struct vrnic_page_list *ring, u32 *cqn,
+			struct vrnic_db_loc *db);
 int vrnic_cmd_destroy_cq(struct vrnic_dev *dev, u32 uctx, u32 cqn);
 int vrnic_cmd_create_eq(struct vrnic_dev *dev, u8 depth_log2, u8 flags,
 			u16 vector, const struct vrnic_page_list *ring,
-			u32 *eqn, u32 *db_slot);
+			u32 *eqn, struct vrnic_db_loc *db);
 int vrnic_cmd_destroy_eq(struct vrnic_dev *dev, u32 eqn);
 int vrnic_cmd_create_qp(struct vrnic_dev *dev,
 			const struct vrnic_create_qp_params *p,
-			u32 *qpn, u32 *db_slot);
+			u32 *qpn, struct vrnic_db_loc *db);
 int vrnic_cmd_modify_qp(struct vrnic_dev *dev, u32 uctx, u32 qpn, u32 attr_mask,
 			const struct vrnic_qp_attr *attr);
 int vrnic_cmd_query_qp(struct vrnic_dev *dev, u32 uctx, u32 qpn,
@@ -325,6 +343,8 @@ int vrnic_alloc_ucontext(struct ib_ucontext *ibuctx, struct ib_udata *udata);
 void vrnic_dealloc_ucontext(struct ib_ucontext *ibuctx);
 void vrnic_disassociate_ucontext(struct ib_ucontext *ibuctx);
 int vrnic_mmap(struct ib_ucontext *ibuctx, struct vm_area_struct *vma);
+int vrnic_uctx_db_page(struct ib_udata *udata, const struct vrnic_db_loc *db,
+		       u64 *db_key, u64 *kick_key);
 void vrnic_mmap_free(struct rdma_user_mmap_entry *rdma_entry);
 int vrnic_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata);
 int vrnic_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata);

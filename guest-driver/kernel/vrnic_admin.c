@@ -340,10 +340,20 @@ static int vrnic_cmd_handle(struct vrnic_dev *dev, u8 opcode, u32 uctx,
 }
 
 /* Contexts are managed by the kernel: it acts as KERNEL_UCTX for them. */
-int vrnic_cmd_alloc_uctx(struct vrnic_dev *dev, u32 *uctx)
+int vrnic_cmd_alloc_uctx(struct vrnic_dev *dev, u32 *uctx, u32 *db_page)
 {
-	return vrnic_cmd_handle(dev, VRNIC_AQ_OPCODE_ALLOC_UCTX,
-				VRNIC_KERNEL_UCTX, 0, uctx);
+	struct vrnic_aq_completion comp;
+	struct vrnic_cmd_handle cmd;
+	int err;
+
+	vrnic_cmd_init(&cmd, VRNIC_AQ_OPCODE_ALLOC_UCTX);
+	cmd.uctx = cpu_to_le32(VRNIC_KERNEL_UCTX);
+	err = vrnic_aq_exec(dev, &cmd, &comp);
+	if (!err) {
+		*uctx = le32_to_cpu(comp.result0);
+		*db_page = le32_to_cpu(comp.result1);
+	}
+	return err;
 }
 
 int vrnic_cmd_dealloc_uctx(struct vrnic_dev *dev, u32 uctx)
@@ -389,7 +399,8 @@ int vrnic_cmd_dereg_mr(struct vrnic_dev *dev, u32 uctx, u32 mkey)
 }
 
 int vrnic_cmd_create_cq(struct vrnic_dev *dev, u32 uctx, u32 eqn, u8 depth_log2,
-			const struct vrnic_page_list *ring, u32 *cqn, u32 *db_slot)
+			const struct vrnic_page_list *ring, u32 *cqn,
+			struct vrnic_db_loc *db)
 {
 	struct vrnic_aq_completion comp;
 	struct vrnic_cmd_create_cq cmd;
@@ -403,7 +414,8 @@ int vrnic_cmd_create_cq(struct vrnic_dev *dev, u32 uctx, u32 eqn, u8 depth_log2,
 	err = vrnic_aq_exec(dev, &cmd, &comp);
 	if (!err) {
 		*cqn = le32_to_cpu(comp.result0);
-		*db_slot = le32_to_cpu(comp.result1);
+		db->slot = le32_to_cpu(comp.result1);
+		db->page = le32_to_cpu(comp.result2);
 	}
 	return err;
 }
@@ -415,7 +427,7 @@ int vrnic_cmd_destroy_cq(struct vrnic_dev *dev, u32 uctx, u32 cqn)
 
 int vrnic_cmd_create_eq(struct vrnic_dev *dev, u8 depth_log2, u8 flags,
 			u16 vector, const struct vrnic_page_list *ring,
-			u32 *eqn, u32 *db_slot)
+			u32 *eqn, struct vrnic_db_loc *db)
 {
 	struct vrnic_aq_completion comp;
 	struct vrnic_cmd_create_eq cmd;
@@ -429,7 +441,8 @@ int vrnic_cmd_create_eq(struct vrnic_dev *dev, u8 depth_log2, u8 flags,
 	err = vrnic_aq_exec(dev, &cmd, &comp);
 	if (!err) {
 		*eqn = le32_to_cpu(comp.result0);
-		*db_slot = le32_to_cpu(comp.result1);
+		db->slot = le32_to_cpu(comp.result1);
+		db->page = le32_to_cpu(comp.result2);
 	}
 	return err;
 }
@@ -442,7 +455,7 @@ int vrnic_cmd_destroy_eq(struct vrnic_dev *dev, u32 eqn)
 
 int vrnic_cmd_create_qp(struct vrnic_dev *dev,
 			const struct vrnic_create_qp_params *p,
-			u32 *qpn, u32 *db_slot)
+			u32 *qpn, struct vrnic_db_loc *db)
 {
 	struct vrnic_aq_completion comp;
 	struct vrnic_cmd_create_qp cmd;
@@ -466,7 +479,8 @@ int vrnic_cmd_create_qp(struct vrnic_dev *dev,
 	err = vrnic_aq_exec(dev, &cmd, &comp);
 	if (!err) {
 		*qpn = le32_to_cpu(comp.result0);
-		*db_slot = le32_to_cpu(comp.result1);
+		db->slot = le32_to_cpu(comp.result1);
+		db->page = le32_to_cpu(comp.result2);
 	}
 	return err;
 }

@@ -48,6 +48,7 @@ int vrnic_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	struct vrnic_pbl pbl;
 	u64 buf_addr;
 	size_t ring_size;
+	u64 db_key, kick_key;
 	int err;
 
 	/* Kernel CQs would need kernel verbs (poll_cq), which vrnic lacks. */
@@ -86,17 +87,20 @@ int vrnic_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	if (err)
 		goto err_release;
 	err = vrnic_cmd_create_cq(dev, cq->uctx, cq->eq->eqn, cmd.depth_log2,
-				  &pbl.desc, &cq->cqn, &cq->db_slot);
+				  &pbl.desc, &cq->cqn, &cq->db);
 	vrnic_pbl_free(dev, &pbl);
 	if (err)
 		goto err_release;
 
-	if (cq->db_slot >= VRNIC_DB_SLOTS_PER_PAGE) {
+	if (cq->db.slot >= VRNIC_DB_SLOTS_PER_PAGE) {
 		dev_err(&dev->pdev->dev, "CREATE_CQ returned doorbell slot %u\n",
-			cq->db_slot);
+			cq->db.slot);
 		err = -EIO;
 		goto err_destroy;
 	}
+	err = vrnic_uctx_db_page(udata, &cq->db, &db_key, &kick_key);
+	if (err)
+		goto err_destroy;
 	err = xa_insert(&dev->cqs, cq->cqn, cq, GFP_KERNEL);
 	if (err) {
 		dev_err(&dev->pdev->dev, "CREATE_CQ returned CQN %u in use\n",
@@ -107,14 +111,18 @@ int vrnic_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 
 	ibcq->cqe = 1U << cmd.depth_log2;
 	resp.cqn = cpu_to_le32(cq->cqn);
-	resp.db_slot = cpu_to_le32(cq->db_slot);
+	resp.db_slot = cpu_to_le32(cq->db.slot);
 	resp.depth_log2 = cmd.depth_log2;
+	resp.db_page = cpu_to_le32(cq->db.page);
+	resp.db_mmap_key = cpu_to_le64(db_key);
+	resp.kick_mmap_key = cpu_to_le64(kick_key);
 	err = vrnic_copy_resp_to_udata(udata, &resp, sizeof(resp));
 	if (err)
 		goto err_erase;
 
-	ibdev_dbg(&dev->ibdev, "uctx %u: CQ %u depth %u EQ %u slot %u\n",
-		  cq->uctx, cq->cqn, ibcq->cqe, cq->eq->eqn, cq->db_slot);
+	ibdev_dbg(&dev->ibdev, "uctx %u: CQ %u depth %u EQ %u page %u slot %u\n",
+		  cq->uctx, cq->cqn, ibcq->cqe, cq->eq->eqn, cq->db.page,
+		  cq->db.slot);
 	return 0;
 
 err_erase:

@@ -20,8 +20,8 @@ static u8 vrnic_eq_phase(const struct vrnic_eq *eq)
 
 static void vrnic_eq_update_ci(struct vrnic_eq *eq)
 {
-	void __iomem *slot = eq->dev->kdb + VRNIC_DB_SLOT_BASE +
-			     eq->db_slot * VRNIC_DB_SLOT_SIZE;
+	void __iomem *slot = eq->db_map + VRNIC_DB_SLOT_BASE +
+			     eq->db.slot * VRNIC_DB_SLOT_SIZE;
 
 	/*
 	 * Every EQE read must be complete before the device may reuse its
@@ -170,15 +170,30 @@ static int vrnic_eq_create(struct vrnic_dev *dev, struct vrnic_eq *eq,
 	vrnic_pbl_contiguous(&pbl, eq->ring_dma, eq->ring_size >> PAGE_SHIFT,
 			     PAGE_SHIFT);
 	err = vrnic_cmd_create_eq(dev, depth_log2, flags, vector, &pbl.desc,
-				  &eq->eqn, &eq->db_slot);
+				  &eq->eqn, &eq->db);
 	if (err)
 		goto err_free;
-	if (eq->db_slot >= VRNIC_DB_SLOTS_PER_PAGE) {
-		dev_err(&dev->pdev->dev, "CREATE_EQ returned doorbell slot %u\n",
-			eq->db_slot);
+	if (eq->db.slot >= VRNIC_DB_SLOTS_PER_PAGE ||
+	    eq->db.page >= VRNIC_DB_PAGES) {
+		dev_err(&dev->pdev->dev,
+			"CREATE_EQ returned doorbell page %u slot %u\n",
+			eq->db.page, eq->db.slot);
 		/* Resets the device, which then no longer knows the ring. */
 		vrnic_aq_mark_dead(dev, "invalid CREATE_EQ result");
 		err = -EIO;
+		goto err_free;
+	}
+	/* Page 0 is mapped at probe; a later kernel page gets its own mapping. */
+	if (eq->db.page == 0)
+		eq->db_map = dev->kdb;
+	else
+		eq->db_map = pci_iomap_range(dev->pdev, VRNIC_BAR_DB,
+					     (unsigned long)eq->db.page *
+					     VRNIC_DB_PAGE_SIZE,
+					     VRNIC_DB_PAGE_SIZE);
+	if (!eq->db_map) {
+		vrnic_aq_mark_dead(dev, "cannot map an EQ doorbell page");
+		err = -ENOMEM;
 		goto err_free;
 	}
 	eq->created = true;
@@ -323,6 +338,9 @@ void vrnic_eqs_free_irqs(struct vrnic_dev *dev)
 
 static void vrnic_eq_free(struct vrnic_dev *dev, struct vrnic_eq *eq)
 {
+	if (eq->db_map && eq->db_map != dev->kdb)
+		pci_iounmap(dev->pdev, eq->db_map);
+	eq->db_map = NULL;
 	if (eq->ring)
 		dma_free_coherent(vrnic_dma_dev(dev), eq->ring_size, eq->ring,
 				  eq->ring_dma);

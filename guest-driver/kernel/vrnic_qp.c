@@ -151,6 +151,7 @@ int vrnic_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init_attr,
 	struct vrnic_create_qp_resp resp = {};
 	struct vrnic_create_qp_cmd cmd;
 	struct vrnic_pbl sq_pbl, rq_pbl;
+	u64 db_key, kick_key;
 	int err;
 
 	if (!udata)
@@ -206,19 +207,22 @@ int vrnic_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init_attr,
 	}
 	p.sq_ring = sq_pbl.desc;
 	p.rq_ring = rq_pbl.desc;
-	err = vrnic_cmd_create_qp(dev, &p, &qp->qpn, &qp->db_slot);
+	err = vrnic_cmd_create_qp(dev, &p, &qp->qpn, &qp->db);
 	vrnic_pbl_free(dev, &rq_pbl);
 	vrnic_pbl_free(dev, &sq_pbl);
 	if (err)
 		goto err_release_rq;
 
 	if (qp->qpn < VRNIC_QPN_MIN || qp->qpn > VRNIC_QPN_MAX ||
-	    qp->db_slot >= VRNIC_DB_SLOTS_PER_PAGE) {
+	    qp->db.slot >= VRNIC_DB_SLOTS_PER_PAGE) {
 		dev_err(&dev->pdev->dev, "CREATE_QP returned QPN %u slot %u\n",
-			qp->qpn, qp->db_slot);
+			qp->qpn, qp->db.slot);
 		err = -EIO;
 		goto err_destroy;
 	}
+	err = vrnic_uctx_db_page(udata, &qp->db, &db_key, &kick_key);
+	if (err)
+		goto err_destroy;
 	err = xa_insert(&dev->qps, qp->qpn, qp, GFP_KERNEL);
 	if (err) {
 		dev_err(&dev->pdev->dev, "CREATE_QP returned QPN %u in use\n",
@@ -237,14 +241,18 @@ int vrnic_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init_attr,
 	qp->cap = init_attr->cap;
 
 	resp.qpn = cpu_to_le32(qp->qpn);
-	resp.db_slot = cpu_to_le32(qp->db_slot);
+	resp.db_slot = cpu_to_le32(qp->db.slot);
+	resp.db_page = cpu_to_le32(qp->db.page);
+	resp.db_mmap_key = cpu_to_le64(db_key);
+	resp.kick_mmap_key = cpu_to_le64(kick_key);
 	err = vrnic_copy_resp_to_udata(udata, &resp, sizeof(resp));
 	if (err)
 		goto err_erase;
 
 	ibdev_dbg(&dev->ibdev,
-		  "uctx %u: QP %u slot %u sq %u x %u B, rq %u x %u B\n",
-		  qp->uctx, qp->qpn, qp->db_slot, 1U << p.sq_depth_log2,
+		  "uctx %u: QP %u page %u slot %u sq %u x %u B, rq %u x %u B\n",
+		  qp->uctx, qp->qpn, qp->db.page, qp->db.slot,
+		  1U << p.sq_depth_log2,
 		  1U << p.sq_wqe_shift, 1U << p.rq_depth_log2,
 		  1U << p.rq_wqe_shift);
 	return 0;

@@ -170,14 +170,100 @@ vrnic_mmap_entry_insert(struct vrnic_ucontext *uctx, phys_addr_t address,
 	return &entry->rdma_entry;
 }
 
-static void vrnic_mmap_entries_remove(struct vrnic_ucontext *uctx)
+/* Removes every page's mmap entries; the core frees them once unmapped. */
+static void vrnic_db_pages_remove(struct vrnic_ucontext *uctx)
 {
-	if (uctx->db_entry)
-		rdma_user_mmap_entry_remove(uctx->db_entry);
-	if (uctx->kick_entry)
-		rdma_user_mmap_entry_remove(uctx->kick_entry);
-	uctx->db_entry = NULL;
-	uctx->kick_entry = NULL;
+	struct vrnic_db_page *dbp;
+	unsigned long page;
+
+	xa_for_each(&uctx->pages, page, dbp) {
+		rdma_user_mmap_entry_remove(dbp->db_entry);
+		rdma_user_mmap_entry_remove(dbp->kick_entry);
+		kfree(dbp);
+	}
+	xa_destroy(&uctx->pages);
+	uctx->num_pages = 0;
+}
+
+/*
+ * The mmap entries of doorbell page @page of @uctx, created the first time the
+ * device names the page for this context. Only pages the device returned for
+ * this context get entries, so a process can only map its own pages.
+ */
+static struct vrnic_db_page *vrnic_db_page_get(struct vrnic_ucontext *uctx,
+					       u32 page)
+{
+	struct vrnic_dev *dev = to_vdev(uctx->ibuctx.device);
+	struct vrnic_db_page *dbp;
+	phys_addr_t off;
+	int err;
+
+	/* Never trust the number: it indexes the doorbell and kick BARs. */
+	if (page == 0 || page >= VRNIC_DB_PAGES) {
+		dev_err(&dev->pdev->dev, "uctx %u: device returned doorbell page %u\n",
+			uctx->uctx, page);
+		return ERR_PTR(-EIO);
+	}
+
+	mutex_lock(&uctx->pages_lock);
+	dbp = xa_load(&uctx->pages, page);
+	if (dbp)
+		goto out;
+	if (uctx->num_pages >= VRNIC_MAX_DB_PAGES_PER_UCTX) {
+		dev_err(&dev->pdev->dev, "uctx %u: device gave more than %u doorbell pages\n",
+			uctx->uctx, VRNIC_MAX_DB_PAGES_PER_UCTX);
+		dbp = ERR_PTR(-EIO);
+		goto out;
+	}
+	dbp = kzalloc(sizeof(*dbp), GFP_KERNEL);
+	if (!dbp) {
+		dbp = ERR_PTR(-ENOMEM);
+		goto out;
+	}
+	off = (phys_addr_t)page * VRNIC_DB_PAGE_SIZE;
+	dbp->db_entry = vrnic_mmap_entry_insert(uctx, dev->db_bar + off,
+						&dbp->db_key);
+	dbp->kick_entry = vrnic_mmap_entry_insert(uctx, dev->kick_bar + off,
+						  &dbp->kick_key);
+	if (!dbp->db_entry || !dbp->kick_entry) {
+		err = -ENOMEM;
+		goto err_remove;
+	}
+	err = xa_insert(&uctx->pages, page, dbp, GFP_KERNEL);
+	if (err)
+		goto err_remove;
+	uctx->num_pages++;
+	ibdev_dbg(&dev->ibdev, "uctx %u: doorbell page %u\n", uctx->uctx, page);
+	goto out;
+
+err_remove:
+	if (dbp->db_entry)
+		rdma_user_mmap_entry_remove(dbp->db_entry);
+	if (dbp->kick_entry)
+		rdma_user_mmap_entry_remove(dbp->kick_entry);
+	kfree(dbp);
+	dbp = ERR_PTR(err);
+out:
+	mutex_unlock(&uctx->pages_lock);
+	return dbp;
+}
+
+/* The mmap keys of the page holding a new object's doorbell (udata's context). */
+int vrnic_uctx_db_page(struct ib_udata *udata, const struct vrnic_db_loc *db,
+		       u64 *db_key, u64 *kick_key)
+{
+	struct vrnic_ucontext *uctx =
+		rdma_udata_to_drv_context(udata, struct vrnic_ucontext, ibuctx);
+	struct vrnic_db_page *dbp;
+
+	if (!uctx)
+		return -EINVAL;
+	dbp = vrnic_db_page_get(uctx, db->page);
+	if (IS_ERR(dbp))
+		return PTR_ERR(dbp);
+	*db_key = dbp->db_key;
+	*kick_key = dbp->kick_key;
+	return 0;
 }
 
 int vrnic_alloc_ucontext(struct ib_ucontext *ibuctx, struct ib_udata *udata)
@@ -185,53 +271,50 @@ int vrnic_alloc_ucontext(struct ib_ucontext *ibuctx, struct ib_udata *udata)
 	struct vrnic_ucontext *uctx = to_vuctx(ibuctx);
 	struct vrnic_dev *dev = to_vdev(ibuctx->device);
 	struct vrnic_alloc_ucontext_resp resp = {};
-	u64 db_key = 0, kick_key = 0;
-	phys_addr_t page_off;
-	u32 num;
+	struct vrnic_db_page *dbp;
+	u32 num, page;
 	int err;
 
 	if (udata->inlen && !ib_is_udata_cleared(udata, 0, udata->inlen))
 		return -EINVAL;
 
-	err = vrnic_cmd_alloc_uctx(dev, &num);
+	mutex_init(&uctx->pages_lock);
+	xa_init(&uctx->pages);
+	err = vrnic_cmd_alloc_uctx(dev, &num, &page);
 	if (err)
 		return err;
 	uctx->uctx = num;
-	/* Never trust the number: it indexes the doorbell and kick BARs. */
 	if (num == VRNIC_KERNEL_UCTX || num > dev->lim.max_uctx) {
 		dev_err(&dev->pdev->dev, "ALLOC_UCTX returned context %u\n", num);
 		err = -EIO;
 		goto err_dealloc;
 	}
-
-	/* Page N of the doorbell and kick BARs belongs to context N. */
-	page_off = (phys_addr_t)num * VRNIC_DB_PAGE_SIZE;
-	uctx->db_entry = vrnic_mmap_entry_insert(uctx, dev->db_bar + page_off,
-						 &db_key);
-	uctx->kick_entry = vrnic_mmap_entry_insert(uctx, dev->kick_bar + page_off,
-						   &kick_key);
-	if (!uctx->db_entry || !uctx->kick_entry) {
-		err = -ENOMEM;
+	uctx->first_page = page;
+	dbp = vrnic_db_page_get(uctx, page);
+	if (IS_ERR(dbp)) {
+		err = PTR_ERR(dbp);
 		goto err_remove;
 	}
 
 	resp.abi_version = cpu_to_le32(VRNIC_UVERBS_ABI_VERSION);
 	resp.uctx = cpu_to_le32(num);
-	resp.db_mmap_key = cpu_to_le64(db_key);
-	resp.kick_mmap_key = cpu_to_le64(kick_key);
+	resp.db_mmap_key = cpu_to_le64(dbp->db_key);
+	resp.kick_mmap_key = cpu_to_le64(dbp->kick_key);
 	resp.max_sge = cpu_to_le32(dev->lim.max_sge);
 	resp.max_inline = cpu_to_le32(dev->lim.max_inline);
 	resp.max_qp_wr = cpu_to_le32(dev->lim.max_qp_wr);
 	resp.max_cqe = cpu_to_le32(dev->lim.max_cqe);
+	resp.db_page = cpu_to_le32(page);
 	err = vrnic_copy_resp_to_udata(udata, &resp, sizeof(resp));
 	if (err)
 		goto err_remove;
 	return 0;
 
 err_remove:
-	vrnic_mmap_entries_remove(uctx);
+	vrnic_db_pages_remove(uctx);
 err_dealloc:
 	vrnic_cmd_dealloc_uctx(dev, num);
+	mutex_destroy(&uctx->pages_lock);
 	return err;
 }
 
@@ -241,10 +324,11 @@ void vrnic_dealloc_ucontext(struct ib_ucontext *ibuctx)
 	struct vrnic_dev *dev = to_vdev(ibuctx->device);
 	int err;
 
-	vrnic_mmap_entries_remove(uctx);
+	vrnic_db_pages_remove(uctx);
 	err = vrnic_cmd_dealloc_uctx(dev, uctx->uctx);
 	if (err)
 		dev_warn(&dev->pdev->dev, "DEALLOC_UCTX %u: %d\n", uctx->uctx, err);
+	mutex_destroy(&uctx->pages_lock);
 }
 
 /*

@@ -21,24 +21,26 @@ static inline bool vrnic_wq_full(struct vrnic_wq *wq, uint32_t pi)
 }
 
 /*
- * Doorbell protocol: WQE stores, release barrier, one aligned 32-bit store
- * of the new producer index, full barrier (orders that store before the
- * POLL_STATE load), then kick if the device may be asleep. Called with the
- * queue lock held so producer indices reach the slot in order.
+ * Doorbell protocol (SPEC "Posting work"): WQE stores, release barrier, one
+ * aligned 32-bit store of the new producer index, 1 into the slot's flag
+ * byte, 1 into PAGE_FLAG, full barrier (orders those stores before the
+ * POLL_STATE load), then kick that page if the device may be asleep. Called
+ * with the queue lock held so producer indices reach the slot in order.
  */
-static void vrnic_ring_doorbell(struct vrnic_context *ctx, struct vrnic_wq *wq,
-				uint32_t pi)
+static void vrnic_ring_doorbell(struct vrnic_wq *wq, uint32_t pi)
 {
 	uint32_t poll_state;
 
 	__atomic_store_n(&wq->pi, pi, __ATOMIC_RELAXED);
 	udma_to_device_barrier();
 	mmio_write32_le(wq->db, htole32(pi));
+	mmio_write8(wq->db_flag, 1);
+	mmio_write32_le(wq->db_page + VRNIC_DB_PAGE_PAGE_FLAG_OFF, htole32(1));
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	poll_state = le32toh(mmio_read32_le(ctx->db_page +
+	poll_state = le32toh(mmio_read32_le(wq->db_page +
 					    VRNIC_DB_PAGE_POLL_STATE_OFF));
 	if (!(poll_state & VRNIC_DB_PAGE_POLL_STATE_POLLING_MASK))
-		mmio_write32_le(ctx->kick_page + VRNIC_KICK_PAGE_KICK_OFF,
+		mmio_write32_le(wq->kick_page + VRNIC_KICK_PAGE_KICK_OFF,
 				htole32(1));
 }
 
@@ -146,7 +148,6 @@ static int vrnic_build_send_wqe(struct vrnic_qp *qp, void *wqe,
 int vrnic_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		    struct ibv_send_wr **bad_wr)
 {
-	struct vrnic_context *ctx = to_vctx(ibqp->context);
 	struct vrnic_qp *qp = to_vqp(ibqp);
 	struct vrnic_wq *sq = &qp->sq;
 	uint32_t pi;
@@ -175,7 +176,7 @@ int vrnic_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	if (ret)
 		*bad_wr = wr;
 	if (pi != sq->pi)
-		vrnic_ring_doorbell(ctx, sq, pi);
+		vrnic_ring_doorbell(sq, pi);
 	pthread_spin_unlock(&sq->lock);
 	return ret;
 }
@@ -183,7 +184,6 @@ int vrnic_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 int vrnic_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		    struct ibv_recv_wr **bad_wr)
 {
-	struct vrnic_context *ctx = to_vctx(ibqp->context);
 	struct vrnic_qp *qp = to_vqp(ibqp);
 	struct vrnic_wq *rq = &qp->rq;
 	struct vrnic_recv_wqe_header *hdr;
@@ -219,7 +219,7 @@ int vrnic_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	if (ret)
 		*bad_wr = wr;
 	if (pi != rq->pi)
-		vrnic_ring_doorbell(ctx, rq, pi);
+		vrnic_ring_doorbell(rq, pi);
 	pthread_spin_unlock(&rq->lock);
 	return ret;
 }

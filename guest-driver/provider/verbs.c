@@ -155,6 +155,7 @@ struct ibv_cq *vrnic_create_cq(struct ibv_context *ibctx, int cqe,
 	struct vrnic_context *ctx = to_vctx(ibctx);
 	struct vrnic_ucmd_create_cq_resp resp = {};
 	struct vrnic_ucmd_create_cq cmd = {};
+	struct vrnic_db_map map;
 	struct vrnic_cq *cq;
 	uint32_t depth, slot;
 	int ret;
@@ -196,9 +197,20 @@ struct ibv_cq *vrnic_create_cq(struct ibv_context *ibctx, int cqe,
 		errno = EPROTO;
 		goto err_ring;
 	}
+	ret = vrnic_map_db_page(ctx, le32toh(resp.drv_payload.db_page),
+				le64toh(resp.drv_payload.db_mmap_key),
+				le64toh(resp.drv_payload.kick_mmap_key), &map);
+	if (ret) {
+		verbs_err(verbs_get_ctx(ibctx),
+			  "vrnic: cannot map doorbell page %u: %d\n",
+			  le32toh(resp.drv_payload.db_page), ret);
+		ibv_cmd_destroy_cq(&cq->ibv_cq);
+		errno = ret;
+		goto err_ring;
+	}
 	cq->cqn = le32toh(resp.drv_payload.cqn);
-	cq->db_ci = vrnic_db_word(ctx, slot, VRNIC_DB_CQ_SLOT_CI_OFF);
-	cq->db_arm = vrnic_db_word(ctx, slot, VRNIC_DB_CQ_SLOT_ARM_OFF);
+	cq->db_ci = vrnic_db_word(map.db, slot, VRNIC_DB_CQ_SLOT_CI_OFF);
+	cq->db_arm = vrnic_db_word(map.db, slot, VRNIC_DB_CQ_SLOT_ARM_OFF);
 	/* No QP uses the CQ yet: start the slot from a known state. */
 	__atomic_store_n(cq->db_ci, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(cq->db_arm, 0, __ATOMIC_RELAXED);
@@ -329,6 +341,7 @@ struct ibv_qp *vrnic_create_qp(struct ibv_pd *pd,
 	struct vrnic_ucmd_create_qp_resp resp = {};
 	struct vrnic_ucmd_create_qp cmd = {};
 	struct ibv_qp_init_attr kattr;
+	struct vrnic_db_map map;
 	struct vrnic_qp *qp;
 	uint32_t slot;
 	int ret;
@@ -376,8 +389,23 @@ struct ibv_qp *vrnic_create_qp(struct ibv_pd *pd,
 		ret = EPROTO;
 		goto err_destroy;
 	}
-	qp->sq.db = vrnic_db_word(ctx, slot, VRNIC_DB_QP_SLOT_SQ_PI_OFF);
-	qp->rq.db = vrnic_db_word(ctx, slot, VRNIC_DB_QP_SLOT_RQ_PI_OFF);
+	ret = vrnic_map_db_page(ctx, le32toh(resp.drv_payload.db_page),
+				le64toh(resp.drv_payload.db_mmap_key),
+				le64toh(resp.drv_payload.kick_mmap_key), &map);
+	if (ret) {
+		verbs_err(&ctx->ibv_ctx,
+			  "vrnic: cannot map doorbell page %u: %d\n",
+			  le32toh(resp.drv_payload.db_page), ret);
+		goto err_destroy;
+	}
+	qp->sq.db = vrnic_db_word(map.db, slot, VRNIC_DB_QP_SLOT_SQ_PI_OFF);
+	qp->rq.db = vrnic_db_word(map.db, slot, VRNIC_DB_QP_SLOT_RQ_PI_OFF);
+	qp->sq.db_flag = map.db + VRNIC_DB_FLAGS_BASE + slot;
+	qp->rq.db_flag = qp->sq.db_flag;
+	qp->sq.db_page = map.db;
+	qp->rq.db_page = map.db;
+	qp->sq.kick_page = map.kick;
+	qp->rq.kick_page = map.kick;
 	/* The QP is in RESET: start its slot from a known state. */
 	__atomic_store_n(qp->sq.db, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(qp->rq.db, 0, __ATOMIC_RELAXED);

@@ -7,16 +7,88 @@
 
 #include "vrnic.h"
 
+static void vrnic_unmap_db_pages(struct vrnic_context *ctx)
+{
+	unsigned int i;
+
+	for (i = 0; i < ctx->num_db_maps; i++) {
+		munmap(ctx->db_maps[i].kick, VRNIC_DB_PAGE_SIZE);
+		munmap(ctx->db_maps[i].db, VRNIC_DB_PAGE_SIZE);
+	}
+	free(ctx->db_maps);
+	ctx->db_maps = NULL;
+	ctx->num_db_maps = 0;
+	ctx->db_maps_cap = 0;
+}
+
+/*
+ * The mapping of doorbell page @page (and its kick page), mapped with the
+ * kernel's keys the first time the page is named. At most
+ * MAX_DB_PAGES_PER_UCTX pages: the cache is a small array, searched only when
+ * a CQ or QP is created.
+ */
+int vrnic_map_db_page(struct vrnic_context *ctx, uint32_t page,
+		      uint64_t db_key, uint64_t kick_key,
+		      struct vrnic_db_map *out)
+{
+	int cmd_fd = ctx->ibv_ctx.context.cmd_fd;
+	struct vrnic_db_map map = { .page = page };
+	unsigned int i;
+	int ret = 0;
+
+	pthread_mutex_lock(&ctx->db_mutex);
+	for (i = 0; i < ctx->num_db_maps; i++) {
+		if (ctx->db_maps[i].page == page) {
+			*out = ctx->db_maps[i];
+			goto out;
+		}
+	}
+	if (ctx->num_db_maps >= VRNIC_MAX_DB_PAGES_PER_UCTX) {
+		ret = EPROTO;
+		goto out;
+	}
+	if (ctx->num_db_maps == ctx->db_maps_cap) {
+		unsigned int cap = ctx->db_maps_cap ? 2 * ctx->db_maps_cap : 4;
+		struct vrnic_db_map *maps;
+
+		maps = realloc(ctx->db_maps, cap * sizeof(*maps));
+		if (!maps) {
+			ret = ENOMEM;
+			goto out;
+		}
+		ctx->db_maps = maps;
+		ctx->db_maps_cap = cap;
+	}
+	map.db = mmap(NULL, VRNIC_DB_PAGE_SIZE, PROT_READ | PROT_WRITE,
+		      MAP_SHARED, cmd_fd, (off_t)db_key);
+	if (map.db == MAP_FAILED) {
+		ret = errno;
+		goto out;
+	}
+	map.kick = mmap(NULL, VRNIC_DB_PAGE_SIZE, PROT_WRITE, MAP_SHARED,
+			cmd_fd, (off_t)kick_key);
+	if (map.kick == MAP_FAILED) {
+		ret = errno;
+		munmap(map.db, VRNIC_DB_PAGE_SIZE);
+		goto out;
+	}
+	ctx->db_maps[ctx->num_db_maps++] = map;
+	*out = map;
+out:
+	pthread_mutex_unlock(&ctx->db_mutex);
+	return ret;
+}
+
 static void vrnic_free_context(struct ibv_context *ibctx)
 {
 	struct vrnic_context *ctx = to_vctx(ibctx);
 	unsigned int i;
 
-	munmap(ctx->kick_page, VRNIC_DB_PAGE_SIZE);
-	munmap(ctx->db_page, VRNIC_DB_PAGE_SIZE);
+	vrnic_unmap_db_pages(ctx);
 	for (i = 0; i < VRNIC_QP_TABLE_SIZE; i++)
 		free(ctx->qp_table[i]);
 	pthread_mutex_destroy(&ctx->qp_table_mutex);
+	pthread_mutex_destroy(&ctx->db_mutex);
 	verbs_uninit_context(&ctx->ibv_ctx);
 	free(ctx);
 }
@@ -58,14 +130,16 @@ static struct verbs_context *vrnic_alloc_context(struct ibv_device *ibdev,
 {
 	struct vrnic_ucmd_get_context_resp resp = {};
 	struct ibv_get_context cmd = {};
+	struct vrnic_db_map map;
 	struct vrnic_context *ctx;
-	void *page;
+	int ret;
 
 	ctx = verbs_init_and_alloc_context(ibdev, cmd_fd, ctx, ibv_ctx,
 					   RDMA_DRIVER_UNKNOWN);
 	if (!ctx)
 		return NULL;
 	pthread_mutex_init(&ctx->qp_table_mutex, NULL);
+	pthread_mutex_init(&ctx->db_mutex, NULL);
 
 	if (ibv_cmd_get_context(&ctx->ibv_ctx, &cmd, sizeof(cmd),
 				&resp.ibv_resp, sizeof(resp)))
@@ -89,26 +163,22 @@ static struct verbs_context *vrnic_alloc_context(struct ibv_device *ibdev,
 	ctx->max_cqe = limit_or(resp.drv_payload.max_cqe,
 				VRNIC_BAR0_MAX_CQE_RESET);
 
-	page = mmap(NULL, VRNIC_DB_PAGE_SIZE, PROT_READ | PROT_WRITE,
-		    MAP_SHARED, cmd_fd,
-		    (off_t)le64toh(resp.drv_payload.db_mmap_key));
-	if (page == MAP_FAILED)
-		goto err;
-	ctx->db_page = page;
-
-	page = mmap(NULL, VRNIC_DB_PAGE_SIZE, PROT_WRITE, MAP_SHARED, cmd_fd,
-		    (off_t)le64toh(resp.drv_payload.kick_mmap_key));
-	if (page == MAP_FAILED) {
-		munmap(ctx->db_page, VRNIC_DB_PAGE_SIZE);
+	/* The first page: mapped now, so a context that cannot map fails early. */
+	ret = vrnic_map_db_page(ctx, le32toh(resp.drv_payload.db_page),
+				le64toh(resp.drv_payload.db_mmap_key),
+				le64toh(resp.drv_payload.kick_mmap_key), &map);
+	if (ret) {
+		errno = ret;
 		goto err;
 	}
-	ctx->kick_page = page;
 
 	verbs_set_ops(&ctx->ibv_ctx, &vrnic_ctx_ops);
 	return &ctx->ibv_ctx;
 
 err:
+	vrnic_unmap_db_pages(ctx);
 	pthread_mutex_destroy(&ctx->qp_table_mutex);
+	pthread_mutex_destroy(&ctx->db_mutex);
 	verbs_uninit_context(&ctx->ibv_ctx);
 	free(ctx);
 	return NULL;

@@ -3,8 +3,11 @@
  * vrnic rdma-core provider: shared definitions.
  *
  * Object model (see hw-spec/SPEC.md, "Data path" and "Kernel <-> provider ABI"):
- * - The context maps one doorbell page (POLL_STATE + 8-byte slots) and one kick page.
- * - Every CQ and QP owns one doorbell slot in that page and rings in our memory.
+ * - The context maps its doorbell pages (POLL_STATE, PAGE_FLAG, slot flags,
+ *   8-byte slots) and their kick pages, each once, as the kernel names them
+ *   (the device adds pages to a context on demand).
+ * - Every CQ and QP owns one doorbell slot in one of those pages and rings in
+ *   our memory.
  * - Ring indices are free-running 32-bit counters; entry i lives at i mod depth.
  *
  * Locking: cq->lock serialises poll/arm/clean of a CQ; wq->lock serialises
@@ -48,10 +51,19 @@ struct vrnic_device {
 	struct verbs_device ibv_dev;
 };
 
+/* One mapped doorbell page of the context and its kick page. */
+struct vrnic_db_map {
+	uint32_t page;
+	uint8_t *db;		/* POLL_STATE, flags and slots (read/write) */
+	uint8_t *kick;		/* KICK register (trapped, write only) */
+};
+
 struct vrnic_context {
 	struct verbs_context ibv_ctx;
-	uint8_t *db_page;	/* POLL_STATE and doorbell slots (read/write) */
-	uint8_t *kick_page;	/* KICK register (trapped, write only) */
+	pthread_mutex_t db_mutex;	/* serializes db_maps */
+	struct vrnic_db_map *db_maps;	/* every page mapped so far */
+	unsigned int num_db_maps;
+	unsigned int db_maps_cap;
 	uint32_t uctx;
 	uint32_t max_sge;
 	uint32_t max_inline;
@@ -84,6 +96,9 @@ struct vrnic_wq {
 	uint32_t pi;		/* free-running producer index (atomic) */
 	uint32_t ci;		/* free-running consumer index (atomic) */
 	uint32_t *db;		/* sq_pi or rq_pi word of the QP slot */
+	uint8_t *db_flag;	/* the slot's flag byte */
+	uint8_t *db_page;	/* the page holding the slot */
+	uint8_t *kick_page;	/* its kick page */
 };
 
 struct vrnic_qp {
@@ -110,11 +125,11 @@ static inline struct vrnic_qp *to_vqp(struct ibv_qp *ibqp)
 	return container_of(ibqp, struct vrnic_qp, ibv_qp);
 }
 
-/* Address of a 32-bit word in doorbell slot @slot. */
-static inline uint32_t *vrnic_db_word(struct vrnic_context *ctx, uint32_t slot,
+/* Address of a 32-bit word in doorbell slot @slot of doorbell page @page. */
+static inline uint32_t *vrnic_db_word(uint8_t *page, uint32_t slot,
 				      unsigned int off)
 {
-	return (uint32_t *)(ctx->db_page + VRNIC_DB_SLOT_BASE +
+	return (uint32_t *)(page + VRNIC_DB_SLOT_BASE +
 			    (size_t)slot * VRNIC_DB_SLOT_SIZE + off);
 }
 
@@ -141,6 +156,9 @@ static inline bool vrnic_cqe_valid(struct vrnic_cq *cq, uint32_t ci)
 }
 
 /* vrnic.c */
+int vrnic_map_db_page(struct vrnic_context *ctx, uint32_t page,
+		      uint64_t db_key, uint64_t kick_key,
+		      struct vrnic_db_map *out);
 struct vrnic_qp *vrnic_find_qp(struct vrnic_context *ctx, uint32_t qpn);
 int vrnic_insert_qp(struct vrnic_context *ctx, struct vrnic_qp *qp);
 void vrnic_remove_qp(struct vrnic_context *ctx, struct vrnic_qp *qp);

@@ -10,7 +10,7 @@ use crate::guest_memory::{DmaMapRequest, GuestRam, RamSnapshot};
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use vm_memory::VolatileMemory;
 use vrnic_hw::{
     db_flag_offset, db_page, db_slot_offset, BAR_DB_SIZE, DB_FLAGS_BASE, DB_PAGES, DB_PAGE_SIZE,
@@ -27,6 +27,8 @@ pub struct DoorbellBar {
     mem: RamSnapshot,
     /// Bit N set: page N is given to a context.
     given: Vec<AtomicU64>,
+    /// What the poller last announced through POLL_STATE.
+    polling: AtomicBool,
 }
 
 impl DoorbellBar {
@@ -46,6 +48,7 @@ impl DoorbellBar {
             file,
             mem: ram.snapshot(),
             given: (0..PAGE_WORDS).map(|_| AtomicU64::new(0)).collect(),
+            polling: AtomicBool::new(false),
         })
     }
 
@@ -87,14 +90,34 @@ impl DoorbellBar {
         }
     }
 
-    /// Gives page `page` to a context: zeroes it (POLL_STATE 0 tells its drivers to kick
-    /// until the poller next announces polling), then lets the poller see it.
+    /// Gives page `page` to a context: zeroes it, lets the poller see it, and announces the
+    /// poller's current state in its POLL_STATE.
+    ///
+    /// Against a concurrent `set_polling` (both sides: store, full barrier, load): if this
+    /// load misses a new state, the poller's page walk sees the page and writes the state
+    /// after the store below; a stale 1 is taken back by the second look. The caller
+    /// publishes the page to a driver only after this returns.
     pub fn give_page(&self, page: u32) {
         let Some(word) = self.given.get((page / 64) as usize) else {
             return;
         };
         self.zero_page(page);
-        word.fetch_or(1 << (page % 64), Ordering::Release);
+        word.fetch_or(1 << (page % 64), Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        if self.polling.load(Ordering::SeqCst) {
+            self.store_poll_state(page, true);
+            fence(Ordering::SeqCst);
+            if !self.polling.load(Ordering::SeqCst) {
+                self.store_poll_state(page, false);
+            }
+        }
+    }
+
+    fn store_poll_state(&self, page: u32, polling: bool) {
+        let off = Self::page_offset(page) + db_page::POLL_STATE;
+        let _ = self
+            .mem
+            .store_u32(off, u32::from(polling), Ordering::Release);
     }
 
     /// Takes a page back from its context: the poller stops looking at it, then it is zeroed.
@@ -170,11 +193,10 @@ impl DoorbellBar {
 
     /// Tells the drivers of every given page whether the device is polling (see SPEC).
     pub fn set_polling(&self, polling: bool) {
+        self.polling.store(polling, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
         for page in self.given_pages() {
-            let off = Self::page_offset(page) + db_page::POLL_STATE;
-            let _ = self
-                .mem
-                .store_u32(off, u32::from(polling), Ordering::Release);
+            self.store_poll_state(page, polling);
         }
         fence(Ordering::SeqCst);
     }
@@ -256,6 +278,19 @@ mod tests {
         bar.set_polling(true);
         assert_eq!(page_u32(&bar, 3000, db_page::POLL_STATE), 0);
         assert!(!bar.is_given(3000));
+    }
+
+    #[test]
+    fn a_page_given_while_the_device_polls_announces_polling() {
+        let bar = DoorbellBar::new().unwrap();
+        bar.give_page(1);
+        bar.set_polling(true);
+        bar.give_page(2);
+        assert_eq!(page_u32(&bar, 2, db_page::POLL_STATE), 1);
+        bar.set_polling(false);
+        bar.give_page(3);
+        assert_eq!(page_u32(&bar, 2, db_page::POLL_STATE), 0);
+        assert_eq!(page_u32(&bar, 3, db_page::POLL_STATE), 0);
     }
 
     #[test]

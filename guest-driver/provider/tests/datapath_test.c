@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
 /*
- * Data path test without a kernel or device: a fake context (doorbell and
- * kick pages in plain memory), a CQ and a QP whose indices start just below
+ * Data path test without a kernel or device: a fake context (a doorbell and
+ * a kick page in plain memory), a CQ and a QP whose indices start just below
  * 2^32, and a fake device that reads WQEs and writes CQEs by the SPEC.md
  * rules. Built and run by `build.sh --test` inside the build root.
  */
@@ -25,6 +25,8 @@ static int failures;
 #define QPN 0x123456u
 
 static struct vrnic_context *ctx;
+static uint8_t *db_page;	/* the fake doorbell page holding both slots */
+static uint8_t *kick_page;
 static struct vrnic_cq cq;
 static struct vrnic_qp qp;
 static uint32_t dev_cq_pi = START; /* fake device's CQ producer index */
@@ -36,12 +38,23 @@ static uint32_t db_read(const uint32_t *w)
 
 static uint32_t *poll_state(void)
 {
-	return (uint32_t *)(ctx->db_page + VRNIC_DB_PAGE_POLL_STATE_OFF);
+	return (uint32_t *)(db_page + VRNIC_DB_PAGE_POLL_STATE_OFF);
 }
 
 static uint32_t *kick(void)
 {
-	return (uint32_t *)(ctx->kick_page + VRNIC_KICK_PAGE_KICK_OFF);
+	return (uint32_t *)(kick_page + VRNIC_KICK_PAGE_KICK_OFF);
+}
+
+static uint32_t *page_flag(void)
+{
+	return (uint32_t *)(db_page + VRNIC_DB_PAGE_PAGE_FLAG_OFF);
+}
+
+/* The flag byte of doorbell slot @slot. */
+static uint8_t *slot_flag(uint32_t slot)
+{
+	return db_page + VRNIC_DB_FLAGS_BASE + slot;
 }
 
 static void setup(void)
@@ -49,10 +62,10 @@ static void setup(void)
 	uint32_t i;
 
 	ctx = calloc(1, sizeof(*ctx));
-	ctx->db_page = aligned_alloc(4096, VRNIC_DB_PAGE_SIZE);
-	ctx->kick_page = aligned_alloc(4096, VRNIC_DB_PAGE_SIZE);
-	memset(ctx->db_page, 0, VRNIC_DB_PAGE_SIZE);
-	memset(ctx->kick_page, 0, VRNIC_DB_PAGE_SIZE);
+	db_page = aligned_alloc(4096, VRNIC_DB_PAGE_SIZE);
+	kick_page = aligned_alloc(4096, VRNIC_DB_PAGE_SIZE);
+	memset(db_page, 0, VRNIC_DB_PAGE_SIZE);
+	memset(kick_page, 0, VRNIC_DB_PAGE_SIZE);
 	ctx->max_sge = 16;
 	ctx->max_inline = 256;
 	pthread_mutex_init(&ctx->qp_table_mutex, NULL);
@@ -64,8 +77,8 @@ static void setup(void)
 	for (i = 0; i < 4; i++)
 		cq.ring[i].owner = (START >> 2) & 1;
 	cq.ci = START;
-	cq.db_ci = vrnic_db_word(ctx, 3, VRNIC_DB_CQ_SLOT_CI_OFF);
-	cq.db_arm = vrnic_db_word(ctx, 3, VRNIC_DB_CQ_SLOT_ARM_OFF);
+	cq.db_ci = vrnic_db_word(db_page, 3, VRNIC_DB_CQ_SLOT_CI_OFF);
+	cq.db_arm = vrnic_db_word(db_page, 3, VRNIC_DB_CQ_SLOT_ARM_OFF);
 	pthread_spin_init(&cq.lock, PTHREAD_PROCESS_PRIVATE);
 
 	qp.ibv_qp.context = &ctx->ibv_ctx.context;
@@ -78,8 +91,14 @@ static void setup(void)
 				   .pi = START, .ci = START };
 	qp.sq.ring = calloc(4, 64);
 	qp.rq.ring = calloc(4, 32);
-	qp.sq.db = vrnic_db_word(ctx, 7, VRNIC_DB_QP_SLOT_SQ_PI_OFF);
-	qp.rq.db = vrnic_db_word(ctx, 7, VRNIC_DB_QP_SLOT_RQ_PI_OFF);
+	qp.sq.db = vrnic_db_word(db_page, 7, VRNIC_DB_QP_SLOT_SQ_PI_OFF);
+	qp.rq.db = vrnic_db_word(db_page, 7, VRNIC_DB_QP_SLOT_RQ_PI_OFF);
+	qp.sq.db_flag = slot_flag(7);
+	qp.rq.db_flag = slot_flag(7);
+	qp.sq.db_page = db_page;
+	qp.rq.db_page = db_page;
+	qp.sq.kick_page = kick_page;
+	qp.rq.kick_page = kick_page;
 	qp.max_inline = 32;
 	qp.state = IBV_QPS_RTS;
 	pthread_spin_init(&qp.sq.lock, PTHREAD_PROCESS_PRIVATE);
@@ -140,6 +159,9 @@ static void test_send_ring_and_kick(void)
 	CHECK(db_read(qp.sq.db) == START + 4);
 	CHECK(db_read(qp.sq.db) == 2); /* wrapped */
 	CHECK(db_read(kick()) == 1);
+	/* The QP's slot flag and PAGE_FLAG tell the device where to look. */
+	CHECK(*slot_flag(7) == 1 && db_read(page_flag()) == 1);
+	CHECK(*slot_flag(3) == 0 && *slot_flag(6) == 0 && *slot_flag(8) == 0);
 
 	hdr = vrnic_wqe(&qp.sq, START + 3);
 	wsge = (struct vrnic_sge *)(hdr + 1);
@@ -170,10 +192,14 @@ static void test_send_ring_and_kick(void)
 	/* Device polling: no kick. */
 	*poll_state() = htole32(1);
 	*kick() = 0;
+	/* The device took the flags (swapped them to 0). */
+	*slot_flag(7) = 0;
+	*page_flag() = 0;
 	wr[4].send_flags = IBV_SEND_SIGNALED | IBV_SEND_SOLICITED |
 			   IBV_SEND_FENCE;
 	CHECK(vrnic_post_send(&qp.ibv_qp, &wr[4], &bad) == 0);
 	CHECK(db_read(kick()) == 0);
+	CHECK(*slot_flag(7) == 1 && db_read(page_flag()) == 1);
 	hdr = vrnic_wqe(&qp.sq, START + 4);
 	CHECK(hdr->flags == (VRNIC_SEND_FLAGS_SIGNALED |
 			     VRNIC_SEND_FLAGS_SOLICITED |
