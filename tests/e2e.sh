@@ -15,7 +15,7 @@ lat_row() { echo "^ *$1 +[0-9]+ +[0-9.]+ +[0-9.]+"; }
 # NAME|WHERE|CHECKS (';;'-separated extended regexes the client output must match)|SERVER|CLIENT
 TESTS=(
 	"ibv_devices|one|vrnic0;;vrnic1||ibv_devices"
-	"ibv_devinfo|one|state:[[:space:]]+PORT_ACTIVE;;port_lid:[[:space:]]+1\$;;max_qp:[[:space:]]+1024;;max_qp_wr:[[:space:]]+4096;;max_cqe:[[:space:]]+65536;;link_layer:[[:space:]]+InfiniBand;;active_mtu:[[:space:]]+4096||ibv_devinfo -v -d vrnic0"
+	"ibv_devinfo|one|state:[[:space:]]+PORT_ACTIVE;;port_lid:[[:space:]]+1\$;;max_qp:[[:space:]]+65536;;max_qp_wr:[[:space:]]+4096;;max_cqe:[[:space:]]+65536;;link_layer:[[:space:]]+InfiniBand;;active_mtu:[[:space:]]+4096||ibv_devinfo -v -d vrnic0"
 	"ibv_devinfo-own-pci-id|one|vendor_part_id:[[:space:]]+30291;;port_lid:[[:space:]]+3\$||ibv_devinfo -d vrnic1"
 	"ibv_rc_pingpong|pair|bytes in [0-9.]+ seconds|ibv_rc_pingpong -d vrnic0 -i 1 -c -n 200 -p \$PORT|ibv_rc_pingpong -d vrnic0 -i 1 -c -n 200 -p \$PORT \$PEER"
 )
@@ -37,6 +37,15 @@ for tool in write read send; do
 	TESTS+=("ib_${tool}_bw-q4|pair|$(bw_row 65536)|ib_${tool}_bw -d vrnic0 -q 4 $BW_N $PF|ib_${tool}_bw -d vrnic0 -q 4 $BW_N $PF \$PEER")
 	TESTS+=("ib_${tool}_lat|pair|$(lat_row 8)|ib_${tool}_lat -d vrnic0 -s 8 $LAT_N $PF|ib_${tool}_lat -d vrnic0 -s 8 $LAT_N $PF \$PEER")
 	TESTS+=("local-ib_${tool}_lat|local|$(lat_row 8)|ib_${tool}_lat -d vrnic1 -s 8 $LAT_N $PF|ib_${tool}_lat -d vrnic0 -s 8 $LAT_N $PF \$PEER")
+done
+
+# Many QPs in one process (doorbell pages on demand): 4 KiB WRITEs on 1, 16, 1000 and 4000
+# QPs (a benchmark; the check is only that perftest completes and reports bandwidth).
+# -n is per QP; perftest caps tx_depth at -n and its one send CQ holds tx_depth * QPs CQEs,
+# which must fit MAX_CQE (65536): 64 * 1000 and 16 * 4000 do.
+for qn in 1:20000 16:2000 1000:64 4000:16; do
+	q=${qn%%:*} n=${qn#*:}
+	TESTS+=("ib_write_bw-4k-q$q|pair|$(bw_row 4096)|ib_write_bw -d vrnic0 -s 4096 -q $q -n $n $PF|ib_write_bw -d vrnic0 -s 4096 -q $q -n $n $PF \$PEER")
 done
 
 work=$(mktemp -d /tmp/vrnic-e2e.XXXXXX)

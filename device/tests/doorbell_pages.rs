@@ -112,9 +112,16 @@ fn alloc_uctx_returns_a_first_page_no_other_context_holds() {
     let cq = d.create_cq(a, 1);
 
     assert_ne!(a, b);
-    assert!(page_a != 0 && page_b != 0 && page_a != page_b, "{page_a} {page_b}");
+    assert!(
+        page_a != 0 && page_b != 0 && page_a != page_b,
+        "{page_a} {page_b}"
+    );
     assert!(page_a < DB_PAGES && page_b < DB_PAGES);
-    assert_eq!((cq.page, cq.slot), (page_a, 0), "a CQ's slot is on its context's page");
+    assert_eq!(
+        (cq.page, cq.slot),
+        (page_a, 0),
+        "a CQ's slot is on its context's page"
+    );
     let eq = d.comp_eq.as_ref().expect("brought up");
     assert_eq!(eq.page, 0, "the kernel context's EQs are on page 0");
 }
@@ -136,8 +143,15 @@ fn a_thousand_qps_of_one_context_get_pages_on_demand_and_the_last_carries_traffi
     assert!(pages[slots - 1..2 * slots - 1].iter().all(|&p| p == second));
     assert!(pages[2 * slots - 1..].iter().all(|&p| p == third));
     let distinct: HashSet<u32> = [0, first_page, second, third].into();
-    assert_eq!(distinct.len(), 4, "three pages of the context, none the kernel's");
-    assert_eq!((qps[slots - 1].slot, qps[999].slot), (0, (999 + 1 - 2 * slots) as u32));
+    assert_eq!(
+        distinct.len(),
+        4,
+        "three pages of the context, none the kernel's"
+    );
+    assert_eq!(
+        (qps[slots - 1].slot, qps[999].slot),
+        (0, (999 + 1 - 2 * slots) as u32)
+    );
     let unique: HashSet<(u32, u32)> = qps.iter().map(|qp| (qp.page, qp.slot)).collect();
     assert_eq!(unique.len(), 1000, "every QP has its own doorbell");
     let qpns: HashSet<u32> = qps.iter().map(|qp| qp.qpn).collect();
@@ -190,7 +204,10 @@ fn dealloc_uctx_returns_its_pages_zeroed_to_the_next_context() {
     let (b, again) = d.alloc_uctx_page();
     let refill = create_cqs(&mut d, b, DB_SLOTS_PER_PAGE as usize + 1);
 
-    assert_eq!(again, first, "the lowest free page is the one just returned");
+    assert_eq!(
+        again, first,
+        "the lowest free page is the one just returned"
+    );
     assert_eq!(refill.last().expect("CQs").page, second);
     for page in [first, second] {
         let base = u64::from(page) * u64::from(DB_PAGE_SIZE);
@@ -223,5 +240,8 @@ fn polling_is_announced_in_every_page_of_a_context_so_its_doorbells_need_no_kick
     }
 
     assert_eq!(d.kicks, kicks, "POLLING read 1 in page {page}: no kick");
-    assert_ne!(d.poll_state(first_page) & db_page::POLL_STATE_POLLING_MASK, 0);
+    assert_ne!(
+        d.poll_state(first_page) & db_page::POLL_STATE_POLLING_MASK,
+        0
+    );
 }
