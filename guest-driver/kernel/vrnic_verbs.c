@@ -282,7 +282,7 @@ int vrnic_alloc_ucontext(struct ib_ucontext *ibuctx, struct ib_udata *udata)
 	xa_init(&uctx->pages);
 	err = vrnic_cmd_alloc_uctx(dev, &num, &page);
 	if (err)
-		return err;
+		goto err_mutex;
 	uctx->uctx = num;
 	if (num == VRNIC_KERNEL_UCTX || num > dev->lim.max_uctx) {
 		dev_err(&dev->pdev->dev, "ALLOC_UCTX returned context %u\n", num);
@@ -314,6 +314,7 @@ err_remove:
 	vrnic_db_pages_remove(uctx);
 err_dealloc:
 	vrnic_cmd_dealloc_uctx(dev, num);
+err_mutex:
 	mutex_destroy(&uctx->pages_lock);
 	return err;
 }
