@@ -245,3 +245,36 @@ fn polling_is_announced_in_every_page_of_a_context_so_its_doorbells_need_no_kick
         0
     );
 }
+
+#[test]
+fn a_doorbell_on_a_second_page_written_while_the_device_sleeps_is_seen_after_its_kick() {
+    let devices = TestDevices::start_with_idle(1, Duration::from_micros(100));
+    let mut d = devices.driver(0);
+    let (mut a, _) = side_on_second_page(&mut d);
+    let b = assert_carries_traffic(&mut d, &mut a, 4);
+    let src = d.reg_mr(a.uctx, a.pd, 8, ACCESS_ALL);
+    let dst = d.reg_mr(b.uctx, b.pd, 8, ACCESS_ALL);
+    let page = a.qp.page;
+    let asleep = |d: &FakeDriver| d.poll_state(page) & db_page::POLL_STATE_POLLING_MASK == 0;
+    // Wait until the poller announces sleep in this page and stays asleep (a wake-up still
+    // pending from the admin commands may make it poll once more; then look again).
+    loop {
+        wait_for("the poller to go to sleep", || asleep(&d).then_some(()));
+        std::thread::sleep(Duration::from_millis(20));
+        if asleep(&d) {
+            break;
+        }
+    }
+    let kicks = d.kicks;
+
+    d.post_send(
+        &mut a.qp,
+        &SendWr::write(20, vec![src.sge(0, 8)], &dst, 0).signaled(),
+    );
+
+    assert_cqe_ok(&d.wait_cqe(&mut a.send_cq), 20, WcOpcode::RdmaWrite);
+    assert!(
+        d.kicks > kicks,
+        "POLLING read 0 in page {page}, so the driver kicked it"
+    );
+}
