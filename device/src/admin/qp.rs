@@ -97,7 +97,7 @@ pub fn create_qp(
     }
     let (db_page, db_slot) = take_slot(rnic, st, uctx)?;
     let (index, qpn) = st.objects.next_qpn().ok_or_else(no_resources)?;
-    st.objects.qps.insert_at(
+    st.objects.insert_qp(
         index,
         Qp {
             qpn,
