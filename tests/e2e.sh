@@ -15,7 +15,7 @@ lat_row() { echo "^ *$1 +[0-9]+ +[0-9.]+ +[0-9.]+"; }
 # NAME|WHERE|CHECKS (';;'-separated extended regexes the client output must match)|SERVER|CLIENT
 TESTS=(
 	"ibv_devices|one|vrnic0;;vrnic1||ibv_devices"
-	"ibv_devinfo|one|state:[[:space:]]+PORT_ACTIVE;;port_lid:[[:space:]]+1\$;;max_qp:[[:space:]]+65536;;max_qp_wr:[[:space:]]+4096;;max_cqe:[[:space:]]+65536;;link_layer:[[:space:]]+InfiniBand;;active_mtu:[[:space:]]+4096||ibv_devinfo -v -d vrnic0"
+	"ibv_devinfo|one|state:[[:space:]]+PORT_ACTIVE;;port_lid:[[:space:]]+1\$;;max_qp:[[:space:]]+65536;;max_cq:[[:space:]]+65536;;max_qp_wr:[[:space:]]+4096;;max_cqe:[[:space:]]+65536;;link_layer:[[:space:]]+InfiniBand;;active_mtu:[[:space:]]+4096||ibv_devinfo -v -d vrnic0"
 	"ibv_devinfo-own-pci-id|one|vendor_part_id:[[:space:]]+30291;;port_lid:[[:space:]]+3\$||ibv_devinfo -d vrnic1"
 	"ibv_rc_pingpong|pair|bytes in [0-9.]+ seconds|ibv_rc_pingpong -d vrnic0 -i 1 -c -n 200 -p \$PORT|ibv_rc_pingpong -d vrnic0 -i 1 -c -n 200 -p \$PORT \$PEER"
 )
