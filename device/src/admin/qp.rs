@@ -325,6 +325,8 @@ pub fn modify_qp(rnic: &Rnic, st: &mut RnicState, cmd: &CmdModifyQp) -> CmdResul
         }
         _ => {}
     }
+    // WQEs posted in a state that does not run them, or a queue to flush, wait for this.
+    st.objects.mark_active(qpn);
     log::debug!(
         "{}: QP {qpn} {current:?} -> {target:?} (mask {m:#x})",
         rnic.name()

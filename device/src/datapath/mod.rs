@@ -14,7 +14,8 @@ pub mod responder;
 pub mod sge;
 
 use crate::rnic::notify::deliver_held_back;
-use crate::rnic::Rnic;
+use crate::rnic::{Rnic, RnicState};
+use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -64,8 +65,30 @@ pub struct Budget {
     pub bytes: u64,
 }
 
-/// One pass over the QPs of `rnic`: one look under the lock finds the QPs with work (a
-/// doorbell ahead of the device, a queue to flush, a retry due); only those are served.
+/// Marks the QPs whose doorbell a driver flagged since the last look (SPEC "Posting work":
+/// PAGE_FLAG, then the page's slot flags, each swapped to 0 before the slot is read).
+fn find_rung_doorbells(rnic: &Rnic, st: &mut RnicState) {
+    let mut slots = Vec::new();
+    for page in rnic.doorbells.given_pages() {
+        if !rnic.doorbells.take_page_flag(page) {
+            continue;
+        }
+        // Pairs with the driver's order: slot value, slot flag, PAGE_FLAG.
+        fence(Ordering::SeqCst);
+        slots.clear();
+        rnic.doorbells.take_slot_flags(page, &mut slots);
+        for &slot in &slots {
+            // Flags on CQ, EQ or free slots name no QP: ignored (flags are hints).
+            if let Some(qpn) = st.objects.qp_by_slot(page, slot) {
+                st.objects.mark_active(qpn);
+            }
+        }
+    }
+}
+
+/// One pass over the QPs of `rnic`: the flagged doorbells join the active QPs; one look
+/// under the lock finds which of those have work (a doorbell ahead of the device, a queue
+/// to flush, a retry due); only those are served, and the idle ones leave the set.
 pub fn poll_device(peers: &dyn Peers, rnic: &Arc<Rnic>, now: Instant) -> Progress {
     let mut progress = Progress::default();
     let (busy, start) = {
@@ -78,16 +101,25 @@ pub fn poll_device(peers: &dyn Peers, rnic: &Arc<Rnic>, now: Instant) -> Progres
                 progress.retry_at = Some(now + EVENT_RETRY);
             }
         }
+        find_rung_doorbells(rnic, &mut st);
         let mut busy = Vec::new();
-        for (_, qp) in st.objects.qps.iter() {
+        let mut idle = Vec::new();
+        for qpn in st.objects.active_qps() {
+            let Some(qp) = st.objects.qp(qpn) else {
+                idle.push(qpn);
+                continue;
+            };
             match requester::look(rnic, qp, now) {
-                requester::Look::Idle => {}
-                requester::Look::Work => busy.push(qp.qpn),
+                requester::Look::Idle => idle.push(qpn),
+                requester::Look::Work => busy.push(qpn),
                 requester::Look::WaitUntil(at) => progress.merge(Progress {
                     worked: false,
                     retry_at: Some(at),
                 }),
             }
+        }
+        for qpn in idle {
+            st.objects.mark_idle(qpn);
         }
         let start = st.poll_cursor % busy.len().max(1);
         (busy, start)

@@ -160,9 +160,7 @@ fn plan(rnic: &Rnic, st: &mut RnicState, qpn: u32, now: Instant) -> Plan {
 }
 
 fn to_error(st: &mut RnicState, qpn: u32) {
-    if let Some(qp) = st.objects.qp_mut(qpn) {
-        qp.enter_error();
-    }
+    st.objects.qp_to_error(qpn);
 }
 
 /// Reads and validates the send WQE at the head of the queue: (address, header).
@@ -423,6 +421,7 @@ fn complete_send(
                 rnic.name()
             );
             qp.enter_error();
+            // Still in the active set: it is being served.
             (status, why, 0)
         }
     };

@@ -232,9 +232,7 @@ fn fail(
         rnic,
         format_args!("QP {qpn} refused a request ({why:?}); moving to ERR"),
     );
-    if let Some(qp) = st.objects.qp_mut(qpn) {
-        qp.enter_error();
-    }
+    st.objects.qp_to_error(qpn);
     post_async(rnic, st, event, qpn, u32::from(u8::from(why)));
     // The target's own poller flushes the QP, and may be asleep on another shard.
     rnic.wake();

@@ -230,6 +230,10 @@ pub struct Objects {
     pub qps: Table<Qp>,
     /// The QP whose doorbell is at (page, slot), for a scan of the slot flags.
     qp_slots: HashMap<(u32, u32), u32>,
+    /// QPs that may have work for the data path: a flagged doorbell, a state change, a
+    /// transfer or retry in progress. The data path drops a QP once it finds it idle, so a
+    /// pass costs what the busy QPs cost, not what all QPs do.
+    active: BTreeSet<u32>,
     /// Page-list entries held by all MRs (bounded by MAX_MTT_ENTRIES).
     mtt_entries: usize,
     generations: Generations,
@@ -246,6 +250,7 @@ impl Objects {
             eqs: Table::new(bar0::MAX_EQ_RESET as usize),
             qps: Table::new((bar0::MAX_QP_RESET as usize).min(1 << QPN_INDEX_BITS)),
             qp_slots: HashMap::new(),
+            active: BTreeSet::new(),
             mtt_entries: 0,
             generations: Generations::default(),
         }
@@ -292,7 +297,33 @@ impl Objects {
         self.qp(qpn)?;
         let qp = self.qps.remove(qpn & QPN_INDEX_MASK)?;
         self.qp_slots.remove(&(qp.db_page, qp.db_slot));
+        self.active.remove(&qpn);
         Some(qp)
+    }
+
+    /// The data path should look at QP `qpn` on its next pass.
+    pub fn mark_active(&mut self, qpn: u32) {
+        if self.qp(qpn).is_some() {
+            self.active.insert(qpn);
+        }
+    }
+
+    /// The data path found QP `qpn` idle.
+    pub fn mark_idle(&mut self, qpn: u32) {
+        self.active.remove(&qpn);
+    }
+
+    /// QPs that may have work, lowest QPN first.
+    pub fn active_qps(&self) -> impl Iterator<Item = u32> + '_ {
+        self.active.iter().copied()
+    }
+
+    /// Moves QP `qpn` to ERR; the data path then flushes it.
+    pub fn qp_to_error(&mut self, qpn: u32) {
+        if let Some(qp) = self.qp_mut(qpn) {
+            qp.enter_error();
+            self.active.insert(qpn);
+        }
     }
 
     /// The QPN of the QP whose doorbell is slot `slot` of page `page` (a flagged slot the

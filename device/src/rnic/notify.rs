@@ -70,10 +70,15 @@ pub fn post_cqe(
         };
         st.warn(rnic, format_args!("CQ {cqn} {why}; it is now in error"));
         // SPEC: the CQ's QPs move to ERR (not only the one whose completion overflowed).
-        for (_, qp) in st.objects.qps.iter_mut() {
-            if qp.send_cqn == cqn || qp.recv_cqn == cqn {
-                qp.enter_error();
-            }
+        let hit: Vec<u32> = st
+            .objects
+            .qps
+            .iter()
+            .filter(|(_, qp)| qp.send_cqn == cqn || qp.recv_cqn == cqn)
+            .map(|(_, qp)| qp.qpn)
+            .collect();
+        for qpn in hit {
+            st.objects.qp_to_error(qpn);
         }
         post_async(rnic, st, EventType::CqErr, cqn, 0);
         // Those QPs get flushed by the device's poller, which may be asleep.
