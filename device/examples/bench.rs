@@ -6,7 +6,8 @@
 //! Run: `cargo run --release -p vrnic --example bench` (optional argument: seconds per
 //! measurement, default 1). It ends with aggregate WRITE bandwidth of 1 and of 4 device
 //! pairs in one process (one fake driver thread per pair), which shows how the poller
-//! shards spread busy devices over the cores.
+//! shards spread busy devices over the cores, and the 8-byte latency again with idle QPs
+//! on the device (VRNIC_BENCH_IDLE_QPS, default 4000).
 //!
 //! The devices are driven by the tests' fake driver over real vfio-user sockets, with the
 //! doorbell BAR mmapped, so a post is what a guest's provider does: WQE stores, a doorbell
@@ -257,6 +258,23 @@ fn main() {
         copy
     );
 
+    // The same latency with many idle QPs on both devices: the poller looks only at QPs
+    // whose doorbell was rung, so their number should not matter.
+    let (ua, pa) = (bench.sa.uctx, bench.sa.pd);
+    let idle: usize = std::env::var("VRNIC_BENCH_IDLE_QPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4000);
+    let cq = bench.a.create_cq(ua, 8);
+    for _ in 0..idle {
+        bench.a.create_qp(ua, pa, &cq, &cq, QpCaps::default());
+    }
+    let lat = write_latency(&mut bench, secs);
+    println!(
+        "same with {idle} idle QPs on the requester: median {:.2} us, p99 {:.2} us",
+        percentile(&lat, 0.5) / 1000.0,
+        percentile(&lat, 0.99) / 1000.0,
+    );
     drop(bench);
     drop(devices);
 
