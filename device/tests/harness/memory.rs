@@ -62,10 +62,10 @@ pub fn memfd_sealed(name: &std::ffi::CStr, size: u64, sealing: Sealing) -> File 
     file
 }
 
-/// The seals of `file` (F_GET_SEALS).
-pub fn seals_of(file: &File) -> i32 {
-    // SAFETY: F_GET_SEALS takes no argument and only reads the file's seals.
-    let seals = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GET_SEALS) };
+/// The seals of the memfd `fd` (F_GET_SEALS).
+pub fn seals_of(fd: RawFd) -> i32 {
+    // SAFETY: F_GET_SEALS takes no argument and only reads the seals of `fd`.
+    let seals = unsafe { libc::fcntl(fd, libc::F_GET_SEALS) };
     assert!(
         seals >= 0,
         "F_GET_SEALS: {}",
@@ -118,7 +118,12 @@ impl GuestMemory {
     /// Adds a range at `gpa` backed by a new memfd (mapped read-write here); the caller
     /// decides how to DMA_MAP it. Returns the memfd.
     pub fn add_range(&mut self, gpa: u64, size: u64) -> File {
-        let file = memfd(c"vrnic-guest-extra", size);
+        self.add_range_sealed(gpa, size, Sealing::Qemu)
+    }
+
+    /// As `add_range`, with a memfd sealed as `sealing` says.
+    pub fn add_range_sealed(&mut self, gpa: u64, size: u64, sealing: Sealing) -> File {
+        let file = memfd_sealed(c"vrnic-guest-extra", size, sealing);
         self.mem = self
             .mem
             .insert_region(mmap_region(&file, gpa, size))
