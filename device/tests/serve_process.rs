@@ -70,21 +70,40 @@ fn serve_two_with_fd_limit(dir: &Path, limit: Option<(u64, u64)>) -> (Child, [Pa
     (child, sockets)
 }
 
-/// Stops `child` with SIGTERM; asserts it was still running and exits cleanly.
-fn stop(mut child: Child) {
-    assert!(
-        child.try_wait().unwrap().is_none(),
-        "vrnic died: {:?}",
-        child.try_wait()
-    );
-    // SAFETY: kill() with the pid of our own child and a valid signal number.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
-    let mut status = None;
-    wait_until("vrnic to exit", || {
-        status = child.try_wait().unwrap();
-        status.is_some()
-    });
-    assert!(status.unwrap().success(), "exit status {status:?}");
+/// A `vrnic serve` child that is killed, not leaked, if a test fails before `stop`.
+struct Serving(Option<Child>);
+
+impl Serving {
+    fn id(&self) -> u32 {
+        self.0.as_ref().map_or(0, Child::id)
+    }
+
+    /// Stops it with SIGTERM; asserts it was still running and exits cleanly.
+    fn stop(mut self) {
+        let mut child = self.0.take().expect("running");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "vrnic died: {:?}",
+            child.try_wait()
+        );
+        // SAFETY: kill() with the pid of our own child and a valid signal number.
+        assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+        let mut status = None;
+        wait_until("vrnic to exit", || {
+            status = child.try_wait().unwrap();
+            status.is_some()
+        });
+        assert!(status.unwrap().success(), "exit status {status:?}");
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
 }
 
 fn stops_cleanly_on(signal: i32, tag: &str) {
@@ -163,6 +182,7 @@ fn help_describes_serve() {
 fn serve_raises_the_soft_open_file_limit_to_the_hard_limit() {
     let dir = temp_dir("nofile");
     let (child, _sockets) = serve_two_with_fd_limit(&dir, Some((256, 1024)));
+    let child = Serving(Some(child));
 
     let limits = std::fs::read_to_string(format!("/proc/{}/limits", child.id())).unwrap();
 
@@ -172,7 +192,7 @@ fn serve_raises_the_soft_open_file_limit_to_the_hard_limit() {
         .expect("a Max open files line");
     let numbers: Vec<&str> = line.split_whitespace().skip(3).take(2).collect();
     assert_eq!(numbers, ["1024", "1024"], "{line}");
-    stop(child);
+    child.stop();
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -181,6 +201,7 @@ fn a_client_flooding_dma_maps_is_refused_and_the_other_device_still_serves() {
     let dir = temp_dir("flood");
     let fd_limit = 256;
     let (child, sockets) = serve_two_with_fd_limit(&dir, Some((fd_limit, fd_limit)));
+    let child = Serving(Some(child));
     let ram = memfd(c"vrnic-flood", PAGE);
     let map = |client: &mut VfioClient, i: u64| {
         client.dma_map(
@@ -218,6 +239,6 @@ fn a_client_flooding_dma_maps_is_refused_and_the_other_device_still_serves() {
     wait_until("the attacker's maps to return to the budget", || {
         map(&mut innocent, 0).is_ok()
     });
-    stop(child);
+    child.stop();
     let _ = std::fs::remove_dir_all(dir);
 }
