@@ -53,19 +53,41 @@ fn wait_until(what: &str, done: impl Fn() -> bool) {
     }
 }
 
-/// Unmaps `addr+size` of `ram` on another thread; the receiver gets the
-/// result when the unmap returns.
-fn unmap_in_background(
-    ram: &GuestRam,
-    addr: u64,
-    size: u64,
-) -> (mpsc::Receiver<bool>, std::thread::JoinHandle<()>) {
-    let (tx, rx) = mpsc::channel();
+/// A call running on another thread, to see whether it blocks.
+struct Background<T> {
+    done: mpsc::Receiver<T>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl<T: Send + 'static> Background<T> {
+    fn run(f: impl FnOnce() -> T + Send + 'static) -> Self {
+        let (tx, done) = mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        Self { done, thread }
+    }
+
+    /// True if the call has not returned within `QUIET`.
+    fn still_blocked(&self) -> bool {
+        self.done.recv_timeout(QUIET).is_err()
+    }
+
+    /// Waits (bounded) for the call to return; its result.
+    fn finish(self) -> T {
+        let result = self
+            .done
+            .recv_timeout(HANG_GUARD)
+            .expect("the call returned");
+        self.thread.join().unwrap();
+        result
+    }
+}
+
+/// Unmaps `addr+size` of `ram` on another thread.
+fn unmap_in_background(ram: &GuestRam, addr: u64, size: u64) -> Background<bool> {
     let ram = ram.clone();
-    let t = std::thread::spawn(move || {
-        let _ = tx.send(ram.unmap(addr, size).is_ok());
-    });
-    (rx, t)
+    Background::run(move || ram.unmap(addr, size).is_ok())
 }
 
 fn map_rw(ram: &GuestRam, addr: u64, size: u64, file: &File, file_offset: u64) {
@@ -305,19 +327,18 @@ fn unmap_waits_for_an_older_snapshot_that_holds_the_range_and_returns_once_it_dr
     map_rw(&ram, 0x2000, PAGE, &file, 0);
     let old = ram.snapshot();
 
-    let (unmapped, t) = unmap_in_background(&ram, 0x2000, PAGE);
+    let unmap = unmap_in_background(&ram, 0x2000, PAGE);
     wait_until("the unmap to swap the table", || ram.is_empty());
 
     assert!(
-        unmapped.recv_timeout(QUIET).is_err(),
+        unmap.still_blocked(),
         "unmap returned while a snapshot holding the range lives"
     );
     let mut buf = [0u8; 10];
     old.read(0x2000, &mut buf).unwrap();
     assert_eq!(&buf, b"still here");
     drop(old);
-    assert_eq!(unmapped.recv_timeout(HANG_GUARD), Ok(true));
-    t.join().unwrap();
+    assert!(unmap.finish());
     assert!(matches!(
         ram.snapshot().read(0x2000, &mut buf),
         Err(DmaError::Unmapped { .. })
@@ -331,14 +352,13 @@ fn unmap_does_not_wait_for_snapshots_taken_after_it() {
     map_rw(&ram, 0, PAGE, &file, 0);
     map_rw(&ram, PAGE, PAGE, &file, PAGE);
     let old = ram.snapshot();
-    let (unmapped, t) = unmap_in_background(&ram, 0, PAGE);
+    let unmap = unmap_in_background(&ram, 0, PAGE);
     wait_until("the unmap to swap the table", || ram.len() == 1);
 
     let newer = ram.snapshot();
     drop(old);
 
-    assert_eq!(unmapped.recv_timeout(HANG_GUARD), Ok(true));
-    t.join().unwrap();
+    assert!(unmap.finish());
     assert_eq!(newer.len(), 1);
     newer.write(PAGE, b"newer").unwrap();
 }
@@ -351,10 +371,9 @@ fn unmap_does_not_wait_for_a_snapshot_without_the_range() {
     let before = ram.snapshot();
     map_rw(&ram, PAGE, PAGE, &file, PAGE);
 
-    let (unmapped, t) = unmap_in_background(&ram, PAGE, PAGE);
+    let unmap = unmap_in_background(&ram, PAGE, PAGE);
 
-    assert_eq!(unmapped.recv_timeout(HANG_GUARD), Ok(true));
-    t.join().unwrap();
+    assert!(unmap.finish());
     assert_eq!(before.len(), 1);
 }
 
@@ -366,22 +385,18 @@ fn unmap_all_waits_for_every_older_snapshot() {
     let first = ram.snapshot();
     map_rw(&ram, PAGE, PAGE, &file, PAGE);
     let second = ram.snapshot();
-    let (tx, unmapped) = mpsc::channel();
     let background = ram.clone();
-    let t = std::thread::spawn(move || {
-        let _ = tx.send(background.unmap_all());
-    });
+    let unmap_all = Background::run(move || background.unmap_all());
     wait_until("unmap_all to swap the table", || ram.is_empty());
 
     drop(second);
     assert!(
-        unmapped.recv_timeout(QUIET).is_err(),
+        unmap_all.still_blocked(),
         "unmap_all returned while the first snapshot lives"
     );
     drop(first);
 
-    assert_eq!(unmapped.recv_timeout(HANG_GUARD), Ok(2));
-    t.join().unwrap();
+    assert_eq!(unmap_all.finish(), 2);
 }
 
 #[test]
@@ -489,14 +504,13 @@ fn a_snapshot_keeps_the_budget_slot_of_an_unmapped_range_until_dropped() {
     let ram = GuestRam::with_limits(8, Arc::clone(&budget));
     map_rw(&ram, 0, PAGE, &file, 0);
     let old = ram.snapshot();
-    let (unmapped, t) = unmap_in_background(&ram, 0, PAGE);
+    let unmap = unmap_in_background(&ram, 0, PAGE);
     wait_until("the unmap to swap the table", || ram.is_empty());
 
     assert_eq!(budget.used(), 1);
     drop(old);
 
-    assert_eq!(unmapped.recv_timeout(HANG_GUARD), Ok(true));
-    t.join().unwrap();
+    assert!(unmap.finish());
     assert_eq!(budget.used(), 0);
 }
 
