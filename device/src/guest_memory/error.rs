@@ -144,7 +144,7 @@ pub enum MapError {
     },
     /// The fd could shrink under the device's mapping (see the module
     /// `seal`): refused, since touching a truncated mapping raises SIGBUS.
-    #[error("DMA map {addr:#x}+{size:#x} refused: its fd {source}; vrnic needs guest RAM whose size cannot shrink (F_SEAL_SHRINK): use QEMU's memory-backend-memfd (seal=on, the default)")]
+    #[error("DMA map {addr:#x}+{size:#x}: its fd {source}; vrnic needs guest RAM whose size cannot shrink (F_SEAL_SHRINK): use QEMU's memory-backend-memfd (seal=on, the default)")]
     Unsealable {
         /// Requested start address.
         addr: u64,
