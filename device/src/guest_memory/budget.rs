@@ -45,6 +45,7 @@ impl MapBudget {
     }
 
     /// Mappings currently held.
+    #[cfg(test)]
     pub(crate) fn used(&self) -> usize {
         self.used.load(Ordering::Relaxed)
     }

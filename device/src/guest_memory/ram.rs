@@ -271,20 +271,12 @@ impl GuestRam {
                 .iter()
                 .position(|m| m.start == addr && m.len == size)
                 .ok_or(MapError::NotMapped { addr, size })?;
-            let removed = current.maps.get(pos).cloned();
-            let maps = current
-                .maps
-                .iter()
-                .enumerate()
-                .filter(|&(i, _)| i != pos)
-                .map(|(_, m)| m.clone())
-                .collect();
+            let mut maps = current.maps.clone();
+            let removed = maps.remove(pos);
             *current = Arc::new(Table { maps });
             removed
         };
-        wait_until_retired(removed.into_iter().collect(), &|| {
-            format!("DMA unmap {addr:#x}+{size:#x}")
-        });
+        wait_until_retired(vec![removed], &|| format!("DMA unmap {addr:#x}+{size:#x}"));
         Ok(())
     }
 
@@ -297,12 +289,6 @@ impl GuestRam {
         drop(old);
         wait_until_retired(removed, &|| format!("DMA unmap of all {n} maps"));
         n
-    }
-
-    /// The process-wide budget this table's fd-backed maps count against:
-    /// (maps held, limit).
-    pub fn budget_use(&self) -> (usize, usize) {
-        (self.budget.used(), self.budget.limit())
     }
 
     fn lock(&self) -> MutexGuard<'_, Arc<Table>> {
