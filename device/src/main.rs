@@ -27,6 +27,7 @@ fn wait_for_signal(set: &libc::sigset_t) -> i32 {
 
 fn serve(args: cli::ServeArgs) -> Result<(), String> {
     let signals = block_signals();
+    vrnic::vfio_user::raise_fd_limit();
     let service = Service::start(args.devices, args.poller).map_err(|e| e.to_string())?;
     let sig = wait_for_signal(&signals);
     log::info!("signal {sig}: stopping");

@@ -1,9 +1,18 @@
-//! `vrnic serve` as a process: argument errors, serving several sockets, and a clean stop on
-//! SIGTERM and SIGINT that removes the sockets.
+//! `vrnic serve` as a process: argument errors, serving several sockets, a clean stop on
+//! SIGTERM and SIGINT that removes the sockets, and its open-file limit: raised at start,
+//! and shared fairly enough that a client flooding one device with DMA maps is refused
+//! while another device keeps serving.
 
+mod harness;
+
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use harness::memory::{memfd, PAGE};
+use harness::vfio::{VfioClient, DMA_READ, DMA_WRITE, REGION_CONFIG};
 
 fn vrnic() -> Command {
     Command::new(env!("CARGO_BIN_EXE_vrnic"))
@@ -24,8 +33,31 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 }
 
 fn serve_two(dir: &Path) -> (Child, [PathBuf; 2]) {
+    serve_two_with_fd_limit(dir, None)
+}
+
+/// `vrnic serve` with two devices, started with RLIMIT_NOFILE (soft, hard) if given.
+fn serve_two_with_fd_limit(dir: &Path, limit: Option<(u64, u64)>) -> (Child, [PathBuf; 2]) {
     let sockets = [dir.join("a.sock"), dir.join("b.sock")];
-    let child = vrnic()
+    let mut command = vrnic();
+    if let Some((soft, hard)) = limit {
+        let rl = libc::rlimit {
+            rlim_cur: soft,
+            rlim_max: hard,
+        };
+        let set_limit = move || {
+            // SAFETY: setrlimit reads one valid rlimit; it is async-signal-safe.
+            if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &rl) } == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        };
+        // SAFETY: the closure runs in the child between fork and exec and calls only
+        // setrlimit, which allocates nothing and takes no lock.
+        unsafe { command.pre_exec(set_limit) };
+    }
+    let child = command
         .arg("serve")
         .arg("--device")
         .arg(format!("a,socket={},lid=1", sockets[0].display()))
@@ -36,6 +68,42 @@ fn serve_two(dir: &Path) -> (Child, [PathBuf; 2]) {
         .expect("start vrnic");
     wait_until("both sockets", || sockets.iter().all(|s| s.exists()));
     (child, sockets)
+}
+
+/// A `vrnic serve` child that is killed, not leaked, if a test fails before `stop`.
+struct Serving(Option<Child>);
+
+impl Serving {
+    fn id(&self) -> u32 {
+        self.0.as_ref().map_or(0, Child::id)
+    }
+
+    /// Stops it with SIGTERM; asserts it was still running and exits cleanly.
+    fn stop(mut self) {
+        let mut child = self.0.take().expect("running");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "vrnic died: {:?}",
+            child.try_wait()
+        );
+        // SAFETY: kill() with the pid of our own child and a valid signal number.
+        assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+        let mut status = None;
+        wait_until("vrnic to exit", || {
+            status = child.try_wait().unwrap();
+            status.is_some()
+        });
+        assert!(status.unwrap().success(), "exit status {status:?}");
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
 }
 
 fn stops_cleanly_on(signal: i32, tag: &str) {
@@ -108,4 +176,69 @@ fn help_describes_serve() {
         text.contains("vrnic serve --device NAME,socket=PATH,lid=N"),
         "{text}"
     );
+}
+
+#[test]
+fn serve_raises_the_soft_open_file_limit_to_the_hard_limit() {
+    let dir = temp_dir("nofile");
+    let (child, _sockets) = serve_two_with_fd_limit(&dir, Some((256, 1024)));
+    let child = Serving(Some(child));
+
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", child.id())).unwrap();
+
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .expect("a Max open files line");
+    let numbers: Vec<&str> = line.split_whitespace().skip(3).take(2).collect();
+    assert_eq!(numbers, ["1024", "1024"], "{line}");
+    child.stop();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_client_flooding_dma_maps_is_refused_and_the_other_device_still_serves() {
+    let dir = temp_dir("flood");
+    let fd_limit = 256;
+    let (child, sockets) = serve_two_with_fd_limit(&dir, Some((fd_limit, fd_limit)));
+    let child = Serving(Some(child));
+    let ram = memfd(c"vrnic-flood", PAGE);
+    let map = |client: &mut VfioClient, i: u64| {
+        client.dma_map(
+            i * PAGE,
+            PAGE,
+            0,
+            DMA_READ | DMA_WRITE,
+            Some(ram.as_raw_fd()),
+        )
+    };
+    let mut attacker = VfioClient::connect(&sockets[0]);
+    attacker.version();
+
+    let mut maps = 0;
+    let refused = loop {
+        match map(&mut attacker, maps) {
+            Ok(()) => maps += 1,
+            Err(errno) => break errno,
+        }
+        assert!(maps < fd_limit, "{maps} maps accepted with {fd_limit} fds");
+    };
+
+    assert_eq!(refused, libc::EAGAIN, "refused after {maps} maps");
+    let mut innocent = VfioClient::connect(&sockets[1]);
+    innocent.version();
+    assert_eq!(innocent.device_info().num_irqs, 3);
+    let id = innocent
+        .region_read(REGION_CONFIG, 0, 4)
+        .expect("config space read");
+    assert_eq!(
+        u32::from_le_bytes(id.try_into().unwrap()),
+        vrnic_hw::PCI_DEVICE_ID << 16 | vrnic_hw::PCI_VENDOR_ID
+    );
+    drop(attacker);
+    wait_until("the attacker's maps to return to the budget", || {
+        map(&mut innocent, 0).is_ok()
+    });
+    child.stop();
+    let _ = std::fs::remove_dir_all(dir);
 }

@@ -570,6 +570,31 @@ fn dma_map_overlap_is_eexist_and_unmap_of_unknown_range_is_enoent() {
 }
 
 #[test]
+fn dma_maps_beyond_the_advertised_max_dma_maps_are_enospc() {
+    let server = TestServer::start();
+    let mut c = server.raw();
+    let max = c.negotiate(false)["capabilities"]["max_dma_maps"]
+        .as_u64()
+        .expect("max_dma_maps is a number");
+    assert!(
+        max < 65535,
+        "max_dma_maps {max} bounds what one client pins"
+    );
+    let map =
+        |c: &mut RawClient, i: u64| c.request(DMA_MAP, &dma_map_payload(1, 0, i << 12, 0x1000));
+    let accepted = (0..max).filter(|&i| !map(&mut c, i).is_error()).count();
+
+    let beyond = map(&mut c, max);
+    let unmapped = c.request(DMA_UNMAP, &dma_unmap_payload(0, 0, 0x1000));
+    let again = map(&mut c, max);
+
+    assert_eq!(accepted as u64, max);
+    assert_eq!(beyond.error, libc::ENOSPC as u32);
+    assert!(!unmapped.is_error());
+    assert!(!again.is_error(), "a freed entry can be used again");
+}
+
+#[test]
 fn dma_map_beyond_the_end_of_the_file_is_einval() {
     let server = TestServer::start();
     let mut c = server.negotiated();

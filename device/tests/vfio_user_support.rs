@@ -5,7 +5,7 @@
 
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::FileExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -20,6 +20,10 @@ use vmm_sys_util::tempdir::TempDir;
 use vrnic::guest_memory::GuestRam;
 use vrnic::vfio_user::model::region_index;
 use vrnic::vfio_user::{DeviceModel, RegionInfo, RegionMmap, Server, ServerError};
+
+/// The harness's guest memory helpers (one memfd helper for every test).
+#[path = "harness/memory.rs"]
+pub mod memory;
 
 /// Guard against hangs only: no test waits this long when it passes.
 pub const HANG_GUARD: Duration = Duration::from_secs(30);
@@ -123,15 +127,9 @@ impl EventLog {
     }
 }
 
-/// A memfd of `size` bytes.
+/// A memfd of `size` bytes, sealed as QEMU seals guest RAM (the harness's helper).
 pub fn memfd(size: u64) -> File {
-    // SAFETY: memfd_create takes a NUL-terminated name and flags; the result is checked.
-    let fd = unsafe { libc::memfd_create(c"vrnic-test".as_ptr(), libc::MFD_CLOEXEC) };
-    assert!(fd >= 0, "memfd_create: {}", std::io::Error::last_os_error());
-    // SAFETY: fd was just created and is owned by nobody else.
-    let file = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
-    file.set_len(size).unwrap();
-    file
+    memory::memfd(c"vrnic-test", size)
 }
 
 /// The test device: BAR0 registers, BAR2 memfd, 256-byte config space and

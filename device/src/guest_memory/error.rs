@@ -2,6 +2,8 @@
 
 use std::io;
 
+use super::seal::SealError;
+
 /// Why a DMA access through a [`RamSnapshot`](super::RamSnapshot) failed.
 ///
 /// Every variant names the requested range (`addr`, `len`) and, where it
@@ -127,11 +129,30 @@ pub enum MapError {
         /// Size of the existing map.
         existing_size: u64,
     },
-    /// The table already holds the maximum number of maps.
+    /// The table already holds the maximum number of maps of one client.
     #[error("DMA map table is full ({max} maps)")]
     TooMany {
         /// The limit.
         max: usize,
+    },
+    /// The process-wide budget of fd-backed maps, shared by every client, is
+    /// exhausted; it comes back as clients unmap.
+    #[error("the process holds its maximum of {limit} DMA maps with an fd; try again after other clients unmap")]
+    BudgetExhausted {
+        /// The budget.
+        limit: usize,
+    },
+    /// The fd could shrink under the device's mapping (see the module
+    /// `seal`): refused, since touching a truncated mapping raises SIGBUS.
+    #[error("DMA map {addr:#x}+{size:#x}: its fd {source}; vrnic needs guest RAM whose size cannot shrink (F_SEAL_SHRINK): use QEMU's memory-backend-memfd (seal=on, the default)")]
+    Unsealable {
+        /// Requested start address.
+        addr: u64,
+        /// Requested size.
+        size: u64,
+        /// What is wrong with the fd.
+        #[source]
+        source: SealError,
     },
     /// The file is smaller than `file_offset + size`; touching the tail of
     /// such a mapping would raise SIGBUS.
@@ -181,6 +202,8 @@ impl MapError {
             MapError::TooLarge { .. } => libc::ENOMEM,
             MapError::Overlap { .. } => libc::EEXIST,
             MapError::TooMany { .. } => libc::ENOSPC,
+            MapError::BudgetExhausted { .. } => libc::EAGAIN,
+            MapError::Unsealable { .. } => libc::EPERM,
             MapError::Stat(e) => e.raw_os_error().unwrap_or(libc::EIO),
             MapError::Mmap { source, .. } => mmap_errno(source),
             MapError::NotMapped { .. } => libc::ENOENT,

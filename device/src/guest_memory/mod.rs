@@ -17,13 +17,27 @@
 //! granted write). Maps without an fd are recorded so that DMA into them fails
 //! with [`DmaError::NoFd`] instead of crashing; writes into read-only maps fail
 //! with [`DmaError::ReadOnly`] before memory is touched.
+//!
+//! What the client cannot do to the process, whatever it sends:
+//! - shrink a mapped file: an fd must be sealed with `F_SEAL_SHRINK` (a
+//!   sealable memfd is sealed here; anything else is refused with `EPERM`,
+//!   see `seal`), so no access ever raises SIGBUS;
+//! - pin unbounded fds and mmaps: [`MAX_DMA_MAPS`] per client, and a budget
+//!   shared by the whole process (`EAGAIN` when exhausted, see `budget`);
+//! - have the device write a range it has unmapped: `unmap` returns once no
+//!   snapshot contains the range any more (the contract on [`GuestRam`]).
 
+mod budget;
 mod error;
 mod ram;
+mod retire;
+mod seal;
 mod snapshot;
 
+pub use budget::MAX_PROCESS_MAPS;
 pub use error::{DmaError, MapError};
 pub use ram::{DmaMapRequest, GuestRam, MAX_DMA_MAPS};
+pub use seal::SealError;
 pub use snapshot::RamSnapshot;
 
 #[cfg(test)]

@@ -5,11 +5,20 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use vm_memory::{FileOffset, GuestAddress, GuestRegionMmap, MmapRegion};
 
+use super::budget::{MapBudget, Slot};
 use super::error::MapError;
+use super::retire::{RetireSignal, Retired};
+use super::seal::forbid_shrinking;
 use super::snapshot::RamSnapshot;
 
-/// The most maps one table holds (the vfio-user default of `max_dma_maps`).
-pub const MAX_DMA_MAPS: usize = 65535;
+/// The most maps one client's table holds, advertised as `max_dma_maps` in
+/// the VERSION reply. QEMU makes one map per RAM section it sees (a q35 guest
+/// has about a dozen, SeaBIOS churns a few more, each DIMM adds one); its own
+/// planning in hw/vfio/listener.c assumes at most 512 memory slots without
+/// KVM. 1024 leaves room for that twice over while keeping the fds and mmaps
+/// one client can pin small next to RLIMIT_NOFILE. (virtio-mem, which needs a
+/// map per plugged block and room for every KVM memslot, is not supported.)
+pub const MAX_DMA_MAPS: usize = 1024;
 
 /// One DMA map as the client described it (`VFIO_USER_DMA_MAP`).
 #[derive(Debug)]
@@ -37,7 +46,17 @@ pub(super) struct Mapping {
     pub(super) len: u64,
     pub(super) readable: bool,
     pub(super) writable: bool,
-    pub(super) backing: Option<Arc<GuestRegionMmap>>,
+    pub(super) backing: Option<Arc<Backing>>,
+}
+
+/// The host side of a map with an fd, shared by every table that contains
+/// the map. Fields drop in order: the mmap (and the fd) go first, then the
+/// budget slot is given back, then waiting unmaps are released.
+#[derive(Debug)]
+pub(super) struct Backing {
+    pub(super) region: GuestRegionMmap,
+    _slot: Slot,
+    retire: RetireSignal,
 }
 
 impl Mapping {
@@ -68,19 +87,51 @@ impl Table {
 ///
 /// The table is replaced as a whole on every change. [`GuestRam::snapshot`]
 /// hands out the current table; a snapshot stays valid, with every mapping in
-/// it still mmapped, until it is dropped, even if the client unmaps the range
-/// meanwhile. Data-path code takes a snapshot per unit of work (a WQE, a
-/// doorbell) and drops it when done, so an unmap takes effect for the next
-/// unit.
-#[derive(Debug, Clone, Default)]
+/// it still mmapped, until it is dropped.
+///
+/// # The snapshot contract
+///
+/// [`unmap`](Self::unmap) and [`unmap_all`](Self::unmap_all) return only when
+/// no snapshot that contains a removed mapping is left, so that the client
+/// may reuse the memory as soon as it has the reply. In exchange, code that
+/// reaches guest memory holds a snapshot only for one bounded unit of work (a
+/// command, a WQE, one chunk of a copy) and never across a blocking wait (a
+/// socket, a condition variable, another device's lock that such a wait may
+/// hold); the thread that unmaps must hold no snapshot of this table itself,
+/// or it waits for itself forever. A wait longer than a second is logged
+/// once. Snapshots taken after an unmap do not contain the range and are not
+/// waited for.
+///
+/// Maps with an fd also count against the process-wide budget of mappings
+/// (half of RLIMIT_NOFILE, see `budget`), and each table holds at most
+/// [`MAX_DMA_MAPS`] maps.
+#[derive(Debug, Clone)]
 pub struct GuestRam {
     current: Arc<Mutex<Arc<Table>>>,
+    budget: Arc<MapBudget>,
+    max_maps: usize,
+}
+
+impl Default for GuestRam {
+    fn default() -> Self {
+        Self::with_limits(MAX_DMA_MAPS, Arc::clone(MapBudget::process()))
+    }
 }
 
 impl GuestRam {
     /// An empty table: every access fails with `Unmapped`.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty table of at most `max_maps` maps whose fd-backed maps count
+    /// against `budget`.
+    pub(crate) fn with_limits(max_maps: usize, budget: Arc<MapBudget>) -> Self {
+        Self {
+            current: Arc::default(),
+            budget,
+            max_maps,
+        }
     }
 
     /// The current table, as an immutable view.
@@ -98,9 +149,12 @@ impl GuestRam {
         self.len() == 0
     }
 
-    /// Adds a map. With an fd, the range is mmapped `MAP_SHARED`, read-only
-    /// unless `writable`. Refuses overlaps (`EEXIST`), zero sizes, ranges that
-    /// overflow and ranges past the end of a regular file.
+    /// Adds a map. With an fd, the fd must be one that cannot shrink (see the
+    /// module `seal`; a sealable memfd is sealed here), and the range is
+    /// mmapped `MAP_SHARED`, read-only unless `writable`. Refuses overlaps
+    /// (`EEXIST`), zero sizes, ranges that overflow, ranges past the end of
+    /// the file, a full table (`ENOSPC`) and an exhausted process budget
+    /// (`EAGAIN`).
     pub fn map(&self, req: DmaMapRequest) -> Result<(), MapError> {
         let DmaMapRequest {
             addr,
@@ -124,6 +178,7 @@ impl GuestRam {
         if !readable && !writable {
             return Err(MapError::NoAccess { addr, size });
         }
+        self.check_room()?;
         let backing = match fd {
             None => None,
             Some(file) => {
@@ -132,7 +187,16 @@ impl GuestRam {
                 }
                 let host_size =
                     usize::try_from(size).map_err(|_| MapError::TooLarge { addr, size })?;
+                forbid_shrinking(&file, addr, size).map_err(|source| MapError::Unsealable {
+                    addr,
+                    size,
+                    source,
+                })?;
+                // Sealed first, so the size checked here is a lower bound for good.
                 check_file_size(&file, addr, size, file_offset)?;
+                let slot = self.budget.take().ok_or(MapError::BudgetExhausted {
+                    limit: self.budget.limit(),
+                })?;
                 let mut prot = libc::PROT_READ;
                 if writable {
                     prot |= libc::PROT_WRITE;
@@ -145,7 +209,11 @@ impl GuestRam {
                 )
                 .map_err(|source| MapError::Mmap { addr, size, source })?;
                 let region = GuestRegionMmap::new(region, GuestAddress(addr)).ok_or(overflow)?;
-                Some(Arc::new(region))
+                Some(Arc::new(Backing {
+                    region,
+                    _slot: slot,
+                    retire: RetireSignal::default(),
+                }))
             }
         };
         let new = Mapping {
@@ -157,8 +225,8 @@ impl GuestRam {
         };
 
         let mut current = self.lock();
-        if current.maps.len() >= MAX_DMA_MAPS {
-            return Err(MapError::TooMany { max: MAX_DMA_MAPS });
+        if current.maps.len() >= self.max_maps {
+            return Err(MapError::TooMany { max: self.max_maps });
         }
         let pos = current.maps.partition_point(|m| m.start < new.start);
         let neighbours = [pos.checked_sub(1), Some(pos)];
@@ -184,31 +252,42 @@ impl GuestRam {
         Ok(())
     }
 
-    /// Removes the map that starts at `addr` and is exactly `size` long.
-    /// Snapshots taken before keep it until they are dropped.
-    pub fn unmap(&self, addr: u64, size: u64) -> Result<(), MapError> {
-        let mut current = self.lock();
-        let pos = current
-            .maps
-            .iter()
-            .position(|m| m.start == addr && m.len == size)
-            .ok_or(MapError::NotMapped { addr, size })?;
-        let maps = current
-            .maps
-            .iter()
-            .enumerate()
-            .filter(|&(i, _)| i != pos)
-            .map(|(_, m)| m.clone())
-            .collect();
-        *current = Arc::new(Table { maps });
+    /// Refuses early, before any sealing or mmap, when the table is full.
+    fn check_room(&self) -> Result<(), MapError> {
+        if self.len() >= self.max_maps {
+            return Err(MapError::TooMany { max: self.max_maps });
+        }
         Ok(())
     }
 
-    /// Removes every map; returns how many there were.
+    /// Removes the map that starts at `addr` and is exactly `size` long, then
+    /// waits until every snapshot that still contains it has been dropped
+    /// (see the snapshot contract above).
+    pub fn unmap(&self, addr: u64, size: u64) -> Result<(), MapError> {
+        let removed = {
+            let mut current = self.lock();
+            let pos = current
+                .maps
+                .iter()
+                .position(|m| m.start == addr && m.len == size)
+                .ok_or(MapError::NotMapped { addr, size })?;
+            let mut maps = current.maps.clone();
+            let removed = maps.remove(pos);
+            *current = Arc::new(Table { maps });
+            removed
+        };
+        wait_until_retired(vec![removed], &|| format!("DMA unmap {addr:#x}+{size:#x}"));
+        Ok(())
+    }
+
+    /// Removes every map, waits as [`unmap`](Self::unmap) does, and returns
+    /// how many maps there were.
     pub fn unmap_all(&self) -> usize {
-        let mut current = self.lock();
-        let n = current.maps.len();
-        *current = Arc::new(Table::default());
+        let old = std::mem::take(&mut *self.lock());
+        let n = old.maps.len();
+        let removed = old.maps.clone();
+        drop(old);
+        wait_until_retired(removed, &|| format!("DMA unmap of all {n} maps"));
         n
     }
 
@@ -216,6 +295,19 @@ impl GuestRam {
         // The critical sections only swap an Arc; a panic cannot leave the
         // table half-updated, so a poisoned lock is still consistent.
         self.current.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Waits until every fd-backed mapping of `removed` is gone from every table.
+/// `removed` holds the caller's own references, dropped before waiting.
+fn wait_until_retired(removed: Vec<Mapping>, what: &dyn Fn() -> String) {
+    let pending: Vec<Arc<Retired>> = removed
+        .iter()
+        .filter_map(|m| m.backing.as_ref().map(|b| b.retire.handle()))
+        .collect();
+    drop(removed);
+    for retired in pending {
+        retired.wait(what);
     }
 }
 

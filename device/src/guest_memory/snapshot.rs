@@ -18,7 +18,9 @@ enum Access {
 /// [`GuestRam::snapshot`](super::GuestRam::snapshot).
 ///
 /// Every mapping in the view stays mmapped while the snapshot (or a clone of
-/// it) lives. Accesses check the whole range first: an access that would
+/// it) lives, and a `DMA_UNMAP` of one of them waits for it: hold a snapshot
+/// for one bounded unit of work only, never across a blocking wait (see the
+/// contract on [`GuestRam`](super::GuestRam)). Accesses check the whole range first: an access that would
 /// touch an unmapped byte, a map without fd, or (for writes) a read-only map
 /// fails with a [`DmaError`] before any byte is read or written. Ranges that
 /// span several adjacent maps are handled.
@@ -273,7 +275,7 @@ impl RamSnapshot {
         let too_large = || DmaError::Overflow { addr, len: len64 };
         let offset = usize::try_from(offset).map_err(|_| too_large())?;
         let count = usize::try_from(count).map_err(|_| too_large())?;
-        let mmap: &MmapRegion = region;
+        let mmap: &MmapRegion = &region.region;
         VolatileMemory::get_slice(mmap, offset, count)
             .map_err(|source| memory_error(addr, len, source))
     }

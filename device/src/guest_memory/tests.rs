@@ -4,19 +4,90 @@ use std::fs::File;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::Ordering;
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
 
+use super::budget::MapBudget;
 use super::*;
 
 const PAGE: u64 = 4096;
+/// Guard against hangs only: no passing test waits this long.
+const HANG_GUARD: Duration = Duration::from_secs(30);
+/// How long a test watches for something that must not happen.
+const QUIET: Duration = Duration::from_millis(200);
 
+/// Guest RAM as QEMU's memory-backend-memfd makes it: sealed against
+/// growing, shrinking and further seals.
 fn memfd(size: u64) -> File {
+    crate::memfd::create(c"vrnic-test", size).unwrap()
+}
+
+/// A memfd created with `flags`, of `size` bytes, with no seal added.
+fn raw_memfd(flags: libc::c_uint, size: u64) -> File {
     // SAFETY: memfd_create takes a NUL-terminated name and flags; the result is checked.
-    let fd = unsafe { libc::memfd_create(c"vrnic-test".as_ptr(), libc::MFD_CLOEXEC) };
+    let fd = unsafe { libc::memfd_create(c"vrnic-test-raw".as_ptr(), libc::MFD_CLOEXEC | flags) };
     assert!(fd >= 0, "memfd_create: {}", std::io::Error::last_os_error());
     // SAFETY: fd was just created and is owned by nobody else.
     let file = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
     file.set_len(size).unwrap();
     file
+}
+
+fn map_request(addr: u64, size: u64, fd: Option<File>) -> DmaMapRequest {
+    DmaMapRequest {
+        addr,
+        size,
+        file_offset: 0,
+        readable: true,
+        writable: true,
+        fd,
+    }
+}
+
+/// Waits (bounded) until `done` holds.
+fn wait_until(what: &str, done: impl Fn() -> bool) {
+    let deadline = Instant::now() + HANG_GUARD;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::yield_now();
+    }
+}
+
+/// A call running on another thread, to see whether it blocks.
+struct Background<T> {
+    done: mpsc::Receiver<T>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl<T: Send + 'static> Background<T> {
+    fn run(f: impl FnOnce() -> T + Send + 'static) -> Self {
+        let (tx, done) = mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        Self { done, thread }
+    }
+
+    /// True if the call has not returned within `QUIET`.
+    fn still_blocked(&self) -> bool {
+        self.done.recv_timeout(QUIET).is_err()
+    }
+
+    /// Waits (bounded) for the call to return; its result.
+    fn finish(self) -> T {
+        let result = self
+            .done
+            .recv_timeout(HANG_GUARD)
+            .expect("the call returned");
+        self.thread.join().unwrap();
+        result
+    }
+}
+
+/// Unmaps `addr+size` of `ram` on another thread.
+fn unmap_in_background(ram: &GuestRam, addr: u64, size: u64) -> Background<bool> {
+    let ram = ram.clone();
+    Background::run(move || ram.unmap(addr, size).is_ok())
 }
 
 fn map_rw(ram: &GuestRam, addr: u64, size: u64, file: &File, file_offset: u64) {
@@ -249,23 +320,198 @@ fn copy_into_read_only_destination_is_refused() {
 }
 
 #[test]
-fn snapshot_keeps_working_after_the_range_is_unmapped() {
+fn unmap_waits_for_an_older_snapshot_that_holds_the_range_and_returns_once_it_drops() {
     let file = memfd(PAGE);
     file.write_all_at(b"still here", 0).unwrap();
     let ram = GuestRam::new();
     map_rw(&ram, 0x2000, PAGE, &file, 0);
     let old = ram.snapshot();
 
-    ram.unmap(0x2000, PAGE).unwrap();
-    drop(file);
+    let unmap = unmap_in_background(&ram, 0x2000, PAGE);
+    wait_until("the unmap to swap the table", || ram.is_empty());
 
+    assert!(
+        unmap.still_blocked(),
+        "unmap returned while a snapshot holding the range lives"
+    );
     let mut buf = [0u8; 10];
     old.read(0x2000, &mut buf).unwrap();
     assert_eq!(&buf, b"still here");
+    drop(old);
+    assert!(unmap.finish());
     assert!(matches!(
         ram.snapshot().read(0x2000, &mut buf),
         Err(DmaError::Unmapped { .. })
     ));
+}
+
+#[test]
+fn unmap_does_not_wait_for_snapshots_taken_after_it() {
+    let file = memfd(2 * PAGE);
+    let ram = GuestRam::new();
+    map_rw(&ram, 0, PAGE, &file, 0);
+    map_rw(&ram, PAGE, PAGE, &file, PAGE);
+    let old = ram.snapshot();
+    let unmap = unmap_in_background(&ram, 0, PAGE);
+    wait_until("the unmap to swap the table", || ram.len() == 1);
+
+    let newer = ram.snapshot();
+    drop(old);
+
+    assert!(unmap.finish());
+    assert_eq!(newer.len(), 1);
+    newer.write(PAGE, b"newer").unwrap();
+}
+
+#[test]
+fn unmap_does_not_wait_for_a_snapshot_without_the_range() {
+    let file = memfd(2 * PAGE);
+    let ram = GuestRam::new();
+    map_rw(&ram, 0, PAGE, &file, 0);
+    let before = ram.snapshot();
+    map_rw(&ram, PAGE, PAGE, &file, PAGE);
+
+    let unmap = unmap_in_background(&ram, PAGE, PAGE);
+
+    assert!(unmap.finish());
+    assert_eq!(before.len(), 1);
+}
+
+#[test]
+fn unmap_all_waits_for_every_older_snapshot() {
+    let file = memfd(2 * PAGE);
+    let ram = GuestRam::new();
+    map_rw(&ram, 0, PAGE, &file, 0);
+    let first = ram.snapshot();
+    map_rw(&ram, PAGE, PAGE, &file, PAGE);
+    let second = ram.snapshot();
+    let background = ram.clone();
+    let unmap_all = Background::run(move || background.unmap_all());
+    wait_until("unmap_all to swap the table", || ram.is_empty());
+
+    drop(second);
+    assert!(
+        unmap_all.still_blocked(),
+        "unmap_all returned while the first snapshot lives"
+    );
+    drop(first);
+
+    assert_eq!(unmap_all.finish(), 2);
+}
+
+#[test]
+fn qemu_style_sealed_memfd_is_accepted() {
+    let file = memfd(PAGE);
+    let ram = GuestRam::new();
+
+    ram.map(map_request(0, PAGE, Some(file.try_clone().unwrap())))
+        .unwrap();
+
+    assert_eq!(ram.len(), 1);
+    assert_eq!(
+        crate::memfd::seals(&file).unwrap(),
+        crate::memfd::SIZE_SEALS
+    );
+}
+
+#[test]
+fn sealable_memfd_is_sealed_against_shrinking_and_accepted() {
+    let file = raw_memfd(libc::MFD_ALLOW_SEALING, 2 * PAGE);
+    let ram = GuestRam::new();
+
+    ram.map(map_request(0, 2 * PAGE, Some(file.try_clone().unwrap())))
+        .unwrap();
+
+    let err = file.set_len(PAGE).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EPERM));
+    file.set_len(4 * PAGE).unwrap();
+    ram.snapshot().write(2 * PAGE - 4, b"tail").unwrap();
+}
+
+#[test]
+fn fds_that_cannot_be_sealed_against_shrinking_are_refused_with_eperm() {
+    let regular = vmm_sys_util::tempfile::TempFile::new().unwrap();
+    regular.as_file().set_len(PAGE).unwrap();
+    let unsealable_memfd = raw_memfd(0, PAGE);
+    let sealed_without_shrink = raw_memfd(libc::MFD_ALLOW_SEALING, PAGE);
+    crate::memfd::add_seals(&sealed_without_shrink, libc::F_SEAL_SEAL).unwrap();
+    let mut pipe = [0; 2];
+    // SAFETY: pipe writes two descriptors into the array; the result is checked.
+    assert_eq!(unsafe { libc::pipe(pipe.as_mut_ptr()) }, 0);
+    // SAFETY: both descriptors were just created and are owned by nobody else.
+    let (read_end, _write_end) =
+        unsafe { (File::from_raw_fd(pipe[0]), File::from_raw_fd(pipe[1])) };
+    let ram = GuestRam::new();
+
+    for (what, fd) in [
+        ("regular file", regular.as_file().try_clone().unwrap()),
+        ("memfd without MFD_ALLOW_SEALING", unsealable_memfd),
+        ("memfd sealed without F_SEAL_SHRINK", sealed_without_shrink),
+        ("pipe", read_end),
+    ] {
+        let err = ram.map(map_request(0, PAGE, Some(fd))).unwrap_err();
+
+        assert!(matches!(err, MapError::Unsealable { .. }), "{what}: {err}");
+        assert_eq!(err.errno(), libc::EPERM, "{what}");
+        assert!(
+            err.to_string().contains("memory-backend-memfd"),
+            "{what}: {err}"
+        );
+    }
+    assert!(ram.is_empty());
+}
+
+#[test]
+fn per_client_map_limit_is_enospc() {
+    let file = memfd(2 * PAGE);
+    let ram = GuestRam::with_limits(2, MapBudget::new(8));
+    map_rw(&ram, 0, PAGE, &file, 0);
+    ram.map(map_request(0x10_0000, PAGE, None)).unwrap();
+
+    let err = ram.map(map_request(PAGE, PAGE, None)).unwrap_err();
+
+    assert!(matches!(err, MapError::TooMany { max: 2 }), "{err}");
+    assert_eq!(err.errno(), libc::ENOSPC);
+}
+
+#[test]
+fn shared_budget_refuses_fd_maps_with_eagain_until_a_map_is_released() {
+    let file = memfd(2 * PAGE);
+    let budget = MapBudget::new(1);
+    let a = GuestRam::with_limits(8, Arc::clone(&budget));
+    let b = GuestRam::with_limits(8, Arc::clone(&budget));
+    map_rw(&a, 0, PAGE, &file, 0);
+
+    let err = b
+        .map(map_request(0, PAGE, Some(file.try_clone().unwrap())))
+        .unwrap_err();
+    b.map(map_request(0x10_0000, PAGE, None)).unwrap();
+    a.unmap(0, PAGE).unwrap();
+
+    assert!(
+        matches!(err, MapError::BudgetExhausted { limit: 1 }),
+        "{err}"
+    );
+    assert_eq!(err.errno(), libc::EAGAIN);
+    map_rw(&b, 0, PAGE, &file, 0);
+    assert_eq!(budget.used(), 1);
+}
+
+#[test]
+fn a_snapshot_keeps_the_budget_slot_of_an_unmapped_range_until_dropped() {
+    let file = memfd(PAGE);
+    let budget = MapBudget::new(4);
+    let ram = GuestRam::with_limits(8, Arc::clone(&budget));
+    map_rw(&ram, 0, PAGE, &file, 0);
+    let old = ram.snapshot();
+    let unmap = unmap_in_background(&ram, 0, PAGE);
+    wait_until("the unmap to swap the table", || ram.is_empty());
+
+    assert_eq!(budget.used(), 1);
+    drop(old);
+
+    assert!(unmap.finish());
+    assert_eq!(budget.used(), 0);
 }
 
 #[test]

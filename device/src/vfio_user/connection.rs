@@ -3,19 +3,28 @@
 //!
 //! Every wait also watches the server's stop eventfd (so a stalled client
 //! cannot keep the server from stopping) and the listening socket (so a
-//! second client is turned away while one is served).
+//! second client is turned away while one is served). When `accept()` fails
+//! for lack of resources (fds, memory), the listener leaves the epoll set for
+//! a short back-off instead of waking every wait at once; the stop eventfd
+//! and the client's stream are still watched meanwhile.
 
+use std::cell::{Cell, RefCell};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
+use std::time::{Duration, Instant};
 
-use log::{trace, warn};
+use log::trace;
 use vmm_sys_util::epoll::{ControlOperation, Epoll, EpollEvent, EventSet};
 use vmm_sys_util::eventfd::EventFd;
 use vmm_sys_util::sock_ctrl_msg::ScmSocket;
 
 use super::protocol::{Header, HEADER_SIZE, MAX_MESSAGE_SIZE};
+use super::ratelimit::{client_warn, WarnLimiter};
 use super::scm::{self, ReceivedFds};
+
+/// How long the listener rests after `accept()` failed for lack of resources.
+pub(crate) const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
 const TOKEN_STOP: u64 = 0;
 const TOKEN_LISTENER: u64 = 1;
@@ -78,12 +87,20 @@ pub(crate) struct Ready {
 pub(crate) struct Poller<'a> {
     epoll: Epoll,
     listener: &'a UnixListener,
+    name: &'a str,
+    /// Set while the listener is out of the epoll set: when to put it back.
+    listener_paused_until: Cell<Option<Instant>>,
+    warn: RefCell<WarnLimiter>,
 }
 
 impl<'a> Poller<'a> {
     /// Watches `stop` and `listener` (level-triggered; `stop` is never read,
-    /// so one eventfd can stop several servers).
-    pub(crate) fn new(listener: &'a UnixListener, stop: &EventFd) -> io::Result<Self> {
+    /// so one eventfd can stop several servers). `name` prefixes warnings.
+    pub(crate) fn new(
+        listener: &'a UnixListener,
+        stop: &EventFd,
+        name: &'a str,
+    ) -> io::Result<Self> {
         let epoll = Epoll::new()?;
         epoll.ctl(
             ControlOperation::Add,
@@ -95,14 +112,25 @@ impl<'a> Poller<'a> {
             listener.as_raw_fd(),
             EpollEvent::new(EventSet::IN, TOKEN_LISTENER),
         )?;
-        Ok(Self { epoll, listener })
+        Ok(Self {
+            epoll,
+            listener,
+            name,
+            listener_paused_until: Cell::new(None),
+            warn: RefCell::new(WarnLimiter::default()),
+        })
     }
 
-    /// Blocks until something is ready.
+    /// Blocks until something is ready. A listener back-off that has
+    /// expired reports the listener ready, so that accept is tried again.
     pub(crate) fn wait(&self) -> io::Result<Ready> {
         let mut events = [EpollEvent::default(); 3];
         let n = loop {
-            match self.epoll.wait(-1, &mut events) {
+            let timeout = self.listener_paused_until.get().map_or(-1, |until| {
+                let left = until.saturating_duration_since(Instant::now());
+                i32::try_from(left.as_millis().max(1)).unwrap_or(i32::MAX)
+            });
+            match self.epoll.wait(timeout, &mut events) {
                 Ok(n) => break n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
@@ -117,7 +145,58 @@ impl<'a> Poller<'a> {
                 _ => {}
             }
         }
+        if self.resume_listener() {
+            ready.listener = true;
+        }
         Ok(ready)
+    }
+
+    /// Takes the listener out of the epoll set for [`ACCEPT_BACKOFF`]:
+    /// `accept()` failed for lack of resources, and the pending connection
+    /// would otherwise wake every wait at once. `why` is logged, rate-limited.
+    pub(crate) fn pause_listener(&self, why: &io::Error) {
+        client_warn!(
+            self.warn.borrow_mut(),
+            self.name,
+            "accept failed ({why}); retrying in {ACCEPT_BACKOFF:?}"
+        );
+        if self.listener_paused_until.get().is_none() {
+            // If this fails the listener stays in the set: waits then spin
+            // until accept succeeds, which is still correct.
+            let _ = self.epoll.ctl(
+                ControlOperation::Delete,
+                self.listener.as_raw_fd(),
+                EpollEvent::default(),
+            );
+        }
+        self.listener_paused_until
+            .set(Some(Instant::now() + ACCEPT_BACKOFF));
+    }
+
+    /// Puts a paused listener back once its back-off has expired; true if
+    /// it did.
+    fn resume_listener(&self) -> bool {
+        let Some(until) = self.listener_paused_until.get() else {
+            return false;
+        };
+        if Instant::now() < until {
+            return false;
+        }
+        let added = self.epoll.ctl(
+            ControlOperation::Add,
+            self.listener.as_raw_fd(),
+            EpollEvent::new(EventSet::IN, TOKEN_LISTENER),
+        );
+        match added {
+            Ok(()) => {
+                self.listener_paused_until.set(None);
+                true
+            }
+            Err(e) => {
+                self.pause_listener(&e);
+                false
+            }
+        }
     }
 
     /// Accepts and immediately closes every pending connection: the server
@@ -126,13 +205,17 @@ impl<'a> Poller<'a> {
         loop {
             match self.listener.accept() {
                 Ok((extra, _)) => {
-                    warn!("vfio-user: refusing a second client while one is connected");
+                    client_warn!(
+                        self.warn.borrow_mut(),
+                        self.name,
+                        "refusing a second client while one is connected"
+                    );
                     drop(extra);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) => {
-                    warn!("vfio-user: accept of an extra client failed: {e}");
+                    self.pause_listener(&e);
                     break;
                 }
             }

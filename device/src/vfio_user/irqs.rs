@@ -37,6 +37,8 @@ impl Session<'_, '_, '_> {
     ///   count 1, no fd" when it enables MSI-X);
     /// - DATA_EVENTFD with count 0: nothing.
     ///
+    /// Every fd must be an eventfd (EINVAL otherwise); it is made
+    /// non-blocking, so signalling a vector never blocks the device.
     /// MASK/UNMASK actions, DATA_BOOL and client-triggered interrupts are
     /// refused with ENOTSUP.
     pub(crate) fn set_irqs(&mut self, p: &[u8], fds: Vec<OwnedFd>) -> Handled {
@@ -94,7 +96,7 @@ impl Session<'_, '_, '_> {
                 if fds.is_empty() {
                     (0..count).map(|_| None).collect()
                 } else {
-                    fds.into_iter().map(|fd| Some(into_eventfd(fd))).collect()
+                    self.take_eventfds(req.index, fds)?
                 }
             }
             _ => return Err(Errno::ENOTSUP),
@@ -112,6 +114,24 @@ impl Session<'_, '_, '_> {
             }
         );
         self.apply_irqs(req.index, req.start, vectors)
+    }
+
+    /// The interrupt fds of one SET_IRQS: each must be an eventfd, and is
+    /// made non-blocking (see `scm::into_eventfd`). Anything else is EINVAL.
+    fn take_eventfds(
+        &mut self,
+        index: u32,
+        fds: Vec<OwnedFd>,
+    ) -> Result<Vec<Option<EventFd>>, Errno> {
+        fds.into_iter()
+            .map(|fd| match into_eventfd(fd) {
+                Ok(efd) => Ok(Some(efd)),
+                Err(e) => {
+                    client_warn!(self.warn, self.name, "SET_IRQS index {index} refused: {e}");
+                    Err(Errno::EINVAL)
+                }
+            })
+            .collect()
     }
 
     fn apply_irqs(&mut self, index: u32, start: u32, vectors: Vec<Option<EventFd>>) -> Handled {

@@ -86,7 +86,9 @@ pub trait DeviceModel: Send {
     fn region_write(&mut self, index: u32, offset: u64, data: &[u8]) -> Result<(), i32>;
 
     /// Interrupt eventfds for IRQ `index`: `fds[i]` is the eventfd for vector
-    /// `start + i`, `None` to disable that vector. The range is checked
+    /// `start + i`, `None` to disable that vector. Each is a real eventfd,
+    /// already non-blocking: a write fails with `EAGAIN` (the counter is
+    /// saturated, an interrupt is pending) rather than blocking. The range is checked
     /// against `irq_count`. The server translates the protocol's forms:
     /// "count 0, DATA_NONE" (disable all) becomes `None` for every vector;
     /// "DATA_EVENTFD without fds" (QEMU's first MSI-X message) becomes `None`
@@ -99,7 +101,11 @@ pub trait DeviceModel: Send {
 
     /// The DMA map table changed (a map or an unmap succeeded). The model
     /// keeps the [`GuestRam`] it got in [`connected`](Self::connected); this
-    /// is only a notification (e.g. to drop cached snapshots). Default: nothing.
+    /// is only a notification. It comes after an unmap has returned, and an
+    /// unmap waits for every snapshot holding the range: a model must never
+    /// keep a snapshot of the client's memory across messages (cached until
+    /// this call, it would make the unmap wait forever; see the contract on
+    /// [`GuestRam`]). Default: nothing.
     fn dma_changed(&mut self) {}
 
     /// A client connected: the handle through which the model reaches guest
@@ -108,7 +114,6 @@ pub trait DeviceModel: Send {
 
     /// The client went away: drop every mapping, eventfd and object of that
     /// client so a new client can connect. The server has already emptied the
-    /// `GuestRam` table; snapshots the model still holds keep their mappings
-    /// alive until dropped.
+    /// `GuestRam` table, after waiting for every snapshot of it to be dropped.
     fn disconnected(&mut self);
 }

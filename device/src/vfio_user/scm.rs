@@ -1,10 +1,17 @@
 //! Receiving file descriptors passed with `SCM_RIGHTS`. The only `unsafe`
-//! code of the server lives here: `recvmsg` and taking ownership of the
-//! descriptors the kernel installed.
+//! code of the server lives here: `recvmsg`, taking ownership of the
+//! descriptors the kernel installed, and `fcntl` on them.
+//!
+//! When the kernel cannot hand over every descriptor sent with a message
+//! (more than fit in the control buffer, or this process is at its fd limit),
+//! it closes the rest and sets `MSG_CTRUNC`; the message is then still read
+//! whole (the stream stays in sync), the descriptors that did arrive are
+//! closed with it, and the session refuses it with EINVAL.
 
 use std::io;
 use std::mem::size_of;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd};
+use std::path::PathBuf;
 
 use vmm_sys_util::eventfd::EventFd;
 
@@ -36,7 +43,9 @@ impl ReceivedFds {
         }
     }
 
-    /// More descriptors arrived than allowed (the extra ones were closed).
+    /// Not every descriptor sent could be kept: more arrived than allowed,
+    /// or the kernel could not install them all (`MSG_CTRUNC`). Those that
+    /// did not fit were closed.
     pub(crate) fn overflowed(&self) -> bool {
         self.overflowed
     }
@@ -123,11 +132,118 @@ pub(crate) fn recv_with_fds(
     Ok(usize::try_from(n).unwrap_or(0))
 }
 
-/// Wraps a received descriptor as an `EventFd`. The descriptor is not
-/// checked to be an eventfd: writing 8 bytes to something else is the
-/// client's problem, not ours.
-pub(crate) fn into_eventfd(fd: OwnedFd) -> EventFd {
+/// Why a descriptor passed for an interrupt was refused.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum IrqFdError {
+    /// What the descriptor is could not be found out.
+    #[error("cannot inspect the fd: {0}")]
+    Inspect(#[source] io::Error),
+    /// The descriptor is not an eventfd.
+    #[error("the fd is {0:?}, not an eventfd")]
+    NotAnEventfd(PathBuf),
+    /// Making it non-blocking failed.
+    #[error("cannot make the eventfd non-blocking: {0}")]
+    NonBlocking(#[source] io::Error),
+}
+
+/// What `/proc/self/fd/N` links to for an eventfd.
+const EVENTFD_LINK: &str = "anon_inode:[eventfd]";
+
+/// Takes a descriptor passed for an interrupt: it must be an eventfd (as
+/// `/proc/self/fd/N` tells), and it is switched to `O_NONBLOCK`, so that
+/// signalling it can never block: a saturated counter makes the write fail
+/// with `EAGAIN`, which means an interrupt is already pending. The flag
+/// belongs to the open file, so the client's copy becomes non-blocking too;
+/// QEMU's event notifiers are non-blocking anyway.
+pub(crate) fn into_eventfd(fd: OwnedFd) -> Result<EventFd, IrqFdError> {
+    let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+        .map_err(IrqFdError::Inspect)?;
+    if link.as_os_str() != EVENTFD_LINK {
+        return Err(IrqFdError::NotAnEventfd(link));
+    }
+    // SAFETY: F_GETFL takes no argument and only reads the file's flags.
+    let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
+    if flags < 0 {
+        return Err(IrqFdError::NonBlocking(io::Error::last_os_error()));
+    }
+    // SAFETY: F_SETFL takes an int of status flags; the result is checked.
+    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+        return Err(IrqFdError::NonBlocking(io::Error::last_os_error()));
+    }
     // SAFETY: `fd` is owned and open; ownership moves into the EventFd,
     // which closes it on drop.
-    unsafe { EventFd::from_raw_fd(fd.into_raw_fd()) }
+    Ok(unsafe { EventFd::from_raw_fd(fd.into_raw_fd()) })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs::File;
+    use std::io::{Read, Write};
+    use std::os::fd::AsFd;
+    use std::os::unix::net::UnixStream;
+
+    use vmm_sys_util::sock_ctrl_msg::ScmSocket;
+
+    use super::*;
+
+    fn open_fds() -> usize {
+        std::fs::read_dir("/proc/self/fd").unwrap().count()
+    }
+
+    fn dev_null() -> File {
+        File::open("/dev/null").unwrap()
+    }
+
+    #[test]
+    fn too_many_fds_are_closed_flagged_and_the_bytes_still_arrive() {
+        let (a, b) = UnixStream::pair().unwrap();
+        let files: Vec<File> = (0..MAX_MSG_FDS + 4).map(|_| dev_null()).collect();
+        let raw: Vec<_> = files.iter().map(AsRawFd::as_raw_fd).collect();
+        a.send_with_fds(&[&b"payload"[..]], &raw).unwrap();
+        (&a).write_all(b"next").unwrap();
+        let before = open_fds();
+        let mut fds = ReceivedFds::default();
+        let mut buf = [0u8; 7];
+
+        let n = recv_with_fds(b.as_fd(), &mut buf, &mut fds).unwrap();
+
+        assert_eq!((n, &buf), (7, b"payload"));
+        assert!(fds.overflowed());
+        let kept = fds.into_vec();
+        assert!(kept.len() <= MAX_MSG_FDS, "{} fds kept", kept.len());
+        assert_eq!(open_fds(), before + kept.len(), "the extra fds were closed");
+        drop(kept);
+        assert_eq!(open_fds(), before);
+        let mut next = [0u8; 4];
+        (&b).read_exact(&mut next).unwrap();
+        assert_eq!(&next, b"next");
+    }
+
+    #[test]
+    fn an_eventfd_is_made_non_blocking() {
+        let efd = EventFd::new(0).unwrap();
+        let dup = efd.try_clone().unwrap();
+        // SAFETY: `dup` is an open eventfd; its ownership moves into the OwnedFd.
+        let fd = unsafe { OwnedFd::from_raw_fd(dup.into_raw_fd()) };
+
+        let taken = into_eventfd(fd).unwrap();
+
+        // SAFETY: F_GETFL takes no argument and only reads the file's flags.
+        let flags = unsafe { libc::fcntl(efd.as_raw_fd(), libc::F_GETFL) };
+        assert_ne!(flags & libc::O_NONBLOCK, 0);
+        efd.write(u64::MAX - 1).unwrap();
+        let saturated = taken.write(1).unwrap_err();
+        assert_eq!(saturated.raw_os_error(), Some(libc::EAGAIN));
+    }
+
+    #[test]
+    fn other_fds_are_not_taken_for_interrupts() {
+        let (sock, _peer) = UnixStream::pair().unwrap();
+
+        let file = into_eventfd(OwnedFd::from(dev_null())).unwrap_err();
+        let socket = into_eventfd(OwnedFd::from(sock)).unwrap_err();
+
+        assert!(matches!(file, IrqFdError::NotAnEventfd(_)), "{file}");
+        assert!(matches!(socket, IrqFdError::NotAnEventfd(_)), "{socket}");
+    }
 }

@@ -48,7 +48,10 @@ pub enum ServerError {
         #[source]
         source: io::Error,
     },
-    /// accept() failed in a way that will not go away.
+    /// accept() failed in a way that only a bug of this process explains
+    /// (EBADF, EINVAL, ENOTSOCK, EOPNOTSUPP, EFAULT). Lack of resources
+    /// (EMFILE, ENFILE, ENOBUFS, ENOMEM) and anything a client can cause are
+    /// retried after a back-off instead.
     #[error("{path}: accept failed: {source}")]
     Accept {
         /// The socket path.
@@ -130,7 +133,7 @@ impl Server {
             path: self.path.clone(),
             source,
         };
-        let poller = Poller::new(&self.listener, stop).map_err(poll_err)?;
+        let poller = Poller::new(&self.listener, stop, &self.name).map_err(poll_err)?;
         loop {
             let ready = poller.wait().map_err(poll_err)?;
             if ready.stop {
@@ -142,12 +145,16 @@ impl Server {
             }
             let stream = match self.listener.accept() {
                 Ok((stream, _)) => stream,
-                Err(e) if is_transient_accept_error(&e) => continue,
-                Err(source) => {
+                Err(e) if is_nothing_to_accept(&e) => continue,
+                Err(source) if is_accept_bug(&source) => {
                     return Err(ServerError::Accept {
                         path: self.path.clone(),
                         source,
                     })
+                }
+                Err(e) => {
+                    poller.pause_listener(&e);
+                    continue;
                 }
             };
             if let ConnError::Stopped = self.serve(stream, &poller) {
@@ -192,10 +199,19 @@ impl Drop for Server {
     }
 }
 
-fn is_transient_accept_error(e: &io::Error) -> bool {
+/// accept() found no connection to hand out (or lost it): just wait again.
+fn is_nothing_to_accept(e: &io::Error) -> bool {
     matches!(
         e.kind(),
         io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted
+    )
+}
+
+/// accept() failed because this process misuses it: retrying cannot help.
+fn is_accept_bug(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EBADF | libc::EINVAL | libc::ENOTSOCK | libc::EOPNOTSUPP | libc::EFAULT)
     )
 }
 

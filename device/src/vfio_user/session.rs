@@ -218,7 +218,8 @@ impl<'s, 'p, 'a> Session<'s, 'p, 'a> {
             client_warn!(
                 self.warn,
                 self.name,
-                "more than {MAX_MSG_FDS} fds with {command:?}"
+                "{command:?} refused: not all of its fds could be received \
+                 (more than {MAX_MSG_FDS}, or this process is at its fd limit)"
             );
             return Err(Errno::EINVAL);
         }

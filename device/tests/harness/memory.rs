@@ -1,5 +1,6 @@
 //! Guest RAM: a memfd mapped here and handed to the device with DMA_MAP, as QEMU's
-//! `memory-backend-memfd,share=on` is; plus a guest-physical allocator over it.
+//! `memory-backend-memfd,share=on` is (sealed the way QEMU seals it); plus a
+//! guest-physical allocator over it.
 //!
 //! The harness touches guest memory only through vm-memory's `Bytes` (explicit atomic
 //! orderings for owner bits and indices), never through raw pointers.
@@ -21,15 +22,56 @@ pub const RAM_BASE: u64 = 0x1_0000_0000;
 pub const RAM_SIZE: u64 = 256 << 20;
 pub const PAGE: u64 = 4096;
 
-/// A zero-filled memfd of `size` bytes.
+/// How a test memfd is sealed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sealing {
+    /// As QEMU's `memory-backend-memfd` (default `seal=on`) makes guest RAM:
+    /// `MFD_ALLOW_SEALING`, sized, then `F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL`
+    /// (QEMU's backends/hostmem-memfd.c through qemu_memfd_create() in util/memfd.c).
+    Qemu,
+    /// `MFD_ALLOW_SEALING` and no seal yet: anyone holding it may still seal it.
+    Sealable,
+    /// Without `MFD_ALLOW_SEALING` (the kernel sets `F_SEAL_SEAL` at once), as
+    /// `memory-backend-memfd,seal=off` makes it: it can shrink and never be sealed.
+    Unsealable,
+}
+
+/// A zero-filled memfd of `size` bytes sealed as QEMU seals guest RAM.
 pub fn memfd(name: &std::ffi::CStr, size: u64) -> File {
+    memfd_sealed(name, size, Sealing::Qemu)
+}
+
+/// A zero-filled memfd of `size` bytes with the given sealing.
+pub fn memfd_sealed(name: &std::ffi::CStr, size: u64, sealing: Sealing) -> File {
+    let flags = match sealing {
+        Sealing::Qemu | Sealing::Sealable => libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
+        Sealing::Unsealable => libc::MFD_CLOEXEC,
+    };
     // SAFETY: memfd_create takes a NUL-terminated name and flags; the result is checked.
-    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+    let fd = unsafe { libc::memfd_create(name.as_ptr(), flags) };
     assert!(fd >= 0, "memfd_create: {}", std::io::Error::last_os_error());
     // SAFETY: `fd` was just created and nothing else owns it.
     let file = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
     file.set_len(size).expect("memfd size");
+    if sealing == Sealing::Qemu {
+        let seals = libc::F_SEAL_GROW | libc::F_SEAL_SHRINK | libc::F_SEAL_SEAL;
+        // SAFETY: F_ADD_SEALS takes an int of seal bits; the result is checked.
+        let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, seals) };
+        assert_eq!(rc, 0, "F_ADD_SEALS: {}", std::io::Error::last_os_error());
+    }
     file
+}
+
+/// The seals of the memfd `fd` (F_GET_SEALS).
+pub fn seals_of(fd: RawFd) -> i32 {
+    // SAFETY: F_GET_SEALS takes no argument and only reads the seals of `fd`.
+    let seals = unsafe { libc::fcntl(fd, libc::F_GET_SEALS) };
+    assert!(
+        seals >= 0,
+        "F_GET_SEALS: {}",
+        std::io::Error::last_os_error()
+    );
+    seals
 }
 
 /// Guest memory as the test (the "guest") sees it: guest RAM plus any extra ranges a test
@@ -76,7 +118,12 @@ impl GuestMemory {
     /// Adds a range at `gpa` backed by a new memfd (mapped read-write here); the caller
     /// decides how to DMA_MAP it. Returns the memfd.
     pub fn add_range(&mut self, gpa: u64, size: u64) -> File {
-        let file = memfd(c"vrnic-guest-extra", size);
+        self.add_range_sealed(gpa, size, Sealing::Qemu)
+    }
+
+    /// As `add_range`, with a memfd sealed as `sealing` says.
+    pub fn add_range_sealed(&mut self, gpa: u64, size: u64, sealing: Sealing) -> File {
+        let file = memfd_sealed(c"vrnic-guest-extra", size, sealing);
         self.mem = self
             .mem
             .insert_region(mmap_region(&file, gpa, size))
