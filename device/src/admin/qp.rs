@@ -315,8 +315,7 @@ pub fn modify_qp(rnic: &Rnic, st: &mut RnicState, cmd: &CmdModifyQp) -> CmdResul
             qp.next_psn = 0;
             qp.expected_psn = 0;
             qp.attr = QpAttr::default();
-            rnic.doorbells.set_slot_word(page, slot, 0, 0);
-            rnic.doorbells.set_slot_word(page, slot, 1, 0);
+            rnic.doorbells.clear_slot(page, slot);
         }
         QpState::Err => qp.forget_work(),
         QpState::Sqd if current != QpState::Sqd && notify => {

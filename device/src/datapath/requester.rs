@@ -13,8 +13,8 @@ use crate::rnic::{Rnic, RnicState};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use vrnic_hw::{
-    Access, Cqe, EventType, QpState, RecvWqeHeader, SendFlags, SendWqeHeader, Sge, VendorErr,
-    WcOpcode, WcStatus, WrOpcode, CQE_FLAG_RECV,
+    Access, Cqe, DbQpSlot, EventType, QpState, RecvWqeHeader, SendFlags, SendWqeHeader, Sge,
+    VendorErr, WcOpcode, WcStatus, WrOpcode, CQE_FLAG_RECV,
 };
 
 /// A failed WQE: its completion status and the device's reason.
@@ -94,8 +94,12 @@ pub enum Look {
 }
 
 pub fn look(rnic: &Rnic, qp: &crate::objects::Qp, now: Instant) -> Look {
-    let sq_pi = rnic.doorbells.slot_word(qp.db_page, qp.db_slot, 0);
-    let rq_pi = rnic.doorbells.slot_word(qp.db_page, qp.db_slot, 1);
+    let sq_pi = rnic
+        .doorbells
+        .slot_word(qp.db_page, qp.db_slot, DbQpSlot::SQ_PI_OFF);
+    let rq_pi = rnic
+        .doorbells
+        .slot_word(qp.db_page, qp.db_slot, DbQpSlot::RQ_PI_OFF);
     let sq_pending = sq_pi != qp.sq.ci;
     let overrun = sq_pi.wrapping_sub(qp.sq.ci) > qp.sq.ring.depth()
         || rq_pi.wrapping_sub(qp.rq.ci) > qp.rq.ring.depth();
@@ -119,8 +123,12 @@ fn plan(rnic: &Rnic, st: &mut RnicState, qpn: u32, now: Instant) -> Plan {
     let Some(qp) = st.objects.qp(qpn) else {
         return Plan::Idle;
     };
-    let sq_pi = rnic.doorbells.slot_word(qp.db_page, qp.db_slot, 0);
-    let rq_pi = rnic.doorbells.slot_word(qp.db_page, qp.db_slot, 1);
+    let sq_pi = rnic
+        .doorbells
+        .slot_word(qp.db_page, qp.db_slot, DbQpSlot::SQ_PI_OFF);
+    let rq_pi = rnic
+        .doorbells
+        .slot_word(qp.db_page, qp.db_slot, DbQpSlot::RQ_PI_OFF);
     let overrun = sq_pi.wrapping_sub(qp.sq.ci) > qp.sq.ring.depth()
         || rq_pi.wrapping_sub(qp.rq.ci) > qp.rq.ring.depth();
     if overrun && qp.state != QpState::Err {

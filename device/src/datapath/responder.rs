@@ -11,8 +11,8 @@ use crate::rnic::fence::InFlight;
 use crate::rnic::notify::{post_async, post_cqe};
 use crate::rnic::{Rnic, RnicState};
 use vrnic_hw::{
-    Access, Cqe, EventType, QpState, RecvWqeHeader, VendorErr, WcFlags, WcOpcode, WcStatus,
-    WrOpcode, CQE_FLAG_RECV, CQE_FLAG_SOLICITED,
+    Access, Cqe, DbQpSlot, EventType, QpState, RecvWqeHeader, VendorErr, WcFlags, WcOpcode,
+    WcStatus, WrOpcode, CQE_FLAG_RECV, CQE_FLAG_SOLICITED,
 };
 
 /// A request travelling from a requester QP to its target.
@@ -335,9 +335,11 @@ fn send_buffers(
 }
 
 fn receive_posted(rnic: &Rnic, st: &RnicState, qpn: u32) -> bool {
-    st.objects
-        .qp(qpn)
-        .is_some_and(|qp| rnic.doorbells.slot_word(qp.db_page, qp.db_slot, 1) != qp.rq.ci)
+    st.objects.qp(qpn).is_some_and(|qp| {
+        rnic.doorbells
+            .slot_word(qp.db_page, qp.db_slot, DbQpSlot::RQ_PI_OFF)
+            != qp.rq.ci
+    })
 }
 
 fn rnr(st: &RnicState, qpn: u32) -> Response {

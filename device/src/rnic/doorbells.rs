@@ -14,7 +14,7 @@ use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use vm_memory::VolatileMemory;
 use vrnic_hw::{
     db_flag_offset, db_page, db_slot_offset, BAR_DB_SIZE, DB_FLAGS_BASE, DB_PAGES, DB_PAGE_SIZE,
-    DB_SLOTS_PER_PAGE,
+    DB_SLOTS_PER_PAGE, DB_SLOT_SIZE,
 };
 
 /// Words of the given-pages bitmap.
@@ -60,30 +60,32 @@ impl DoorbellBar {
         u64::from(page) * u64::from(DB_PAGE_SIZE)
     }
 
-    /// Offset of word `word` (0 or 1) of slot `slot` of page `page`, if all are in range.
-    fn word_offset(page: u32, slot: u32, word: u32) -> Option<u64> {
-        (page < DB_PAGES && slot < DB_SLOTS_PER_PAGE && word < 2)
-            .then(|| Self::page_offset(page) + db_slot_offset(slot) + u64::from(word) * 4)
+    /// Offset of the 32-bit field at `field` (a generated `Db*Slot::*_OFF`) of slot `slot`
+    /// of page `page`, if all are in range.
+    fn word_offset(page: u32, slot: u32, field: usize) -> Option<u64> {
+        (page < DB_PAGES && slot < DB_SLOTS_PER_PAGE && field + 4 <= DB_SLOT_SIZE as usize)
+            .then(|| Self::page_offset(page) + db_slot_offset(slot) + field as u64)
     }
 
-    /// Word `word` (0 or 1) of doorbell slot `slot` in page `page`, read with acquire ordering.
-    /// Out-of-range pages, slots or words read as 0.
-    pub fn slot_word(&self, page: u32, slot: u32, word: u32) -> u32 {
-        Self::word_offset(page, slot, word)
+    /// The 32-bit field `field` (e.g. `DbQpSlot::SQ_PI_OFF`) of doorbell slot `slot` in page
+    /// `page`, read with acquire ordering. Out-of-range pages, slots or fields read as 0.
+    pub fn slot_word(&self, page: u32, slot: u32, field: usize) -> u32 {
+        Self::word_offset(page, slot, field)
             .and_then(|off| self.mem.load_u32(off, Ordering::Acquire).ok())
             .unwrap_or(0)
     }
 
-    pub fn set_slot_word(&self, page: u32, slot: u32, word: u32, value: u32) {
-        if let Some(off) = Self::word_offset(page, slot, word) {
+    pub fn set_slot_word(&self, page: u32, slot: u32, field: usize, value: u32) {
+        if let Some(off) = Self::word_offset(page, slot, field) {
             let _ = self.mem.store_u32(off, value, Ordering::Release);
         }
     }
 
     /// Zeroes a slot and its flag (the slot was taken by a new object).
     pub fn clear_slot(&self, page: u32, slot: u32) {
-        self.set_slot_word(page, slot, 0, 0);
-        self.set_slot_word(page, slot, 1, 0);
+        for field in (0..DB_SLOT_SIZE as usize).step_by(4) {
+            self.set_slot_word(page, slot, field, 0);
+        }
         if page < DB_PAGES && slot < DB_SLOTS_PER_PAGE {
             let off = Self::page_offset(page) + db_flag_offset(slot);
             let _ = self.mem.store_u8(off, 0, Ordering::Release);
@@ -231,6 +233,7 @@ impl DoorbellBar {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use vrnic_hw::DbQpSlot;
 
     fn page_u32(bar: &DoorbellBar, page: u32, off: u64) -> u32 {
         let mut b = [0u8; 4];
@@ -301,10 +304,10 @@ mod tests {
         bar.give_page(9);
         assert_eq!(bar.slot_word(9, 0, 0), 0);
         assert!(!bar.take_page_flag(9));
-        bar.set_slot_word(9, 447, 1, 0x55);
+        bar.set_slot_word(9, 447, DbQpSlot::RQ_PI_OFF, 0x55);
         set_flag(&bar, 9, 447);
         bar.release_page(9);
-        assert_eq!(bar.slot_word(9, 447, 1), 0);
+        assert_eq!(bar.slot_word(9, 447, DbQpSlot::RQ_PI_OFF), 0);
         assert!(!bar.take_page_flag(9));
         let mut slots = Vec::new();
         bar.take_slot_flags(9, &mut slots);
@@ -321,6 +324,6 @@ mod tests {
         assert_eq!(page_u32(&bar, 2, db_page::POLL_STATE), 0);
         assert_eq!(bar.slot_word(1, DB_SLOTS_PER_PAGE, 0), 0);
         assert_eq!(bar.slot_word(DB_PAGES, 0, 0), 0);
-        assert_eq!(bar.slot_word(1, 0, 2), 0);
+        assert_eq!(bar.slot_word(1, 0, DB_SLOT_SIZE as usize), 0);
     }
 }

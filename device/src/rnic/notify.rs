@@ -12,7 +12,8 @@ use crate::objects::queues::PendingEvent;
 use std::sync::atomic::{fence, Ordering};
 use vm_memory::ByteValued;
 use vrnic_hw::{
-    CqArm, Cqe, EventType, WcStatus, CQE_FLAG_SOLICITED, CQ_ARM_CMD_MASK, CQ_ARM_SEQ_SHIFT,
+    CqArm, Cqe, DbCqSlot, DbEqSlot, EventType, WcStatus, CQE_FLAG_SOLICITED, CQ_ARM_CMD_MASK,
+    CQ_ARM_SEQ_SHIFT,
 };
 
 /// Events one EQ may hold back while full; beyond, new ones are dropped (and counted). Each
@@ -55,7 +56,9 @@ pub fn post_cqe(
     if cq.error {
         return Err(CqBroken);
     }
-    let ci = rnic.doorbells.slot_word(cq.db_page, cq.db_slot, 0);
+    let ci = rnic
+        .doorbells
+        .slot_word(cq.db_page, cq.db_slot, DbCqSlot::CI_OFF);
     let overflow = cq.pi.wrapping_sub(ci) >= cq.ring.depth();
     let written = !overflow
         && cq.ring.entry_addr(cq.pi).is_some_and(|addr| {
@@ -88,7 +91,9 @@ pub fn post_cqe(
     cq.pi = cq.pi.wrapping_add(1);
     // Pairs with the driver's barrier between storing `arm` and re-polling the CQ.
     fence(Ordering::SeqCst);
-    let arm = rnic.doorbells.slot_word(cq.db_page, cq.db_slot, 1);
+    let arm = rnic
+        .doorbells
+        .slot_word(cq.db_page, cq.db_slot, DbCqSlot::ARM_OFF);
     let seq = arm >> CQ_ARM_SEQ_SHIFT;
     let wanted = match CqArm::try_from(arm & CQ_ARM_CMD_MASK) {
         Ok(CqArm::Next) => true,
@@ -146,7 +151,9 @@ fn deliver(rnic: &Rnic, st: &mut RnicState, mem: &RamSnapshot, eqn: u32) -> bool
     let Some(eq) = st.objects.eqs.get_mut(eqn) else {
         return false;
     };
-    let ci = rnic.doorbells.slot_word(eq.db_page, eq.db_slot, 0);
+    let ci = rnic
+        .doorbells
+        .slot_word(eq.db_page, eq.db_slot, DbEqSlot::CI_OFF);
     let mut delivered = false;
     while let Some(next) = eq.pending.front() {
         if eq.pi.wrapping_sub(ci) >= eq.ring.depth() {
@@ -293,7 +300,7 @@ mod tests {
         assert_eq!(st.objects.eqs.get(0).unwrap().pending.len(), 1);
         assert!(deliver_held_back(&rnic, &mut st, &mem), "no room yet");
         // The driver consumes one entry and says so in the EQ's doorbell slot.
-        rnic.doorbells.set_slot_word(0, 0, 0, 1);
+        rnic.doorbells.set_slot_word(0, 0, DbEqSlot::CI_OFF, 1);
         assert!(!deliver_held_back(&rnic, &mut st, &mem), "delivered");
         let third: Eqe = mem.read_obj(RAM).unwrap();
         assert_eq!((third.obj.to_native(), owner(&mem, 0)), (12, 0));
