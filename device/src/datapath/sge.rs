@@ -71,3 +71,49 @@ pub fn pieces(objects: &Objects, sges: &[Sge], offset: u64, len: u64) -> Pieces 
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::objects::page_list::GuestPages;
+    use crate::objects::Mr;
+    use crate::objects::Objects;
+
+    /// A 2 GiB MR whose page list names the same 4 KiB page 512K times (cheap to register).
+    fn objects_with_repeating_mr() -> (Objects, Sge) {
+        let mut o = Objects::new();
+        let (index, key) = o.next_mr_key().unwrap();
+        let len = 2u64 << 30;
+        o.insert_mr(
+            index,
+            Mr {
+                key,
+                pdn: 0,
+                uctx: 1,
+                iova: 0,
+                length: len,
+                access: 1,
+                pages: GuestPages::list(vec![0x10_0000; (len >> 12) as usize], 12),
+                first_offset: 0,
+            },
+        );
+        let sge = Sge {
+            addr: 0.into(),
+            length: (len as u32 - 1).into(),
+            lkey: key.into(),
+        };
+        (o, sge)
+    }
+
+    #[test]
+    fn a_chunk_of_a_huge_message_costs_what_the_chunk_spans() {
+        let (o, sge) = objects_with_repeating_mr();
+        let total = check(&o, 0, &[sge], 0).unwrap();
+
+        let middle = pieces(&o, &[sge], 1 << 30, 1 << 20);
+
+        assert_eq!(total, (2u64 << 30) - 1);
+        assert_eq!(middle.len(), 256, "one piece per page of the 1 MiB chunk");
+        assert_eq!(middle.iter().map(|p| p.1).sum::<u64>(), 1 << 20);
+    }
+}
