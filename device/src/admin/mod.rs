@@ -212,3 +212,69 @@ fn completion(cmd_id: u32, opcode: u8, outcome: error::CmdResult<[u32; 4]>) -> A
     }
     c
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rnic::testing::{device_with_ram, RAM_BASE};
+    use std::sync::atomic::Ordering;
+    use vm_memory::ByteValued;
+    use vrnic_hw::{AqHeader, AqOpcode, CmdHandle};
+
+    fn command(opcode: AqOpcode, cmd_id: u32, handle: u32) -> CmdHandle {
+        CmdHandle {
+            hdr: AqHeader {
+                opcode: opcode.into(),
+                cmd_id: cmd_id.into(),
+                ..Default::default()
+            },
+            handle: handle.into(),
+            uctx: KERNEL_UCTX.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_engine_runs_on_a_device_value_without_socket_or_threads() {
+        let (rnic, mem) = device_with_ram(0x10000);
+        let (aq, acq) = (RAM_BASE, RAM_BASE + 0x1000);
+        {
+            let mut st = rnic.lock();
+            st.regs.aq_base_lo = aq as u32;
+            st.regs.acq_base_lo = acq as u32;
+            st.regs.aq_depth_log2 = 2;
+            enable(&rnic, &mut st);
+        }
+        let cmds = [
+            command(AqOpcode::AllocUctx, 7, 0),
+            command(AqOpcode::DeallocPd, 8, 99),
+        ];
+        for (i, cmd) in cmds.iter().enumerate() {
+            mem.write(aq + (i as u64) * u64::from(AQ_ENTRY_SIZE), cmd.as_slice())
+                .unwrap();
+        }
+
+        doorbell(&rnic, 2);
+
+        let done: Vec<AqCompletion> = (0..2)
+            .map(|i| mem.read_obj(acq + i * u64::from(ACQ_ENTRY_SIZE)).unwrap())
+            .collect();
+        assert_eq!(
+            done.iter()
+                .map(|c| (c.cmd_id.to_native(), c.status, c.owner))
+                .collect::<Vec<_>>(),
+            vec![
+                (7, u8::from(AqStatus::Success), 1),
+                (8, u8::from(AqStatus::BadHandle), 1)
+            ]
+        );
+        assert!(rnic
+            .lock()
+            .objects
+            .uctxs
+            .get(done[0].result0.to_native())
+            .is_some());
+        let owner = mem.load_u8(acq + AqCompletion::OWNER_OFF as u64, Ordering::Acquire);
+        assert_eq!(owner.ok(), Some(1));
+    }
+}

@@ -243,3 +243,40 @@ impl Rnic {
         Ok(())
     }
 }
+
+/// A device without socket or threads, for unit tests of the layers above.
+#[cfg(test)]
+pub mod testing {
+    use super::{waker::Waker, Rnic, RnicConfig};
+    use crate::guest_memory::{DmaMapRequest, GuestRam, RamSnapshot};
+    use crate::pci::PciIds;
+    use std::sync::Arc;
+
+    /// Where the test device's guest RAM starts.
+    pub const RAM_BASE: u64 = 0x10_0000;
+
+    /// A device named "t" (LID 1) whose VMM connected `size` bytes of guest RAM at RAM_BASE.
+    pub fn device_with_ram(size: u64) -> (Arc<Rnic>, RamSnapshot) {
+        let config = RnicConfig {
+            name: "t".into(),
+            socket: "/nonexistent".into(),
+            lid: 1,
+            ids: PciIds::default(),
+        };
+        let rnic = Rnic::new(config, Arc::new(Waker::new().unwrap())).unwrap();
+        let ram = GuestRam::new();
+        let fd = crate::memfd::create(c"ram", size).unwrap();
+        ram.map(DmaMapRequest {
+            addr: RAM_BASE,
+            size,
+            file_offset: 0,
+            readable: true,
+            writable: true,
+            fd: Some(fd),
+        })
+        .unwrap();
+        let mem = ram.snapshot();
+        rnic.lock().ram = Some(ram);
+        (rnic, mem)
+    }
+}

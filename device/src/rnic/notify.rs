@@ -224,45 +224,22 @@ pub fn post_async(rnic: &Rnic, st: &mut RnicState, event: EventType, obj: u32, d
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::guest_memory::{DmaMapRequest, GuestRam};
     use crate::objects::page_list::GuestPages;
     use crate::objects::{Eq, Ring};
-    use crate::pci::PciIds;
-    use crate::rnic::{waker::Waker, RnicConfig};
     use std::sync::Arc;
     use vrnic_hw::Eqe;
 
-    const RAM: u64 = 0x10_0000;
+    const RAM: u64 = crate::rnic::testing::RAM_BASE;
 
-    /// A device with 64 KiB of guest RAM and an EQ of two entries at its start.
+    /// A device with guest RAM and an EQ of two entries at its start.
     fn device_with_small_eq() -> (Arc<Rnic>, RamSnapshot) {
-        let config = RnicConfig {
-            name: "t".into(),
-            socket: "/nonexistent".into(),
-            lid: 1,
-            ids: PciIds::default(),
-        };
-        let rnic = Rnic::new(config, Arc::new(Waker::new().unwrap())).unwrap();
-        let ram = GuestRam::new();
-        let fd = crate::memfd::create(c"ram", 0x10000).unwrap();
-        ram.map(DmaMapRequest {
-            addr: RAM,
-            size: 0x10000,
-            file_offset: 0,
-            readable: true,
-            writable: true,
-            fd: Some(fd),
-        })
-        .unwrap();
-        let mem = ram.snapshot();
-        let mut st = rnic.lock();
-        st.ram = Some(ram);
+        let (rnic, mem) = crate::rnic::testing::device_with_ram(0x10000);
         let ring = Ring {
             pages: GuestPages::list(vec![RAM], 12),
             depth_log2: 1,
             entry_shift: Eqe::SIZE.trailing_zeros() as u8,
         };
-        st.objects.eqs.insert_at(
+        rnic.lock().objects.eqs.insert_at(
             0,
             Eq {
                 ring,
@@ -275,7 +252,6 @@ mod tests {
                 dropped: 0,
             },
         );
-        drop(st);
         (rnic, mem)
     }
 
