@@ -32,6 +32,8 @@
 #define VRNIC_AQ_TIMEOUT_MS	5000
 #define VRNIC_AQ_POLL_MS	10
 #define VRNIC_READY_TIMEOUT_US	(1000 * 1000)
+/* Busy-waited (a reset may run in hard-IRQ context); the device needs none. */
+#define VRNIC_RESET_TIMEOUT_US	(100 * 1000)
 
 /* EQ depth bounds from the spec (cmd_create_eq.depth_log2 is 1..16). */
 #define VRNIC_EQ_DEPTH_LOG2_MIN	6
@@ -242,11 +244,8 @@ static inline u32 vrnic_udata_uctx(struct ib_udata *udata)
 	return uctx ? uctx->uctx : VRNIC_KERNEL_UCTX;
 }
 
-/* vrnic_main.c */
-void vrnic_dev_reset(struct vrnic_dev *dev);
-void vrnic_sync_irqs(struct vrnic_dev *dev);
-
-/* vrnic_admin.c: the queue engine */
+/* vrnic_admin.c: the queue engine, which owns device reset */
+int vrnic_aq_dev_reset(struct vrnic_dev *dev, const char *why);
 int vrnic_aq_init(struct vrnic_dev *dev);
 void vrnic_aq_free(struct vrnic_dev *dev);
 void vrnic_aq_wake(struct vrnic_dev *dev);
@@ -302,6 +301,7 @@ int vrnic_eqs_request_irqs(struct vrnic_dev *dev);
 void vrnic_eqs_destroy(struct vrnic_dev *dev);
 void vrnic_eqs_free_irqs(struct vrnic_dev *dev);
 void vrnic_eqs_free(struct vrnic_dev *dev);
+void vrnic_eq_sync_irq(struct vrnic_eq *eq);
 
 /* vrnic_pbl.c: page lists handed to the device */
 struct vrnic_pbl {

@@ -43,6 +43,45 @@ static int vrnic_aq_status_to_errno(u8 status)
 	}
 }
 
+/*
+ * Reset the device (SPEC "Reset") and wait until it reports neither READY nor
+ * FATAL. The only place that resets the device: probe, teardown (remove,
+ * function reset, failed probe), a failed enable and every way the admin
+ * queue dies (timeout, DEVICE_FATAL, lost synchronization) come through here,
+ * @why naming which. A DEVICE_FATAL event calls it from the async EQ's hard
+ * IRQ handler, so it busy-waits; the device completes a reset with the
+ * write, so the first read normally sees it done.
+ *
+ * Returns 0 once the device is reset, -ENODEV if it reads as gone (all ones:
+ * it cannot touch guest memory either), -ETIMEDOUT if it never finished.
+ */
+int vrnic_aq_dev_reset(struct vrnic_dev *dev, const char *why)
+{
+	u32 status;
+	int err;
+
+	writel(VRNIC_BAR0_DEV_CTRL_RESET_MASK, dev->regs + VRNIC_BAR0_DEV_CTRL_OFF);
+	err = readl_poll_timeout_atomic(dev->regs + VRNIC_BAR0_DEV_STATUS_OFF,
+					status,
+					status == U32_MAX ||
+					!(status & (VRNIC_BAR0_DEV_STATUS_READY_MASK |
+						    VRNIC_BAR0_DEV_STATUS_FATAL_MASK)),
+					10, VRNIC_RESET_TIMEOUT_US);
+	if (status == U32_MAX) {
+		dev_warn(&dev->pdev->dev, "reset (%s): the device is gone\n",
+			 why);
+		return -ENODEV;
+	}
+	if (err) {
+		dev_err(&dev->pdev->dev,
+			"reset (%s) timed out: dev_status %#x after %u us\n", why,
+			status, VRNIC_RESET_TIMEOUT_US);
+		return err;
+	}
+	dev_dbg(&dev->pdev->dev, "reset (%s) done\n", why);
+	return 0;
+}
+
 int vrnic_aq_init(struct vrnic_dev *dev)
 {
 	struct vrnic_aq *aq = &dev->aq;
@@ -97,7 +136,7 @@ int vrnic_aq_init(struct vrnic_dev *dev)
 
 err_reset:
 	/* The device must forget the ring addresses before they are freed. */
-	vrnic_dev_reset(dev);
+	vrnic_aq_dev_reset(dev, "enable failed");
 	dma_free_coherent(dmadev, depth * VRNIC_ACQ_ENTRY_SIZE, aq->cq, aq->cq_dma);
 	aq->cq = NULL;
 err_free_sq:
@@ -143,7 +182,7 @@ void vrnic_aq_mark_dead(struct vrnic_dev *dev, const char *why)
 		"%s: dev_status %#x fatal_code %u; resetting the device\n", why,
 		readl(dev->regs + VRNIC_BAR0_DEV_STATUS_OFF),
 		readl(dev->regs + VRNIC_BAR0_FATAL_CODE_OFF));
-	vrnic_dev_reset(dev);
+	vrnic_aq_dev_reset(dev, why);
 	vrnic_aq_wake(dev);
 
 	if (test_bit(VRNIC_FLAG_REGISTERED, &dev->flags)) {

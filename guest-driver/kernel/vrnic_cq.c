@@ -37,6 +37,16 @@ void vrnic_cq_event(struct vrnic_dev *dev, u32 cqn, bool completion)
 	}
 }
 
+/*
+ * Wait for the handlers that can have found @cq before it left dev->cqs:
+ * its completion EQ's and the async EQ's (CQ_ERR); no other vector.
+ */
+static void vrnic_cq_sync_irqs(struct vrnic_dev *dev, struct vrnic_cq *cq)
+{
+	vrnic_eq_sync_irq(cq->eq);
+	vrnic_eq_sync_irq(&dev->async_eq);
+}
+
 int vrnic_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 		    struct uverbs_attr_bundle *attrs)
 {
@@ -127,7 +137,7 @@ int vrnic_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 
 err_erase:
 	xa_erase(&dev->cqs, cq->cqn);
-	vrnic_sync_irqs(dev);
+	vrnic_cq_sync_irqs(dev, cq);
 err_destroy:
 	if (vrnic_cmd_destroy_cq(dev, cq->uctx, cq->cqn) && !vrnic_is_dead(dev)) {
 		dev_err(&dev->pdev->dev,
@@ -147,7 +157,7 @@ int vrnic_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
 
 	/* After this no EQ handler can find the CQ or still be using it. */
 	xa_erase(&dev->cqs, cq->cqn);
-	vrnic_sync_irqs(dev);
+	vrnic_cq_sync_irqs(dev, cq);
 
 	err = vrnic_cmd_destroy_cq(dev, cq->uctx, cq->cqn);
 	if (err && !vrnic_is_dead(dev)) {

@@ -4,8 +4,10 @@
  * admin completions; completion EQ i uses vector i + 1. Each EQ is consumed
  * only by its own hard-IRQ handler, which never runs concurrently with itself,
  * so eq->ci needs no lock. CQ/QP lookups are safe against destroy because
- * destroy erases the object from its xarray and then waits for every vector's
- * handler (vrnic_sync_irqs()) before the core frees it.
+ * destroy erases the object from its xarray and then waits, with
+ * vrnic_eq_sync_irq(), for the handlers of the EQs that can name it: the
+ * async EQ (QP and CQ errors) and, for a CQ, its completion EQ. Other vectors
+ * are left alone.
  */
 #include <linux/dma-mapping.h>
 #include <linux/interrupt.h>
@@ -318,6 +320,13 @@ void vrnic_eqs_destroy(struct vrnic_dev *dev)
 				 dev->async_eq.eqn, err);
 		dev->async_eq.created = false;
 	}
+}
+
+/* Wait for a running handler of this EQ's vector, and only this one. */
+void vrnic_eq_sync_irq(struct vrnic_eq *eq)
+{
+	if (eq->irq_requested)
+		synchronize_irq(pci_irq_vector(eq->dev->pdev, eq->vector));
 }
 
 void vrnic_eqs_free_irqs(struct vrnic_dev *dev)

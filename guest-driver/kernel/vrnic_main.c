@@ -9,7 +9,8 @@
  * Teardown, also used to unwind a failed probe: unregister (the core destroys
  * every user object: QPs, then CQs, MRs, PDs, contexts), destroy the EQs,
  * reset the device so it never touches guest memory again, free the IRQs,
- * then free the memory the device knew about.
+ * then free the memory the device knew about. Every reset goes through the
+ * admin queue engine, vrnic_aq_dev_reset().
  *
  * A function reset (reset_prepare/reset_done) is teardown, FLR by the PCI
  * core, then bring-up again with a new ib_device.
@@ -31,26 +32,6 @@ static const struct pci_device_id vrnic_pci_table[] = {
 	{ }
 };
 MODULE_DEVICE_TABLE(pci, vrnic_pci_table);
-
-void vrnic_dev_reset(struct vrnic_dev *dev)
-{
-	writel(VRNIC_BAR0_DEV_CTRL_RESET_MASK, dev->regs + VRNIC_BAR0_DEV_CTRL_OFF);
-	/* The reset is complete when the write is: flush it with a read. */
-	readl(dev->regs + VRNIC_BAR0_DEV_STATUS_OFF);
-}
-
-/* Wait for every running EQ handler; see vrnic_eq.c. */
-void vrnic_sync_irqs(struct vrnic_dev *dev)
-{
-	u32 i;
-
-	if (dev->async_eq.irq_requested)
-		synchronize_irq(pci_irq_vector(dev->pdev, 0));
-	for (i = 0; i < dev->num_comp_eqs; i++)
-		if (dev->comp_eqs[i].irq_requested)
-			synchronize_irq(pci_irq_vector(dev->pdev,
-						       dev->comp_eqs[i].vector));
-}
 
 static u32 vrnic_rd(struct vrnic_dev *dev, u32 off)
 {
@@ -275,11 +256,12 @@ static void vrnic_unregister(struct vrnic_dev *dev)
 {
 	/*
 	 * No device-level event may be queued to ib_wq after this: clear the
-	 * flag, then wait for the IRQ handlers and any admin command that may
-	 * be dispatching one.
+	 * flag, then wait for the async EQ's handler (the only one that
+	 * dispatches device-level events) and any admin command that may be
+	 * dispatching one.
 	 */
 	clear_bit(VRNIC_FLAG_REGISTERED, &dev->flags);
-	vrnic_sync_irqs(dev);
+	vrnic_eq_sync_irq(&dev->async_eq);
 	mutex_lock(&dev->aq.lock);
 	mutex_unlock(&dev->aq.lock);
 	ib_unregister_device(&dev->ibdev);
@@ -289,7 +271,8 @@ static void vrnic_unregister(struct vrnic_dev *dev)
 static void vrnic_hw_teardown(struct vrnic_dev *dev)
 {
 	vrnic_eqs_destroy(dev);
-	vrnic_dev_reset(dev);
+	/* Logged if it fails; the device is gone or will not touch memory. */
+	vrnic_aq_dev_reset(dev, "teardown");
 	vrnic_eqs_free_irqs(dev);
 	vrnic_eqs_free(dev);
 	vrnic_aq_free(dev);
@@ -361,7 +344,9 @@ static struct vrnic_dev *vrnic_dev_up(struct pci_dev *pdev)
 		goto err_unmap;
 
 	/* Start from a clean device whatever the previous owner left. */
-	vrnic_dev_reset(dev);
+	err = vrnic_aq_dev_reset(dev, "probe");
+	if (err)
+		goto err_unmap;
 	err = vrnic_aq_init(dev);
 	if (err)
 		goto err_unmap;

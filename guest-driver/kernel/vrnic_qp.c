@@ -259,7 +259,7 @@ int vrnic_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init_attr,
 
 err_erase:
 	xa_erase(&dev->qps, qp->qpn);
-	vrnic_sync_irqs(dev);
+	vrnic_eq_sync_irq(&dev->async_eq);	/* QP events: async EQ only */
 err_destroy:
 	if (vrnic_cmd_destroy_qp(dev, qp->uctx, qp->qpn) && !vrnic_is_dead(dev)) {
 		dev_err(&dev->pdev->dev,
@@ -477,7 +477,7 @@ int vrnic_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 
 	/* After this no EQ handler can find the QP or still be using it. */
 	xa_erase(&dev->qps, qp->qpn);
-	vrnic_sync_irqs(dev);
+	vrnic_eq_sync_irq(&dev->async_eq);	/* QP events: async EQ only */
 
 	err = vrnic_cmd_destroy_qp(dev, qp->uctx, qp->qpn);
 	if (err && !vrnic_is_dead(dev)) {
