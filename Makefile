@@ -10,9 +10,13 @@ demo:
 test:
 	bash tests/run-all.sh
 
-# Static checks only: formatting, lints, generated files current.
+# Every shell script in the tree (settings in .shellcheckrc).
+SHELL_SCRIPTS = $(shell git ls-files '*.sh' .ci/run)
+
+# Static checks only: formatting, lints, shell scripts, generated files current.
 check:
 	cargo fmt --all --check
+	shellcheck $(SHELL_SCRIPTS)
 	cargo clippy --workspace --all-targets -- -D warnings
 	cargo run -q -p vrnic-hwgen -- --check
 

@@ -16,7 +16,8 @@ mount -t tmpfs tmpfs /tmp
 mount -t tmpfs tmpfs /run
 
 IP='' NAME=vrnic-guest
-for arg in $(cat /proc/cmdline); do
+read -r cmdline </proc/cmdline
+for arg in $cmdline; do
   case $arg in
     vrnic.ip=*) IP=${arg#*=} ;;
     vrnic.name=*) NAME=${arg#*=} ;;
@@ -28,8 +29,9 @@ modprobe -a pvpanic_pci virtio_net 9pnet_virtio 9p 2>/dev/null
 for ko in /opt/vrnic/modules/*.ko; do
   [ -e "$ko" ] || continue
   deps=$(modinfo -F depends "$ko" | tr , ' ')
+  # shellcheck disable=SC2086 # one module name per word
   [ -z "$deps" ] || modprobe -a $deps
-  insmod "$ko" && say "loaded $ko" || say "FAILED to load $ko"
+  if insmod "$ko"; then say "loaded $ko"; else say "FAILED to load $ko"; fi
 done
 
 ip link set lo up

@@ -23,6 +23,7 @@ mount_rec -t proc proc "$R/proc"
 mount_rec --bind /dev "$R/dev"
 mount_rec --bind "$REPO_DIR" "$R/vrnic"
 rc=0
+# shellcheck disable=SC2016 # "$0" and "$@" expand in the root's shell
 chroot "$R" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
   TERM="${TERM:-dumb}" VRNIC_KVER="$KERNEL_VERSION" VRNIC_RDMA_CORE=/src/rdma-core \
   /bin/sh -c 'cd "$0" && exec "$@"' "$cwd" "$@" || rc=$?

@@ -25,20 +25,14 @@ while (($#)); do
 done
 [[ $guests == 1 || $guests == 2 ]] || { echo "--guests must be 1 or 2" >&2; exit 2; }
 
-work=$(mktemp -d /tmp/vrnic-launch.XXXXXX)
-pb=''
-cleanup() {
-	[[ -n $pb ]] && kill "$pb" 2>/dev/null && wait "$pb" 2>/dev/null
-	stop_vrnic
-}
-trap cleanup EXIT
-trap "exit 130" INT TERM HUP
+VRNIC_KEEP=1 # the logs outlive the session
+session_begin launch
 build_all
 if ((guests == 2)); then
-	start_vrnic "$work" "rnic0,lid=1" "rnic1,lid=2"
-	say "logs in $work; guest B console: $work/guest-b.log"
-	mkdir -p "$work/b"
-	cat >"$work/b/run.sh" <<'JOB'
+	start_vrnic "rnic0,lid=1" "rnic1,lid=2"
+	say "logs in $WORK; guest B console: $WORK/b/console.log"
+	mkdir -p "$WORK/b"
+	cat >"$WORK/b/run.sh" <<'JOB'
 #!/bin/sh
 port=18515
 for tool in ib_write_bw ib_read_bw ib_send_bw ib_write_lat ib_read_lat ib_send_lat; do
@@ -47,14 +41,10 @@ for tool in ib_write_bw ib_read_bw ib_send_bw ib_write_lat ib_read_lat ib_send_l
 done
 wait
 JOB
-	"$REPO/qemu-config/run-guest.sh" --initrd "$E2E_IMAGE" --name guest-b --ip 169.254.100.2/24 \
-		--net-connect "$work/link.sock" --vrnic-socket "$work/rnic1.sock" --log "$work/guest-b.log" \
-		--job "$work/b" &
-	pb=$!
-	"$REPO/qemu-config/run-guest.sh" --initrd "$E2E_IMAGE" --name guest-a --ip 169.254.100.1/24 \
-		--net-listen "$work/link.sock" --vrnic-socket "$work/rnic0.sock"
+	guest_start b --link --dev rnic1
+	guest_run a --link --dev rnic0
 else
-	start_vrnic "$work" "rnic0,lid=1"
-	say "logs in $work"
-	"$REPO/qemu-config/run-guest.sh" --initrd "$E2E_IMAGE" --name guest-a --vrnic-socket "$work/rnic0.sock"
+	start_vrnic "rnic0,lid=1"
+	say "logs in $WORK"
+	guest_run a --dev rnic0
 fi

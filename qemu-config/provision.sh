@@ -109,6 +109,7 @@ provision_kernel() {
 
 check_version() { # check_version ROOT PACKAGE PREFIX
   local v
+  # shellcheck disable=SC2016 # a dpkg-query format, not a shell expansion
   v=$(chroot "$1" dpkg-query -W -f='${Version}' "$2")
   [[ $v == "$3"* ]] || die "$2 is $v in $DEBIAN_SUITE, pinned $3 (versions.env)"
 }
@@ -122,6 +123,7 @@ provision_guest() {
   else
     log "guest: building $CACHE/guest-root"
     new_root guest-root "deb $DEBIAN_MIRROR $DEBIAN_SUITE main"
+    # shellcheck disable=SC2086 # one package per word
     logged guest-install apt_in "$g" install $GUEST_PACKAGES
     check_version "$g" libibverbs1 "$RDMA_CORE_VERSION-"
     mkdir -p "$g/usr/lib/modules" "$g/opt/vrnic/modules" "$g/job"
@@ -159,6 +161,7 @@ provision_build() {
   lock "$BUILD_LOCK"
   new_root build-root "deb $DEBIAN_MIRROR $DEBIAN_SUITE main" "deb-src $DEBIAN_MIRROR $DEBIAN_SUITE main"
   # INITRD=No: the headers pull in the kernel image; its initramfs is never used here.
+  # shellcheck disable=SC2086 # one package per word
   logged build-install in_root "$b" env INITRD=No apt-get -y -q -o APT::Sandbox::User=root \
     --no-install-recommends install "linux-headers-$KERNEL_VERSION" $BUILD_PACKAGES
   mkdir -p "$b/src/rdma-core" "$b/vrnic"

@@ -13,7 +13,7 @@ set -euo pipefail
 src=$1; shift
 [[ -e $src ]] || die "no such job script: $src"
 job=$(mktemp -d /tmp/vrnic-job.XXXXXX)
-[[ -n ${VRNIC_KEEP_JOB:-} ]] && log "job directory: $job" || at_exit "rm -rf '$job'"
+if [[ -n ${VRNIC_KEEP_JOB:-} ]]; then log "job directory: $job"; else at_exit "rm -rf '$job'"; fi
 if [[ -d $src ]]; then cp -a "$src/." "$job/"; else cp "$src" "$job/run.sh"; fi
 [[ -f $job/run.sh ]] || die "$src has no run.sh"
 chmod +x "$job/run.sh"

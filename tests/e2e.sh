@@ -6,6 +6,7 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
+# shellcheck disable=SC2016 # $PORT and $PEER expand in the guest (tests/guest/suite.sh)
 PF='-F -p $PORT'  # perftest: ignore cpufreq warnings, per-test port
 BW_N='-n 2000'
 LAT_N='-n 1000'
@@ -48,37 +49,24 @@ for qn in 1:20000 16:2000 1000:64 4000:16; do
 	TESTS+=("ib_write_bw-4k-q$q|pair|$(bw_row 4096)|ib_write_bw -d vrnic0 -s 4096 -q $q -n $n $PF|ib_write_bw -d vrnic0 -s 4096 -q $q -n $n $PF \$PEER")
 done
 
-work=$(mktemp -d /tmp/vrnic-e2e.XXXXXX)
-trap 'stop_vrnic; [[ -n ${VRNIC_KEEP:-} ]] || rm -rf "$work"' EXIT
+session_begin e2e
 build_all
 # rnic2 runs with its own PCI device ID: the guest binds it through new_id, the provider
 # matches it by name.
-start_vrnic "$work" "rnic0,lid=1" "rnic1,lid=2" "rnic2,lid=3,device=0x7653"
+start_vrnic "rnic0,lid=1" "rnic1,lid=2" "rnic2,lid=3,device=0x7653"
+for g in a b; do printf '%s\n' "${TESTS[@]}" | cut -d'|' -f1,2,4,5 | suite_job "$g"; done
+echo "1234 7653" >"$WORK/a/new_id"
 
-for g in a b; do
-	mkdir -p "$work/$g"
-	cp "$REPO/tests/guest/suite.sh" "$work/$g/run.sh"
-	echo "$g" >"$work/$g/role"
-	echo 169.254.100.2 >"$work/$g/peer"
-	[[ $g == b ]] || echo "1234 7653" >"$work/$g/new_id"
-	printf '%s\n' "${TESTS[@]}" | cut -d'|' -f1,2,4,5 >"$work/$g/tests"
-done
 say "booting guests A and B; ${#TESTS[@]} tests"
-guest() { "$REPO/qemu-config/run-guest.sh" --initrd "$E2E_IMAGE" --timeout 3000 --mem 2G "$@"; }
-guest --name guest-a --ip 169.254.100.1/24 --net-listen "$work/link.sock" --job "$work/a" \
-	--vrnic-socket "$work/rnic0.sock" --vrnic-socket "$work/rnic2.sock" --log "$work/a/console.log" &
-pa=$!
-guest --name guest-b --ip 169.254.100.2/24 --net-connect "$work/link.sock" --job "$work/b" \
-	--vrnic-socket "$work/rnic1.sock" --log "$work/b/console.log" &
-pb=$!
-wait $pa || say "guest A exited with $?"
-wait $pb || say "guest B exited with $?"
+guest_start a --link --dev rnic0 --dev rnic2 --timeout 3000
+guest_start b --link --dev rnic1 --timeout 3000
+guests_wait || true
 
 pass=0 fail=0
 for t in "${TESTS[@]}"; do
 	IFS='|' read -r name where checks server client <<<"$t"
-	res_c=$work/a/results/$name.client
-	res_s=$work/$([[ $where == pair ]] && echo b || echo a)/results/$name.server
+	res_c=$WORK/a/results/$name.client
+	res_s=$WORK/$([[ $where == pair ]] && echo b || echo a)/results/$name.server
 	why=''
 	if [[ ! -f $res_c.rc ]]; then
 		why="did not run (see the guests' consoles)"
@@ -106,10 +94,6 @@ for t in "${TESTS[@]}"; do
 		fi
 	fi
 done
-if ((fail > 0)); then
-	say "guest A console tail:"; tail -n 20 "$work/a/console.log" >&2 || true
-	say "guest B console tail:"; tail -n 20 "$work/b/console.log" >&2 || true
-	say "vrnic log tail:"; tail -n 30 "$work/vrnic.log" >&2 || true
-fi
+((fail == 0)) || show_tails
 echo "e2e: $pass passed, $fail failed"
 ((fail == 0))

@@ -1,47 +1,178 @@
-# Shared by the end-to-end scripts: build everything the guests need, start vrnic, boot guests.
+# The one "boot guests on vrnic" helper, sourced by every script that boots guests
+# (tests/demo.sh, tests/e2e.sh, guest-driver/kernel/tests/guest-smoke.sh,
+# qemu-config/launch.sh, qemu-config/selftest.sh):
+#   session_begin NAME        work directory $WORK; guests and vrnic are torn down at exit
+#   build_all [PROFILE [IMAGE OVERLAY]]   provision, build vrnic, vrnic.ko, the provider, pack
+#   start_vrnic SPEC...       one `vrnic serve` process, one device per SPEC (NAME,opts)
+#   guest_start ROLE [OPT]... boot a guest in the background (guest_run: in the foreground)
+#   guests_wait               wait for the guests started; GUEST_RC[ROLE] holds their status
+#   show_tails                guest consoles and vrnic's log, for a failure report
+# Roles a and b started with --link are the two linked guests: a virtio-net point-to-point
+# link ($WORK/link.sock), a = 169.254.100.1 (listens), b = 169.254.100.2 (connects).
 # shellcheck shell=bash
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CACHE=${VRNIC_CACHE:-/var/cache/vrnic}
 E2E_IMAGE=$CACHE/e2e.cpio
+GUEST_IMAGE=$E2E_IMAGE # what guest_start boots; build_all sets it
+TARGET_DIR=${CARGO_TARGET_DIR:-$REPO/target}
+[[ $TARGET_DIR == /* ]] || TARGET_DIR=$REPO/$TARGET_DIR
+VRNIC_BIN=$TARGET_DIR/release/vrnic
+LINK_A_IP=169.254.100.1
+LINK_B_IP=169.254.100.2
+WORK=''
+VRNIC_PID=''
+GUEST_ROLES=()
+declare -gA GUEST_PID=() GUEST_RC=()
 
 say() { printf '[e2e %s] %s\n' "$(date +%T)" "$*" >&2; }
 
-# Builds vrnic, the kernel module and the provider, and packs them into $E2E_IMAGE.
+# session_begin NAME: creates WORK=/tmp/vrnic-NAME.XXXXXX. At exit (also on Ctrl-C or
+# SIGTERM) the guests still running and vrnic are stopped and WORK is removed, unless
+# VRNIC_KEEP is set.
+session_begin() {
+	WORK=$(mktemp -d "/tmp/vrnic-$1.XXXXXX")
+	trap session_end EXIT
+	trap 'exit 130' INT
+	trap 'exit 143' TERM HUP
+}
+
+session_end() {
+	local role
+	for role in "${!GUEST_PID[@]}"; do
+		# Each background guest leads its own process group (run-guest.sh, timeout, QEMU).
+		kill -- "-${GUEST_PID[$role]}" 2>/dev/null || true
+		wait "${GUEST_PID[$role]}" 2>/dev/null || true
+	done
+	stop_vrnic
+	[[ -n $WORK ]] || return 0
+	if [[ -n ${VRNIC_KEEP:-} ]]; then say "kept $WORK"; else rm -rf "$WORK"; fi
+}
+
+# build_all [PROFILE [IMAGE OVERLAY]]: provisions the cache, builds vrnic (PROFILE release
+# or debug), vrnic.ko and the rdma-core provider (into the directory OVERLAY) and packs them
+# into the guest image IMAGE (default: the shared $E2E_IMAGE), which guest_start then boots.
 build_all() {
+	local profile=${1:-release} image=${2:-$E2E_IMAGE} overlay=${3:-$CACHE/e2e-provider}
+	local flags=()
+	[[ $profile == debug ]] || flags=(--release)
 	bash "$REPO/qemu-config/provision.sh" all
-	say "building vrnic"
-	(cd "$REPO" && cargo build --release -q -p vrnic)
+	say "building vrnic ($profile)"
+	(cd "$REPO" && cargo build -q "${flags[@]}" -p vrnic --bin vrnic)
+	VRNIC_BIN=$TARGET_DIR/$profile/vrnic
 	say "building vrnic.ko"
 	bash "$REPO/guest-driver/kernel/build.sh" >/dev/null
 	say "building the rdma-core provider"
-	local out=$CACHE/e2e-provider
-	bash "$REPO/guest-driver/provider/build.sh" "$out" >/dev/null
-	bash "$REPO/qemu-config/pack-guest.sh" --output "$E2E_IMAGE" --overlay "$out" \
+	bash "$REPO/guest-driver/provider/build.sh" "$overlay" >/dev/null
+	bash "$REPO/qemu-config/pack-guest.sh" --output "$image" --overlay "$overlay" \
 		--add "$REPO/guest-driver/kernel/vrnic.ko:/opt/vrnic/modules/"
+	GUEST_IMAGE=$image
 }
 
-# start_vrnic DIR SPEC...: serves one device per SPEC (NAME,lid=N) on DIR/NAME.sock.
+# start_vrnic SPEC...: one `vrnic serve` serving a device per SPEC (NAME,lid=N,...) on
+# $WORK/NAME.sock, logging to $WORK/vrnic.log; returns once every socket listens.
 start_vrnic() {
-	local dir=$1 args=() spec
-	shift
+	local args=() spec n
 	for spec in "$@"; do
-		args+=(--device "${spec%%,*},socket=$dir/${spec%%,*}.sock,${spec#*,}")
+		args+=(--device "${spec%%,*},socket=$WORK/${spec%%,*}.sock,${spec#*,}")
 	done
 	# shellcheck disable=SC2086 # VRNIC_SERVE_ARGS: extra options, e.g. --poll-idle-us 0
-	RUST_LOG=${RUST_LOG:-info} "$REPO/target/release/vrnic" serve "${args[@]}" ${VRNIC_SERVE_ARGS:-} >"$dir/vrnic.log" 2>&1 &
+	RUST_LOG=${RUST_LOG:-info} "$VRNIC_BIN" serve "${args[@]}" ${VRNIC_SERVE_ARGS:-} >"$WORK/vrnic.log" 2>&1 &
 	VRNIC_PID=$!
 	for spec in "$@"; do
-		local n=0
-		until [[ -S $dir/${spec%%,*}.sock ]]; do
-			((n++ < 100)) || { cat "$dir/vrnic.log" >&2; return 1; }
+		n=0
+		until [[ -S $WORK/${spec%%,*}.sock ]]; do
+			((n++ < 100)) || { cat "$WORK/vrnic.log" >&2; return 1; }
 			sleep 0.1
 		done
 	done
 }
 
+# stop_vrnic [SIGNAL]: stops vrnic (SIGTERM, or SIGNAL) and reaps it.
 stop_vrnic() {
-	[[ -n ${VRNIC_PID:-} ]] || return 0
-	kill "$VRNIC_PID" 2>/dev/null || true
+	[[ -n $VRNIC_PID ]] || return 0
+	kill "-${1:-TERM}" "$VRNIC_PID" 2>/dev/null || true
 	wait "$VRNIC_PID" 2>/dev/null || true
-	VRNIC_PID=
+	VRNIC_PID=''
+}
+
+# guest_args ROLE [--link] [--dev NAME]... [run-guest.sh option]...: GUEST_ARGS for guest-ROLE.
+# --dev NAME attaches the device start_vrnic serves as NAME; $WORK/ROLE is the guest's job
+# directory when it holds run.sh. The options (after $VRNIC_GUEST_ARGS, e.g. --smp 1) come
+# last, so they override the defaults.
+guest_args() {
+	local role=$1
+	shift
+	GUEST_ARGS=(--initrd "$GUEST_IMAGE" --name "guest-$role" --mem 2G)
+	if [[ ${1:-} == --link ]]; then
+		shift
+		case $role in
+		a) GUEST_ARGS+=(--ip "$LINK_A_IP/24" --net-listen "$WORK/link.sock") ;;
+		b) GUEST_ARGS+=(--ip "$LINK_B_IP/24" --net-connect "$WORK/link.sock") ;;
+		*) say "guest_args: only roles a and b are linked, not '$role'"; return 2 ;;
+		esac
+	fi
+	while [[ ${1:-} == --dev ]]; do
+		GUEST_ARGS+=(--vrnic-socket "$WORK/${2:?--dev NAME}.sock")
+		shift 2
+	done
+	[[ ! -f $WORK/$role/run.sh ]] || GUEST_ARGS+=(--job "$WORK/$role")
+	# shellcheck disable=SC2206 # VRNIC_GUEST_ARGS: extra run-guest.sh options, split on spaces
+	GUEST_ARGS+=(${VRNIC_GUEST_ARGS:-} "$@")
+}
+
+# guest_start ROLE [OPTION]...: boots guest-ROLE in the background (options as guest_args),
+# its console in $WORK/ROLE/console.log.
+guest_start() {
+	local role=$1
+	shift
+	guest_args "$role" "$@"
+	mkdir -p "$WORK/$role"
+	setsid -w "$REPO/qemu-config/run-guest.sh" "${GUEST_ARGS[@]}" --log "$WORK/$role/console.log" &
+	GUEST_PID[$role]=$!
+	GUEST_ROLES+=("$role")
+}
+
+# guest_run ROLE [OPTION]...: boots guest-ROLE on this terminal and returns when it ends.
+guest_run() {
+	local role=$1
+	shift
+	guest_args "$role" "$@"
+	"$REPO/qemu-config/run-guest.sh" "${GUEST_ARGS[@]}"
+}
+
+guest_running() { [[ -n ${GUEST_PID[$1]:-} ]] && kill -0 "${GUEST_PID[$1]}" 2>/dev/null; }
+
+# guests_wait: waits for every guest started; GUEST_RC[ROLE] is run-guest.sh's status
+# (0: powered off, 124: timeout). Returns 1, naming them, if any did not power off.
+guests_wait() {
+	local role rc=0
+	for role in "${GUEST_ROLES[@]}"; do
+		[[ -n ${GUEST_PID[$role]:-} ]] || continue
+		GUEST_RC[$role]=0
+		wait "${GUEST_PID[$role]}" || GUEST_RC[$role]=$?
+		unset "GUEST_PID[$role]"
+		((GUEST_RC[$role] == 0)) || { say "guest $role exited with ${GUEST_RC[$role]}"; rc=1; }
+	done
+	return $rc
+}
+
+# show_tails: the end of every guest's console and of vrnic's log, on stderr.
+show_tails() {
+	local role
+	for role in "${GUEST_ROLES[@]}"; do
+		say "guest $role console tail:"
+		tail -n 20 "$WORK/$role/console.log" >&2 || true
+	done
+	say "vrnic log tail:"
+	tail -n 30 "$WORK/vrnic.log" >&2 || true
+}
+
+# suite_job ROLE: makes $WORK/ROLE the job directory of tests/guest/suite.sh in guest-ROLE,
+# with the test list read from stdin (tests/guest/suite.sh tells its format).
+suite_job() {
+	mkdir -p "$WORK/$1"
+	cp "$REPO/tests/guest/suite.sh" "$WORK/$1/run.sh"
+	echo "$1" >"$WORK/$1/role"
+	echo "$LINK_B_IP" >"$WORK/$1/peer"
+	cat >"$WORK/$1/tests"
 }

@@ -16,7 +16,13 @@ make -s check
 step "provisioning QEMU and the guest image"
 bash qemu-config/provision.sh all
 
+step "rdma-core provider unit test (fake device, no kernel)"
+overlay=$(mktemp -d /tmp/vrnic-provider-test.XXXXXX)
+trap 'rm -rf "$overlay"' EXIT
+bash guest-driver/provider/build.sh --test "$overlay"
+
 step "unit, harness and QEMU device tests"
+unset VRNIC_SKIP_QEMU_TESTS # provisioned above: the QEMU device test always runs here
 cargo test --workspace --release
 
 step "kernel driver in a guest: probe, loopback verbs, rmmod with resources open"

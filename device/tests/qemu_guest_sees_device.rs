@@ -1,33 +1,54 @@
 //! Boots a real QEMU guest (TCG) attached to a `vrnic serve` device and checks, from inside
 //! the guest, that it sees the PCI device the hw-spec describes.
 //!
-//! Needs QEMU with vfio-user-pci and the guest image (`qemu-config/provision.sh`). Under
-//! CI=true a missing piece is a failure; elsewhere the test is skipped with a message when
-//! provisioning fails.
+//! Needs QEMU with vfio-user-pci and the guest image. The test provisions them itself
+//! (`qemu-config/provision.sh qemu kernel guest`: as root, cached after the first run; `make
+//! test` has provisioned before cargo test runs). When provisioning fails the test fails and
+//! says how to provision. Setting `VRNIC_SKIP_QEMU_TESTS=1` opts out: the test then checks
+//! nothing and says on stderr that it did not run.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// The opt-out: set (to anything but empty or 0), the test does not run.
+const OPT_OUT: &str = "VRNIC_SKIP_QEMU_TESTS";
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// Provisions (cached after the first run). Returns false if the test must be skipped.
-fn provisioned() -> bool {
-    let ok = Command::new("bash")
-        .arg(repo().join("qemu-config/provision.sh"))
-        .args(["qemu", "kernel", "guest"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI=true: QEMU and the guest image must be provisioned"
+/// True, after saying so, when the opt-out is set. Written to the real stderr, not through
+/// the test harness's capture, so that the notice shows although the test reports "ok".
+fn opted_out(test: &str) -> bool {
+    let set = std::env::var_os(OPT_OUT).is_some_and(|v| !v.is_empty() && v != "0");
+    if set {
+        let _ = writeln!(
+            std::io::stderr(),
+            "NOT RUN: {test}: {OPT_OUT} is set, so no guest was booted and nothing was checked"
         );
-        eprintln!("SKIPPED: qemu-config/provision.sh failed, so no guest can boot here");
     }
-    ok
+    set
+}
+
+/// Provisions QEMU, the guest kernel and the guest image (cached after the first run), or
+/// fails the test saying how to provision.
+fn provision() {
+    let script = repo().join("qemu-config/provision.sh");
+    let status = Command::new("bash")
+        .arg(&script)
+        .args(["qemu", "kernel", "guest"])
+        .status();
+    match status {
+        Ok(s) if s.success() => {}
+        other => panic!(
+            "no QEMU guest can boot here: `{} qemu kernel guest` failed ({other:?}). \
+             Provision as root with `make provision` (network access needed once; cached in \
+             /var/cache/vrnic), or set {OPT_OUT}=1 to skip this test (it then checks nothing).",
+            script.display()
+        ),
+    }
 }
 
 struct Device(Child);
@@ -77,9 +98,10 @@ done
 
 #[test]
 fn guest_sees_pci_ids_class_bars_and_msix() {
-    if !provisioned() {
+    if opted_out("guest_sees_pci_ids_class_bars_and_msix") {
         return;
     }
+    provision();
     let dir = std::env::temp_dir().join(format!("vrnic-qemu-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let socket = dir.join("guest0.sock");

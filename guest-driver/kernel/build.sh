@@ -9,6 +9,7 @@ repo=$(cd "$here/../.." && pwd)
 # in-build-root.sh runs the command in /vrnic/<path of the current directory>
 # and exports VRNIC_KVER, the pinned kernel version.
 cd "$here"
+# shellcheck disable=SC2016 # $VRNIC_KVER and "$@" expand inside the build root
 "$repo/qemu-config/in-build-root.sh" \
   sh -c 'exec make KDIR="/usr/lib/modules/$VRNIC_KVER/build" "$@"' make "$@"
 

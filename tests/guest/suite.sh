@@ -35,7 +35,7 @@ echo "devices: $(ibv_devices 2>&1 | tr '\n' ' ')"
 while IFS='|' read -r name where server cmd; do
 	[ -n "$name" ] || continue
 	port=$((port + 1))
-	export PORT=$port PEER=$peer
+	export PORT="$port" PEER="$peer"
 	echo "== $name ($where)"
 	case "$where/$role" in
 	pair/b) run "$name" server "$server" ;;

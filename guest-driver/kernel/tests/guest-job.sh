@@ -1,0 +1,169 @@
+#!/bin/sh
+# The guest half of guest-smoke.sh, run in the guest as /job/run.sh: prints one line per
+# step ("result NAME STATUS" and the facts the host checks); guest-smoke.sh judges them.
+# Near the end it writes /job/kill-device and waits for the host's /job/device-killed.
+loop() { # loop NAME TOOL ARGS...: server and client on 127.0.0.1
+  name=$1
+  shift
+  timeout 300 "$@" >/tmp/server.log 2>&1 &
+  sleep 2
+  timeout 300 "$@" 127.0.0.1 >/tmp/client.log 2>&1
+  rc=$?
+  wait
+  echo "result $name $rc"
+  tail -n 4 /tmp/client.log
+}
+wait_qp_init() { # up to 15 s for a QP in INIT (a held ibv_rc_pingpong server)
+  n=0
+  while [ $n -lt 15 ]; do
+    sleep 1
+    rdma res show qp 2>/dev/null | grep -q "type RC state INIT" && return 0
+    n=$((n + 1))
+  done
+  return 1
+}
+flr() { echo 1 >"/sys/bus/pci/devices/$1/reset"; }
+echo "ports $(ls /sys/class/infiniband)"
+p=/sys/class/infiniband/vrnic0/ports/1
+echo "port state=$(cat $p/state) lid=$(cat $p/lid) link_layer=$(cat $p/link_layer) pkey=$(cat $p/pkeys/0)"
+ibv_devinfo -v | grep -E "vendor_part_id|max_qp_wr|max_cqe|active_mtu"
+loop write_bw ib_write_bw -d vrnic0 -n 200 -s 65536
+loop send_bw ib_send_bw -d vrnic0 -n 200
+loop read_bw ib_read_bw -d vrnic0 -n 200
+loop write_bw_sweep_2qp ib_write_bw -d vrnic0 -a -n 10 -q 2
+# 2 x 3000 completion events on 2048-entry completion EQs: the EQ phase wraps.
+loop send_lat_events ib_send_lat -d vrnic0 -n 3000 -e
+grep vrnic /proc/interrupts
+loop rc_pingpong_events ibv_rc_pingpong -d vrnic0 -e -n 50
+
+# IRQ synchronisation per EQ: destroying a CQ waits for its completion EQ's vector and the
+# async EQ's (vrnic-ctrl), destroying a QP for the async EQ's only, never for another
+# vector. A kprobe on synchronize_irq() records the IRQ numbers while two ibv_rc_pingpong
+# (QPs and CQs on completion vector 0, vrnic-comp0) run and exit.
+irq_of() { grep -E "vrnic-$1@" /proc/interrupts | cut -d: -f1 | tr -d ' '; }
+syncs_of() { [ -n "$1" ] && grep -c "vrnic_sync: .* irq=$1\$" /tmp/syncs.log; }
+tr=/sys/kernel/tracing
+[ -d $tr/events ] || mount -t tracefs nodev $tr
+echo 'p:vrnic_sync synchronize_irq irq=%di:u32' >$tr/kprobe_events
+echo >$tr/trace
+echo 1 >$tr/events/kprobes/vrnic_sync/enable
+loop rc_pingpong_irq_sync ibv_rc_pingpong -d vrnic0 -n 5
+echo 0 >$tr/events/kprobes/vrnic_sync/enable
+cat $tr/trace >/tmp/syncs.log
+echo >$tr/kprobe_events
+ctrl=$(irq_of ctrl) comp0=$(irq_of comp0) comp1=$(irq_of comp1)
+echo "irq-sync ctrl=$(syncs_of "$ctrl") comp0=$(syncs_of "$comp0") comp1=$(syncs_of "$comp1") irqs $ctrl $comp0 $comp1"
+
+ibv_rc_pingpong -d vrnic0 >/tmp/held.log 2>&1 &
+pid=$!
+wait_qp_init
+rdma res show qp
+rdma res show
+rmmod vrnic
+echo "result rmmod-held $?"
+echo "after rmmod: [$(ls /sys/class/infiniband)]"
+kill $pid 2>/dev/null
+wait
+insmod /opt/vrnic/modules/vrnic.ko
+echo "result reload $?"
+loop send_bw_after_reload ib_send_bw -d vrnic0 -n 50
+
+# Function level reset through sysfs while a process holds PD/MR/CQ/QP and mmaps and
+# another watches async events: the driver unregisters (disassociating both), the PCI
+# core sets DevCtl "Initiate FLR", and the driver brings the device back as vrnic0.
+bdf=$(basename "$(readlink -f /sys/class/infiniband/vrnic0/device)")
+echo "reset_method $(cat "/sys/bus/pci/devices/$bdf/reset_method")"
+timeout 120 ibv_rc_pingpong -d vrnic0 >/tmp/held.log 2>&1 &
+pid=$!
+timeout 120 ibv_asyncwatch -d vrnic0 >/tmp/async.log 2>&1 &
+apid=$!
+wait_qp_init
+rdma res show
+flr "$bdf"
+echo "result flr $?"
+echo "after flr: $(rdma res show)"
+sleep 1
+echo "async after flr: $(grep -o 'IBV_EVENT_[A-Z_]*' /tmp/async.log | tr '\n' ' ')"
+kill $apid 2>/dev/null
+# The held server is blocked in accept(); a client makes it modify its QP, which must
+# fail at once (its context is gone) so that it exits instead of hanging.
+timeout 30 ibv_rc_pingpong -d vrnic0 127.0.0.1 >/tmp/client.log 2>&1
+wait $pid
+echo "result held-after-flr $?"
+cat /tmp/held.log
+wait
+ibv_devinfo -d vrnic0 | grep -E "hca_id|state" | tr -s '\t' ' ' | sed 's/^/devinfo after flr:/'
+loop write_bw_after_flr ib_write_bw -d vrnic0 -n 200 -s 65536
+rmmod vrnic
+echo "result rmmod $?"
+echo "dmesg-problems $(dmesg | grep -ciE 'WARNING|BUG:|Call Trace|vrnic [0-9a-f]{4}:.*(failed|leak|timed out)')"
+dmesg | grep -iE 'vrnic|WARNING|BUG:|Call Trace' | tail -n 20
+
+# The device dies under us: the host kills `vrnic serve` (SIGKILL) while a process holds
+# PD/MR/CQ/QP and mmaps (ibv_rc_pingpong server in accept()), an ib_write_bw server waits
+# for its client and ibv_asyncwatch listens. QEMU does not reconnect: register reads return
+# all ones, writes are dropped. Every step below is bounded (a hang shows as rc 124).
+gone() { # gone PID SECS: 0 once PID has exited (reaped or not), 124 if still there
+  n=0
+  while [ -d "/proc/$1" ] && ! grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null; do
+    n=$((n + 1))
+    [ $n -gt $(($2 * 5)) ] && return 124
+    sleep 0.2
+  done
+  return 0
+}
+bounded() { # bounded SECS CMD...: run CMD in the background; its status, or 124 if it hangs
+  secs=$1
+  shift
+  "$@" &
+  bpid=$!
+  gone $bpid "$secs" || { echo "still running after ${secs}s: $*"; return 124; }
+  wait $bpid
+}
+insmod /opt/vrnic/modules/vrnic.ko
+echo "result reload-before-kill $?"
+ibv_rc_pingpong -d vrnic0 >/tmp/held.log 2>&1 &
+hpid=$!
+ib_write_bw -d vrnic0 -n 100 >/tmp/bw_server.log 2>&1 &
+spid=$!
+ibv_asyncwatch -d vrnic0 >/tmp/async.log 2>&1 &
+apid=$!
+wait_qp_init
+sleep 1
+rdma res show
+dmesg >/tmp/dmesg.before
+touch /job/kill-device
+n=0
+while [ ! -f /job/device-killed ] && [ $n -lt 120 ]; do sleep 0.5; n=$((n + 1)); done
+echo "host killed the device: $(cat /job/device-killed 2>/dev/null)"
+s=$(date +%s)
+bounded 60 timeout -s KILL 50 ibv_devinfo -d vrnic0 >/tmp/devinfo.log 2>&1
+echo "result devinfo-after-kill $? ($(($(date +%s) - s))s)"
+head -n 5 /tmp/devinfo.log
+bounded 60 timeout -s KILL 50 ibv_rc_pingpong -d vrnic0 127.0.0.1 >/tmp/client.log 2>&1
+echo "result client-after-kill $?"
+# A new client cannot open the device, so the held server (in accept()) gets a hand-made
+# peer address (lid:qpn:psn:gid, 52 bytes with the NUL): its QP modify on the dead device
+# must fail at once, and it exits.
+printf '0007:000001:000001:00000000000000000000000000000000\000' |
+  timeout 10 busybox nc 127.0.0.1 18515 >/dev/null 2>&1
+gone $hpid 30
+echo "result held-exits-after-kill $?"
+cat /tmp/held.log
+kill $spid 2>/dev/null
+gone $spid 30
+echo "result bw-server-exits-after-kill $?"
+kill -9 $spid 2>/dev/null
+kill $apid 2>/dev/null
+gone $apid 30
+echo "async after kill: $(grep -o 'IBV_EVENT_[A-Z_]*' /tmp/async.log | tr '\n' ' ')"
+kill -9 $hpid $apid 2>/dev/null
+bounded 60 rmmod vrnic
+echo "result rmmod-after-kill $?"
+echo "after rmmod-after-kill: [$(ls /sys/class/infiniband)]"
+dmesg >/tmp/dmesg.after
+diff /tmp/dmesg.before /tmp/dmesg.after | sed -n 's/^> //p' >/tmp/dmesg.new
+tail -n 30 /tmp/dmesg.new
+echo "dead-declared $(grep -c 'vrnic .*resetting the device' /tmp/dmesg.new)"
+echo "dead-reset-gone $(grep -c 'vrnic .*reset (.*): the device is gone' /tmp/dmesg.new)"
+echo "dead-dmesg-problems $(grep -ciE 'WARNING|BUG:|Call Trace|Oops|blocked for more than|hung_task' /tmp/dmesg.new)"
