@@ -6,10 +6,13 @@
 # Usage: selftest.sh       Ends with "N passed, N failed"; exit 0 when all passed.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
+# The two linked guests come from the helper the vrnic scripts use (no vrnic here).
+. "$QC_DIR/../tests/lib.sh"
 
 "$QC_DIR/provision.sh" qemu guest
-tmp=$(mktemp -d /tmp/vrnic-selftest.XXXXXX)
-at_exit "rm -rf '$tmp'"
+session_begin selftest # replaces lib.sh's exit hooks: this script mounts nothing
+tmp=$WORK
+GUEST_IMAGE=$GUEST_CPIO
 pass=0 fail=0
 result() { if "${@:2}"; then pass=$((pass + 1)); log "PASS $1"; else fail=$((fail + 1)); log "FAIL $1"; fi; }
 
@@ -30,7 +33,8 @@ result "guest runs kernel $KERNEL_VERSION" grep -qx "$KERNEL_VERSION" "$tmp/smok
 result "9p job share visible in lspci" grep -q 'Virtio filesystem' "$tmp/smoke.out"
 
 # --- 2: two guests on a point-to-point link
-cat >"$tmp/a.sh" <<'EOF'
+mkdir -p "$tmp/a" "$tmp/b"
+cat >"$tmp/a/run.sh" <<'EOF'
 #!/bin/sh
 n=0; until busybox ping -c 1 -W 1 169.254.100.2 >/dev/null 2>&1; do
   n=$((n + 1)); [ $n -lt 120 ] || { echo "peer never answered"; exit 2; }; done
@@ -38,7 +42,7 @@ busybox ping -c 3 169.254.100.2 || exit 3
 busybox timeout 60 busybox nc -l -p 18515 >/tmp/got || exit 4
 echo "received: $(cat /tmp/got)"; grep -q hello-from-b /tmp/got
 EOF
-cat >"$tmp/b.sh" <<'EOF'
+cat >"$tmp/b/run.sh" <<'EOF'
 #!/bin/sh
 n=0; until busybox ping -c 1 -W 1 169.254.100.1 >/dev/null 2>&1; do
   n=$((n + 1)); [ $n -lt 120 ] || { echo "peer never answered"; exit 2; }; done
@@ -47,17 +51,14 @@ n=0; until echo hello-from-b | busybox nc -w 2 169.254.100.1 18515; do
   n=$((n + 1)); [ $n -lt 60 ] || exit 4; sleep 1; done
 echo "sent hello-from-b"
 EOF
-sock=$tmp/link.sock ra=0 rb=0
-"$QC_DIR/run-job.sh" "$tmp/a.sh" --name guest-a --ip 169.254.100.1/24 --net-listen "$sock" >"$tmp/a.out" 2>&1 &
-pa=$!
-"$QC_DIR/run-job.sh" "$tmp/b.sh" --name guest-b --ip 169.254.100.2/24 --net-connect "$sock" >"$tmp/b.out" 2>&1 &
-pb=$!
-wait $pa || ra=$?
-wait $pb || rb=$?
-sed 's/^/[guest-a] /' "$tmp/a.out"
-sed 's/^/[guest-b] /' "$tmp/b.out"
-result "guest-a pinged guest-b and got a TCP line" [ $ra = 0 ]
-result "guest-b pinged guest-a and sent a TCP line" [ $rb = 0 ]
+chmod +x "$tmp/a/run.sh" "$tmp/b/run.sh"
+guest_start a --link --timeout 600
+guest_start b --link --timeout 600
+guests_wait || show_tails
+sed 's/^/[guest-a] /' "$tmp/a/output.log" || true
+sed 's/^/[guest-b] /' "$tmp/b/output.log" || true
+result "guest-a pinged guest-b and got a TCP line" [ "$(cat "$tmp/a/exit_code" 2>/dev/null)" = 0 ]
+result "guest-b pinged guest-a and sent a TCP line" [ "$(cat "$tmp/b/exit_code" 2>/dev/null)" = 0 ]
 
 echo "qemu-config selftest: $pass passed, $fail failed"
 ((fail == 0))
