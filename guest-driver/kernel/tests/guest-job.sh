@@ -42,15 +42,15 @@ loop rc_pingpong_events ibv_rc_pingpong -d vrnic0 -e -n 50
 # (QPs and CQs on completion vector 0, vrnic-comp0) run and exit.
 irq_of() { grep -E "vrnic-$1@" /proc/interrupts | cut -d: -f1 | tr -d ' '; }
 syncs_of() { [ -n "$1" ] && grep -c "vrnic_sync: .* irq=$1\$" /tmp/syncs.log; }
-tr=/sys/kernel/tracing
-[ -d $tr/events ] || mount -t tracefs nodev $tr
-echo 'p:vrnic_sync synchronize_irq irq=%di:u32' >$tr/kprobe_events
-echo >$tr/trace
-echo 1 >$tr/events/kprobes/vrnic_sync/enable
+tracing=/sys/kernel/tracing
+[ -d $tracing/events ] || mount -t tracefs nodev $tracing
+echo 'p:vrnic_sync synchronize_irq irq=%di:u32' >$tracing/kprobe_events
+echo >$tracing/trace
+echo 1 >$tracing/events/kprobes/vrnic_sync/enable
 loop rc_pingpong_irq_sync ibv_rc_pingpong -d vrnic0 -n 5
-echo 0 >$tr/events/kprobes/vrnic_sync/enable
-cat $tr/trace >/tmp/syncs.log
-echo >$tr/kprobe_events
+echo 0 >$tracing/events/kprobes/vrnic_sync/enable
+cat $tracing/trace >/tmp/syncs.log
+echo >$tracing/kprobe_events
 ctrl=$(irq_of ctrl) comp0=$(irq_of comp0) comp1=$(irq_of comp1)
 echo "irq-sync ctrl=$(syncs_of "$ctrl") comp0=$(syncs_of "$comp0") comp1=$(syncs_of "$comp1") irqs $ctrl $comp0 $comp1"
 
