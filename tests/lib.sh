@@ -127,8 +127,13 @@ guest_start() {
 	shift
 	guest_args "$role" "$@"
 	mkdir -p "$WORK/$role"
-	setsid -w "$REPO/qemu-config/run-guest.sh" "${GUEST_ARGS[@]}" --log "$WORK/$role/console.log" &
+	# Job control on for this one job: the guest gets its own process group (for
+	# session_end), in the same session: setsid would also put it in its own scheduler
+	# autogroup and change how the guests and vrnic share the CPUs.
+	set -m
+	"$REPO/qemu-config/run-guest.sh" "${GUEST_ARGS[@]}" --log "$WORK/$role/console.log" &
 	GUEST_PID[$role]=$!
+	set +m
 	GUEST_ROLES+=("$role")
 }
 
