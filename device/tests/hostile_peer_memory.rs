@@ -84,7 +84,7 @@ fn sealable_memfd_is_sealed_by_the_device_which_then_writes_it_safely() {
     let truncate = file.set_len(0).unwrap_err();
 
     assert_eq!(truncate.raw_os_error(), Some(libc::EPERM), "{truncate}");
-    assert_ne!(seals_of(file.as_raw_fd()) & libc::F_SEAL_SHRINK, 0);
+    assert_ne!(seals_of(&file) & libc::F_SEAL_SHRINK, 0);
     let cmd = cmd_query(AqOpcode::QueryDevice, EXTRA_GPA, DeviceAttr::SIZE as u32, 0);
     d.admin(&cmd).ok();
     let written: DeviceAttr = d.mem.read_obj(EXTRA_GPA);
@@ -100,7 +100,7 @@ fn qemu_sealed_guest_ram_is_accepted_with_its_seals_unchanged() {
 
     assert_ne!(attr.max_qp.to_native(), 0);
     assert_eq!(
-        seals_of(d.mem.ram_fd()),
+        seals_of(d.mem.ram_file()),
         libc::F_SEAL_GROW | libc::F_SEAL_SHRINK | libc::F_SEAL_SEAL
     );
 }
