@@ -4,8 +4,7 @@
 
 mod harness;
 
-use std::fs::File;
-use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::fd::AsRawFd;
 
 use harness::memory::{memfd_sealed, seals_of, Sealing, PAGE};
 use harness::pair::{loopback_sides, transfer_and_verify, Ends};
@@ -41,11 +40,7 @@ fn dma_map_of_memory_that_could_shrink_is_refused_with_eperm() {
     let unsealable = memfd_sealed(c"vrnic-seal-off", PAGE, Sealing::Unsealable);
     let regular = vmm_sys_util::tempfile::TempFile::new().unwrap();
     regular.as_file().set_len(PAGE).unwrap();
-    let mut pipe = [0; 2];
-    // SAFETY: pipe writes two descriptors into the array; the result is checked.
-    assert_eq!(unsafe { libc::pipe(pipe.as_mut_ptr()) }, 0);
-    // SAFETY: both descriptors were just created and nothing else owns them.
-    let pipe = unsafe { [File::from_raw_fd(pipe[0]), File::from_raw_fd(pipe[1])] };
+    let pipe = pipe();
 
     for (what, fd) in [
         ("memfd without sealing (seal=off)", unsealable.as_raw_fd()),

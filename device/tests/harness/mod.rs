@@ -21,7 +21,7 @@
 //! - `pair`: two connected QPs, on two devices or on one (loopback), for data-path tests.
 //!
 //! Every wait has a deadline (`TIMEOUT`): a broken device fails a test, never hangs it.
-#![allow(dead_code, unused_imports)]
+#![allow(dead_code, unused_imports, unused_macros)]
 
 pub mod commands;
 pub mod devices;
@@ -36,9 +36,12 @@ pub use commands::*;
 pub use devices::TestDevices;
 pub use driver::{AdminResult, FakeDriver};
 pub use memory::GuestMemory;
+pub(crate) use pair::on_both_topologies;
 pub use pair::{Pair, Topology, Which};
 pub use queues::*;
 
+use std::fs::File;
+use std::os::fd::FromRawFd;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -65,6 +68,16 @@ pub fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
         }
         std::hint::spin_loop();
     }
+}
+
+/// A new pipe: its read end and its write end.
+pub fn pipe() -> [File; 2] {
+    let mut fds = [0; 2];
+    // SAFETY: pipe writes two descriptors into the array; the result is checked.
+    let rc = unsafe { libc::pipe(fds.as_mut_ptr()) };
+    assert_eq!(rc, 0, "pipe: {}", std::io::Error::last_os_error());
+    // SAFETY: both descriptors were just created and nothing else owns them.
+    unsafe { [File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])] }
 }
 
 /// Joins a thread, failing the test if it takes longer than `TIMEOUT`.
