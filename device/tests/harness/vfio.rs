@@ -1,4 +1,5 @@
-//! vfio-user clients over a real socket, in two layers sharing one framing:
+//! vfio-user clients over a real socket, in two layers on one framing (`send_message`,
+//! `recv_message`: fallible, for callers that expect the server to close on them):
 //! - `RawClient`: messages as bytes. It sends any header, payload and fds (malformed
 //!   messages included), receives replies as `RawReply`, and builds payloads with `Payload`
 //!   and the `*_payload` functions. The raw-message protocol tests use it.
@@ -10,12 +11,13 @@
 //! server fails the test instead of hanging it.
 
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::{self, Read, Write};
 use std::os::fd::RawFd;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 
 use vmm_sys_util::sock_ctrl_msg::ScmSocket;
+use vrnic::vfio_user::MAX_MESSAGE_SIZE;
 
 use super::TIMEOUT;
 
@@ -65,7 +67,7 @@ pub const DEVICE_FLAGS_RESET: u32 = 1;
 pub const DEVICE_FLAGS_PCI: u32 = 2;
 
 /// The capabilities QEMU's `vfio-user-pci` offers in VERSION.
-const QEMU_CAPS: &str = r#"{"capabilities":{"max_msg_fds":16,"max_data_xfer_size":1048576,"pgsizes":4096,"max_dma_maps":65535,"write_multiple":true}}"#;
+pub const QEMU_CAPS: &str = r#"{"capabilities":{"max_msg_fds":16,"max_data_xfer_size":1048576,"pgsizes":4096,"max_dma_maps":65535,"write_multiple":true}}"#;
 
 /// The message id of a client's first message. Tests that hand-make messages give them
 /// small ids, which never collide with the ones a client numbers itself.
@@ -187,9 +189,48 @@ pub fn region_write_payload(region: u32, offset: u64, data: &[u8]) -> Vec<u8> {
         .0
 }
 
+// ------------------------------------------------------------------- framing
+
+/// Sends the bytes of one message, with `fds` as ancillary data on its first bytes.
+pub fn send_message(stream: &mut UnixStream, bytes: &[u8], fds: &[RawFd]) -> io::Result<()> {
+    let sent = if fds.is_empty() {
+        0
+    } else {
+        stream.send_with_fds(&[bytes], fds)?
+    };
+    stream.write_all(&bytes[sent..])
+}
+
+/// Receives one message with any fd; `None` if the peer closed the stream before it. A
+/// header whose size is below the header or above what a server accepts is `InvalidData`.
+pub fn recv_message(stream: &mut UnixStream) -> io::Result<Option<RawReply>> {
+    let mut hdr = [0u8; HEADER_SIZE];
+    let (n, file) = stream.recv_with_fd(&mut hdr)?;
+    if n == 0 {
+        return Ok(None);
+    }
+    stream.read_exact(&mut hdr[n..])?;
+    let size = u32_at(&hdr, 4);
+    let payload_len = (size as usize)
+        .checked_sub(HEADER_SIZE)
+        .filter(|&len| len <= MAX_MESSAGE_SIZE as usize)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("size {size}")))?;
+    let mut payload = vec![0u8; payload_len];
+    stream.read_exact(&mut payload)?;
+    Ok(Some(RawReply {
+        id: u16::from_le_bytes([hdr[0], hdr[1]]),
+        command: u16::from_le_bytes([hdr[2], hdr[3]]),
+        size,
+        flags: u32_at(&hdr, 8),
+        error: u32_at(&hdr, 12),
+        payload,
+        fds: file.into_iter().collect(),
+    }))
+}
+
 // ---------------------------------------------------------------- raw client
 
-/// A reply as received.
+/// A message as received.
 #[derive(Debug)]
 pub struct RawReply {
     pub id: u16,
@@ -239,14 +280,7 @@ impl RawClient {
         let size = u32::try_from(HEADER_SIZE + payload.len()).expect("message size");
         let mut bytes = header(id, command, size, flags);
         bytes.extend_from_slice(payload);
-        let sent = if fds.is_empty() {
-            0
-        } else {
-            self.stream
-                .send_with_fds(&[&bytes[..]], fds)
-                .expect("send with fds")
-        };
-        self.send_raw(&bytes[sent..]);
+        send_message(&mut self.stream, &bytes, fds).expect("send to the device");
         id
     }
 
@@ -257,32 +291,9 @@ impl RawClient {
 
     /// Receives one message (reply), with any fds.
     pub fn recv(&mut self) -> RawReply {
-        let mut hdr = [0u8; HEADER_SIZE];
-        let (n, file) = self
-            .stream
-            .recv_with_fd(&mut hdr)
-            .expect("receive a reply from the device");
-        assert!(n > 0, "the device closed the connection");
-        self.stream
-            .read_exact(&mut hdr[n..])
-            .expect("receive a reply header");
-        let size = u32_at(&hdr, 4);
-        let payload_len = (size as usize)
-            .checked_sub(HEADER_SIZE)
-            .unwrap_or_else(|| panic!("reply size {size}"));
-        let mut payload = vec![0u8; payload_len];
-        self.stream
-            .read_exact(&mut payload)
-            .expect("receive a reply payload");
-        RawReply {
-            id: u16::from_le_bytes([hdr[0], hdr[1]]),
-            command: u16::from_le_bytes([hdr[2], hdr[3]]),
-            size,
-            flags: u32_at(&hdr, 8),
-            error: u32_at(&hdr, 12),
-            payload,
-            fds: file.into_iter().collect(),
-        }
+        recv_message(&mut self.stream)
+            .expect("receive a reply from the device")
+            .expect("the device closed the connection")
     }
 
     /// Sends a command and receives its reply, checking the id and REPLY flag.
