@@ -11,17 +11,6 @@ use harness::*;
 use vrnic_hw::*;
 use Which::{A, B};
 
-macro_rules! on_both_topologies {
-    ($($name:ident),* $(,)?) => {
-        mod two_devices {
-            $( #[test] fn $name() { super::$name(super::Topology::TwoDevices) } )*
-        }
-        mod loopback {
-            $( #[test] fn $name() { super::$name(super::Topology::Loopback) } )*
-        }
-    };
-}
-
 on_both_topologies!(
     bad_lkey_fails_with_loc_prot_err,
     deregistered_lkey_fails_with_loc_prot_err,

@@ -12,18 +12,6 @@ use harness::*;
 use vrnic_hw::*;
 use Which::{A, B};
 
-/// Generates `two_devices::NAME` and `loopback::NAME` tests calling `NAME(Topology)`.
-macro_rules! on_both_topologies {
-    ($($name:ident),* $(,)?) => {
-        mod two_devices {
-            $( #[test] fn $name() { super::$name(super::Topology::TwoDevices) } )*
-        }
-        mod loopback {
-            $( #[test] fn $name() { super::$name(super::Topology::Loopback) } )*
-        }
-    };
-}
-
 on_both_topologies!(
     send_of_1_byte_arrives,
     send_across_scattered_pages_arrives_byte_for_byte,

@@ -169,20 +169,10 @@ fn a_doorbell_written_while_the_device_sleeps_is_seen_after_the_kick() {
     let (_devices, mut d, mut a, b) = loopback_with_idle(Duration::from_micros(100));
     let src = d.reg_mr(a.uctx, a.pd, 8, ACCESS_ALL);
     let dst = d.reg_mr(b.uctx, b.pd, 8, ACCESS_ALL);
-    let page = a.qp.page;
-    let asleep = |d: &FakeDriver| d.poll_state(page) & db_page::POLL_STATE_POLLING_MASK == 0;
     let kicks = d.kicks;
 
     for i in 0..3 {
-        // Wait until the poller announces sleep and stays asleep (a wake-up still pending
-        // from the admin commands may make it poll once more; then look again).
-        loop {
-            wait_for("the poller to go to sleep", || asleep(&d).then_some(()));
-            std::thread::sleep(Duration::from_millis(20));
-            if asleep(&d) {
-                break;
-            }
-        }
+        d.wait_poller_asleep(a.qp.page);
         d.post_send(
             &mut a.qp,
             &SendWr::write(i, vec![src.sge(0, 8)], &dst, 0).signaled(),

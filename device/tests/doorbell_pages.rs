@@ -35,16 +35,7 @@ fn create_cqs(d: &mut FakeDriver, uctx: u32, n: usize) -> Vec<Cq> {
         let refs: Vec<&[u8]> = bytes.iter().map(Vec::as_slice).collect();
         let results = d.admin_batch(&refs);
         for ((_, ring), r) in batch.into_iter().zip(results) {
-            let [cqn, slot, page, _] = r.ok();
-            cqs.push(Cq {
-                cqn,
-                uctx,
-                page,
-                slot,
-                ring,
-                ci: 0,
-                arm_seq: 0,
-            });
+            cqs.push(Cq::created(uctx, ring, r.ok()));
         }
     }
     cqs
@@ -255,16 +246,7 @@ fn a_doorbell_on_a_second_page_written_while_the_device_sleeps_is_seen_after_its
     let src = d.reg_mr(a.uctx, a.pd, 8, ACCESS_ALL);
     let dst = d.reg_mr(b.uctx, b.pd, 8, ACCESS_ALL);
     let page = a.qp.page;
-    let asleep = |d: &FakeDriver| d.poll_state(page) & db_page::POLL_STATE_POLLING_MASK == 0;
-    // Wait until the poller announces sleep in this page and stays asleep (a wake-up still
-    // pending from the admin commands may make it poll once more; then look again).
-    loop {
-        wait_for("the poller to go to sleep", || asleep(&d).then_some(()));
-        std::thread::sleep(Duration::from_millis(20));
-        if asleep(&d) {
-            break;
-        }
-    }
+    d.wait_poller_asleep(page);
     let kicks = d.kicks;
 
     d.post_send(

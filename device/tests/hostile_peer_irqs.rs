@@ -4,8 +4,7 @@
 
 mod harness;
 
-use std::fs::File;
-use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::fd::AsRawFd;
 
 use harness::memory::{memfd, PAGE};
 use harness::pair::{loopback_sides, transfer_and_verify, Ends};
@@ -27,11 +26,7 @@ fn status_flags(fd: &impl AsRawFd) -> i32 {
 fn set_irqs_with_anything_but_an_eventfd_is_einval_and_keeps_the_old_vector() {
     let devices = TestDevices::start(1);
     let mut d = devices.driver(0);
-    let mut pipe = [0; 2];
-    // SAFETY: pipe writes two descriptors into the array; the result is checked.
-    assert_eq!(unsafe { libc::pipe(pipe.as_mut_ptr()) }, 0);
-    // SAFETY: both descriptors were just created and nothing else owns them.
-    let pipe = unsafe { [File::from_raw_fd(pipe[0]), File::from_raw_fd(pipe[1])] };
+    let pipe = pipe();
     let ram_like = memfd(c"vrnic-not-an-eventfd", PAGE);
     let vector = u32::from(ADMIN_VECTOR);
 

@@ -4,8 +4,7 @@
 
 mod harness;
 
-use std::fs::File;
-use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::fd::AsRawFd;
 
 use harness::memory::{memfd_sealed, seals_of, Sealing, PAGE};
 use harness::pair::{loopback_sides, transfer_and_verify, Ends};
@@ -41,11 +40,7 @@ fn dma_map_of_memory_that_could_shrink_is_refused_with_eperm() {
     let unsealable = memfd_sealed(c"vrnic-seal-off", PAGE, Sealing::Unsealable);
     let regular = vmm_sys_util::tempfile::TempFile::new().unwrap();
     regular.as_file().set_len(PAGE).unwrap();
-    let mut pipe = [0; 2];
-    // SAFETY: pipe writes two descriptors into the array; the result is checked.
-    assert_eq!(unsafe { libc::pipe(pipe.as_mut_ptr()) }, 0);
-    // SAFETY: both descriptors were just created and nothing else owns them.
-    let pipe = unsafe { [File::from_raw_fd(pipe[0]), File::from_raw_fd(pipe[1])] };
+    let pipe = pipe();
 
     for (what, fd) in [
         ("memfd without sealing (seal=off)", unsealable.as_raw_fd()),
@@ -84,7 +79,7 @@ fn sealable_memfd_is_sealed_by_the_device_which_then_writes_it_safely() {
     let truncate = file.set_len(0).unwrap_err();
 
     assert_eq!(truncate.raw_os_error(), Some(libc::EPERM), "{truncate}");
-    assert_ne!(seals_of(file.as_raw_fd()) & libc::F_SEAL_SHRINK, 0);
+    assert_ne!(seals_of(&file) & libc::F_SEAL_SHRINK, 0);
     let cmd = cmd_query(AqOpcode::QueryDevice, EXTRA_GPA, DeviceAttr::SIZE as u32, 0);
     d.admin(&cmd).ok();
     let written: DeviceAttr = d.mem.read_obj(EXTRA_GPA);
@@ -100,7 +95,7 @@ fn qemu_sealed_guest_ram_is_accepted_with_its_seals_unchanged() {
 
     assert_ne!(attr.max_qp.to_native(), 0);
     assert_eq!(
-        seals_of(d.mem.ram_fd()),
+        seals_of(d.mem.ram_file()),
         libc::F_SEAL_GROW | libc::F_SEAL_SHRINK | libc::F_SEAL_SEAL
     );
 }

@@ -3,14 +3,15 @@
 //! replies, so every test body runs under a hang guard and error cases live
 //! in `vfio_user_protocol.rs`.
 
-#[path = "vfio_user_support.rs"]
-mod support;
+mod harness;
 
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::Ordering;
 
-use support::*;
+use harness::memory::memfd;
+use harness::test_model::*;
+use harness::with_hang_guard;
 use vfio_bindings::bindings::vfio::{
     VFIO_IRQ_SET_ACTION_TRIGGER, VFIO_IRQ_SET_DATA_EVENTFD, VFIO_REGION_INFO_FLAG_CAPS,
     VFIO_REGION_INFO_FLAG_MMAP, VFIO_REGION_INFO_FLAG_READ, VFIO_REGION_INFO_FLAG_WRITE,
@@ -119,7 +120,7 @@ fn trapped_region_reads_and_writes_reach_the_model() {
 fn model_reaches_dma_mapped_guest_memory() {
     let server = TestServer::start();
     let path = server.path.clone();
-    let ram = memfd(RAM_SIZE);
+    let ram = memfd(c"vrnic-test", RAM_SIZE);
     ram.write_all_at(&0xcafe_f00du32.to_le_bytes(), 0x40)
         .unwrap();
     let client_ram = ram.try_clone().unwrap();
@@ -158,7 +159,7 @@ fn model_reaches_dma_mapped_guest_memory() {
 fn dma_outside_the_maps_fails_in_the_model_not_the_server() {
     let server = TestServer::start();
     let path = server.path.clone();
-    let ram = memfd(RAM_SIZE);
+    let ram = memfd(c"vrnic-test", RAM_SIZE);
 
     let (status, id) = with_hang_guard(move || {
         let mut client = Client::new(&path).unwrap();
@@ -227,7 +228,7 @@ fn reset_returns_the_model_to_its_initial_state() {
 fn a_second_client_is_served_after_the_first_disconnects() {
     let server = TestServer::start();
     let path = server.path.clone();
-    let ram = memfd(RAM_SIZE);
+    let ram = memfd(c"vrnic-test", RAM_SIZE);
     let first_ram = {
         let path = path.clone();
         let fd = ram.try_clone().unwrap();

@@ -3,19 +3,33 @@
 //! hostile input. Every client socket has a timeout, so a broken server
 //! fails a test instead of hanging it.
 
-#[path = "vfio_user_support.rs"]
-mod support;
+mod harness;
 
 use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 
-use support::*;
+use harness::join_with_guard;
+use harness::memory::memfd;
+use harness::test_model::*;
+use harness::vfio::command::*;
+use harness::vfio::*;
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
-use vrnic::vfio_user::Server;
+use vrnic::vfio_user::{DeviceModel, Server};
 
-const DATA_EVENTFD_TRIGGER: u32 = (1 << 2) | (1 << 5);
-const DATA_NONE_TRIGGER: u32 = 1 | (1 << 5);
+const DATA_EVENTFD_TRIGGER: u32 = IRQ_DATA_EVENTFD | IRQ_ACTION_TRIGGER;
+const DATA_NONE_TRIGGER: u32 = IRQ_DATA_NONE | IRQ_ACTION_TRIGGER;
+
+#[test]
+fn test_model_registers_behave() {
+    let mut m = TestModel::new(std::sync::Arc::new(EventLog::default()));
+    let mut buf = [0u8; 4];
+    m.region_write(0, reg::SCRATCH, &7u32.to_le_bytes())
+        .unwrap();
+    m.region_read(0, reg::SCRATCH, &mut buf).unwrap();
+
+    assert_eq!(u32::from_le_bytes(buf), 7);
+}
 
 #[test]
 fn version_reply_is_0_0_with_capabilities() {
@@ -523,8 +537,8 @@ fn more_than_16_fds_is_einval_and_the_stream_continues() {
 fn dma_map_with_two_fds_or_unknown_flags_is_einval() {
     let server = TestServer::start();
     let mut c = server.negotiated();
-    let a = memfd(0x1000);
-    let b = memfd(0x1000);
+    let a = memfd(c"vrnic-test", 0x1000);
+    let b = memfd(c"vrnic-test", 0x1000);
 
     let two = c.request_with_fds(
         DMA_MAP,
@@ -546,7 +560,7 @@ fn dma_map_with_two_fds_or_unknown_flags_is_einval() {
 fn dma_map_overlap_is_eexist_and_unmap_of_unknown_range_is_enoent() {
     let server = TestServer::start();
     let mut c = server.negotiated();
-    let ram = memfd(0x4000);
+    let ram = memfd(c"vrnic-test", 0x4000);
 
     let ok = c.request_with_fds(
         DMA_MAP,
@@ -598,7 +612,7 @@ fn dma_maps_beyond_the_advertised_max_dma_maps_are_enospc() {
 fn dma_map_beyond_the_end_of_the_file_is_einval() {
     let server = TestServer::start();
     let mut c = server.negotiated();
-    let ram = memfd(0x1000);
+    let ram = memfd(c"vrnic-test", 0x1000);
 
     let reply = c.request_with_fds(
         DMA_MAP,
@@ -613,7 +627,7 @@ fn dma_map_beyond_the_end_of_the_file_is_einval() {
 fn dma_unmap_echoes_the_request_and_unmap_all_empties_the_table() {
     let server = TestServer::start();
     let mut c = server.negotiated();
-    let ram = memfd(0x3000);
+    let ram = memfd(c"vrnic-test", 0x3000);
     for (i, addr) in [0x1000u64, 0x2000, 0x8000].into_iter().enumerate() {
         let reply = c.request_with_fds(
             DMA_MAP,
@@ -678,7 +692,7 @@ fn second_concurrent_client_is_turned_away() {
 fn disconnect_empties_the_dma_table_and_notifies_the_model() {
     let server = TestServer::start();
     let mut c = server.negotiated();
-    let ram = memfd(0x1000);
+    let ram = memfd(c"vrnic-test", 0x1000);
     c.request_with_fds(
         DMA_MAP,
         &dma_map_payload(3, 0, 0, 0x1000),

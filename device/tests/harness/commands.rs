@@ -447,16 +447,7 @@ impl FakeDriver {
     /// A CQ whose completion events go to EQ `eqn`.
     pub fn create_cq_on(&mut self, uctx: u32, depth_log2: u32, layout: Layout, eqn: u32) -> Cq {
         let (cmd, ring) = self.create_cq_cmd(uctx, depth_log2, layout, eqn);
-        let [cqn, slot, page, _] = self.admin(&cmd).ok();
-        Cq {
-            cqn,
-            uctx,
-            page,
-            slot,
-            ring,
-            ci: 0,
-            arm_seq: 0,
-        }
+        Cq::created(uctx, ring, self.admin(&cmd).ok())
     }
 
     pub fn create_cq(&mut self, uctx: u32, depth_log2: u32) -> Cq {

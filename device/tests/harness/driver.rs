@@ -5,7 +5,7 @@
 use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::sync::atomic::{fence, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use vm_memory::{ByteValued, Bytes, FileOffset, MmapRegion, VolatileMemory};
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
@@ -361,6 +361,20 @@ impl FakeDriver {
     /// POLL_STATE of doorbell page `page`.
     pub fn poll_state(&self, page: u32) -> u32 {
         self.db_word(u64::from(page) * u64::from(DB_PAGE_SIZE) + db_page::POLL_STATE)
+    }
+
+    /// Waits until the poller announces sleep in doorbell page `page` (POLLING clear in its
+    /// POLL_STATE) and stays asleep: a wake-up still pending from earlier work may make it
+    /// poll once more, then it looks again.
+    pub fn wait_poller_asleep(&self, page: u32) {
+        let asleep = || self.poll_state(page) & db_page::POLL_STATE_POLLING_MASK == 0;
+        loop {
+            wait_for("the poller to go to sleep", || asleep().then_some(()));
+            std::thread::sleep(Duration::from_millis(20));
+            if asleep() {
+                break;
+            }
+        }
     }
 
     /// Sets the flag byte of slot `slot` of page `page` (BAR2, no message).

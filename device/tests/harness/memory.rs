@@ -6,7 +6,7 @@
 //! orderings for owner bits and indices), never through raw pointers.
 
 use std::fs::File;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -15,6 +15,9 @@ use vm_memory::{
     GuestMemoryMmap, GuestRegionMmap, MmapRegion,
 };
 
+/// How a test memfd is sealed: the device's own memfd module makes every variant.
+pub use vrnic::memfd::Sealing;
+
 /// Guest-physical address of guest RAM: above 4 GiB, so every `_HI` register and 64-bit
 /// address field is exercised.
 pub const RAM_BASE: u64 = 0x1_0000_0000;
@@ -22,56 +25,21 @@ pub const RAM_BASE: u64 = 0x1_0000_0000;
 pub const RAM_SIZE: u64 = 256 << 20;
 pub const PAGE: u64 = 4096;
 
-/// How a test memfd is sealed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Sealing {
-    /// As QEMU's `memory-backend-memfd` (default `seal=on`) makes guest RAM:
-    /// `MFD_ALLOW_SEALING`, sized, then `F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL`
-    /// (QEMU's backends/hostmem-memfd.c through qemu_memfd_create() in util/memfd.c).
-    Qemu,
-    /// `MFD_ALLOW_SEALING` and no seal yet: anyone holding it may still seal it.
-    Sealable,
-    /// Without `MFD_ALLOW_SEALING` (the kernel sets `F_SEAL_SEAL` at once), as
-    /// `memory-backend-memfd,seal=off` makes it: it can shrink and never be sealed.
-    Unsealable,
-}
-
-/// A zero-filled memfd of `size` bytes sealed as QEMU seals guest RAM.
+/// A zero-filled memfd of `size` bytes sealed as QEMU seals guest RAM, and as the device
+/// seals its own memfds (`vrnic::memfd::create`).
 pub fn memfd(name: &std::ffi::CStr, size: u64) -> File {
-    memfd_sealed(name, size, Sealing::Qemu)
+    memfd_sealed(name, size, Sealing::Size)
 }
 
-/// A zero-filled memfd of `size` bytes with the given sealing.
+/// A zero-filled memfd of `size` bytes with the given sealing (`vrnic::memfd::create_sealed`).
 pub fn memfd_sealed(name: &std::ffi::CStr, size: u64, sealing: Sealing) -> File {
-    let flags = match sealing {
-        Sealing::Qemu | Sealing::Sealable => libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
-        Sealing::Unsealable => libc::MFD_CLOEXEC,
-    };
-    // SAFETY: memfd_create takes a NUL-terminated name and flags; the result is checked.
-    let fd = unsafe { libc::memfd_create(name.as_ptr(), flags) };
-    assert!(fd >= 0, "memfd_create: {}", std::io::Error::last_os_error());
-    // SAFETY: `fd` was just created and nothing else owns it.
-    let file = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
-    file.set_len(size).expect("memfd size");
-    if sealing == Sealing::Qemu {
-        let seals = libc::F_SEAL_GROW | libc::F_SEAL_SHRINK | libc::F_SEAL_SEAL;
-        // SAFETY: F_ADD_SEALS takes an int of seal bits; the result is checked.
-        let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, seals) };
-        assert_eq!(rc, 0, "F_ADD_SEALS: {}", std::io::Error::last_os_error());
-    }
-    file
+    vrnic::memfd::create_sealed(name, size, sealing)
+        .unwrap_or_else(|e| panic!("memfd of {size} bytes ({sealing:?}): {e}"))
 }
 
-/// The seals of the memfd `fd` (F_GET_SEALS).
-pub fn seals_of(fd: RawFd) -> i32 {
-    // SAFETY: F_GET_SEALS takes no argument and only reads the seals of `fd`.
-    let seals = unsafe { libc::fcntl(fd, libc::F_GET_SEALS) };
-    assert!(
-        seals >= 0,
-        "F_GET_SEALS: {}",
-        std::io::Error::last_os_error()
-    );
-    seals
+/// The seals of the memfd `file` (F_GET_SEALS).
+pub fn seals_of(file: &File) -> i32 {
+    vrnic::memfd::seals(file).unwrap_or_else(|e| panic!("F_GET_SEALS: {e}"))
 }
 
 /// Guest memory as the test (the "guest") sees it: guest RAM plus any extra ranges a test
@@ -107,6 +75,11 @@ impl GuestMemory {
         self.ram.as_raw_fd()
     }
 
+    /// The memfd behind guest RAM.
+    pub fn ram_file(&self) -> &File {
+        &self.ram
+    }
+
     pub fn ram_base(&self) -> u64 {
         RAM_BASE
     }
@@ -118,7 +91,7 @@ impl GuestMemory {
     /// Adds a range at `gpa` backed by a new memfd (mapped read-write here); the caller
     /// decides how to DMA_MAP it. Returns the memfd.
     pub fn add_range(&mut self, gpa: u64, size: u64) -> File {
-        self.add_range_sealed(gpa, size, Sealing::Qemu)
+        self.add_range_sealed(gpa, size, Sealing::Size)
     }
 
     /// As `add_range`, with a memfd sealed as `sealing` says.

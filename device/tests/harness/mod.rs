@@ -3,17 +3,25 @@
 //! It knows the device only through the hardware interface (`vrnic_hw`); the only device
 //! code it calls is what `vrnic serve` calls to start devices (`devices`).
 //!
+//! It is the one test-support library of the device crate: every test binary includes it
+//! (`mod harness;`), and so does the benchmark (`examples/bench.rs`, through `#[path]`).
+//!
 //! Layout:
 //! - `devices`: N devices in-process (temp sockets, a server thread each, one poller);
-//! - `vfio`: a vfio-user client (VERSION, DMA_MAP, REGION_*, SET_IRQS, DEVICE_RESET...);
-//! - `memory`: guest RAM (memfd) and a guest-physical allocator;
+//! - `vfio`: the vfio-user client, in two layers on one framing: `RawClient` (any message,
+//!   malformed ones included) and `VfioClient` on it (typed: VERSION, DMA_MAP, REGION_*,
+//!   SET_IRQS, DEVICE_RESET...);
+//! - `memory`: guest RAM (memfd) and a guest-physical allocator; memfds of every sealing
+//!   (the device's own `vrnic::memfd`);
+//! - `test_model`: a fake device model served by the real vfio-user server, for the
+//!   server's own tests;
 //! - `driver`: `FakeDriver`: bring-up, registers, the admin queue, doorbells, interrupts;
 //! - `commands`: admin command builders and typed wrappers (contexts, PDs, MRs, CQs, EQs, QPs);
 //! - `queues`: work requests, posting (SPEC doorbell protocol), CQ/EQ polling and arming;
 //! - `pair`: two connected QPs, on two devices or on one (loopback), for data-path tests.
 //!
 //! Every wait has a deadline (`TIMEOUT`): a broken device fails a test, never hangs it.
-#![allow(dead_code, unused_imports)]
+#![allow(dead_code, unused_imports, unused_macros)]
 
 pub mod commands;
 pub mod devices;
@@ -21,15 +29,21 @@ pub mod driver;
 pub mod memory;
 pub mod pair;
 pub mod queues;
+pub mod test_model;
 pub mod vfio;
 
 pub use commands::*;
 pub use devices::TestDevices;
 pub use driver::{AdminResult, FakeDriver};
 pub use memory::GuestMemory;
+pub(crate) use pair::on_both_topologies;
 pub use pair::{Pair, Topology, Which};
 pub use queues::*;
 
+use std::fs::File;
+use std::os::fd::FromRawFd;
+use std::sync::mpsc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Longest any single wait may take before the test fails. Generous: only a hung or broken
@@ -54,6 +68,35 @@ pub fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
         }
         std::hint::spin_loop();
     }
+}
+
+/// A new pipe: its read end and its write end.
+pub fn pipe() -> [File; 2] {
+    let mut fds = [0; 2];
+    // SAFETY: pipe writes two descriptors into the array; the result is checked.
+    let rc = unsafe { libc::pipe(fds.as_mut_ptr()) };
+    assert_eq!(rc, 0, "pipe: {}", std::io::Error::last_os_error());
+    // SAFETY: both descriptors were just created and nothing else owns them.
+    unsafe { [File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])] }
+}
+
+/// Joins a thread, failing the test if it takes longer than `TIMEOUT`.
+pub fn join_with_guard<T: Send + 'static>(t: JoinHandle<T>) -> T {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(t.join());
+    });
+    match rx.recv_timeout(TIMEOUT) {
+        Ok(Ok(v)) => v,
+        Ok(Err(p)) => std::panic::resume_unwind(p),
+        Err(_) => panic!("thread did not finish within {TIMEOUT:?}"),
+    }
+}
+
+/// Runs `f` on another thread, failing the test if it hangs (for clients without socket
+/// timeouts, like the `vfio_user` crate's).
+pub fn with_hang_guard<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    join_with_guard(std::thread::spawn(f))
 }
 
 /// `len` bytes of a deterministic pseudo-random pattern (xorshift) chosen by `seed`.

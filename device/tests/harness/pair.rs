@@ -17,6 +17,20 @@ pub enum Topology {
     Loopback,
 }
 
+/// Generates `two_devices::NAME` and `loopback::NAME` tests calling `NAME(Topology)`, for
+/// the test functions `NAME` of the calling test file.
+macro_rules! on_both_topologies {
+    ($($name:ident),* $(,)?) => {
+        mod two_devices {
+            $( #[test] fn $name() { super::$name(super::Topology::TwoDevices) } )*
+        }
+        mod loopback {
+            $( #[test] fn $name() { super::$name(super::Topology::Loopback) } )*
+        }
+    };
+}
+pub(crate) use on_both_topologies;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Which {
     A,

@@ -63,6 +63,22 @@ pub struct Cq {
     pub arm_seq: u32,
 }
 
+impl Cq {
+    /// The CQ of context `uctx` on `ring` that CREATE_CQ made, named by its results
+    /// (`[cqn, slot, page, _]`), with nothing consumed yet.
+    pub fn created(uctx: u32, ring: Ring, [cqn, slot, page, _]: [u32; 4]) -> Self {
+        Cq {
+            cqn,
+            uctx,
+            page,
+            slot,
+            ring,
+            ci: 0,
+            arm_seq: 0,
+        }
+    }
+}
+
 /// Queue sizes of a QP.
 #[derive(Debug, Clone, Copy)]
 pub struct QpCaps {

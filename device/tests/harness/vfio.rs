@@ -1,14 +1,23 @@
-//! A vfio-user client speaking the protocol as QEMU's `vfio-user-pci` does: replies are
-//! checked, posted (NO_REPLY) writes are supported, file descriptors travel both ways, and
-//! the socket has timeouts so a silent server fails the test.
+//! vfio-user clients over a real socket, in two layers on one framing (`send_message`,
+//! `recv_message`: fallible, for callers that expect the server to close on them):
+//! - `RawClient`: messages as bytes. It sends any header, payload and fds (malformed
+//!   messages included), receives replies as `RawReply`, and builds payloads with `Payload`
+//!   and the `*_payload` functions. The raw-message protocol tests use it.
+//! - `VfioClient`: typed requests as QEMU's `vfio-user-pci` makes them (VERSION, DMA_MAP,
+//!   REGION_*, SET_IRQS, DEVICE_RESET...), with error replies as `Err(errno)` and posted
+//!   (NO_REPLY) writes. The fake driver uses it.
+//!
+//! Both check every reply's id, command and type, and the socket has timeouts, so a silent
+//! server fails the test instead of hanging it.
 
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::{self, Read, Write};
 use std::os::fd::RawFd;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 
 use vmm_sys_util::sock_ctrl_msg::ScmSocket;
+use vrnic::vfio_user::MAX_MESSAGE_SIZE;
 
 use super::TIMEOUT;
 
@@ -24,13 +33,16 @@ pub mod command {
     pub const REGION_READ: u16 = 9;
     pub const REGION_WRITE: u16 = 10;
     pub const DEVICE_RESET: u16 = 13;
+    pub const REGION_WRITE_MULTI: u16 = 15;
+    pub const DEVICE_FEATURE: u16 = 16;
 }
 
-const FLAG_TYPE_MASK: u32 = 0xf;
-const FLAG_REPLY: u32 = 1;
-const FLAG_NO_REPLY: u32 = 1 << 4;
-const FLAG_ERROR: u32 = 1 << 5;
-const HEADER_SIZE: usize = 16;
+/// Message header flags.
+pub const FLAG_TYPE_MASK: u32 = 0xf;
+pub const FLAG_REPLY: u32 = 1;
+pub const FLAG_NO_REPLY: u32 = 1 << 4;
+pub const FLAG_ERROR: u32 = 1 << 5;
+pub const HEADER_SIZE: usize = 16;
 
 /// DMA_MAP flags.
 pub const DMA_READ: u32 = 1;
@@ -46,20 +58,327 @@ const CAP_SPARSE_MMAP: u16 = 1;
 
 /// vfio IRQ indexes and SET_IRQS flags.
 pub const IRQ_MSIX: u32 = 2;
-const IRQ_DATA_NONE: u32 = 1;
-const IRQ_DATA_EVENTFD: u32 = 1 << 2;
-const IRQ_ACTION_TRIGGER: u32 = 1 << 5;
+pub const IRQ_DATA_NONE: u32 = 1;
+pub const IRQ_DATA_EVENTFD: u32 = 1 << 2;
+pub const IRQ_ACTION_TRIGGER: u32 = 1 << 5;
 
 /// DEVICE_GET_INFO flags.
 pub const DEVICE_FLAGS_RESET: u32 = 1;
 pub const DEVICE_FLAGS_PCI: u32 = 2;
 
-/// A successful reply.
+/// The capabilities QEMU's `vfio-user-pci` offers in VERSION.
+pub const QEMU_CAPS: &str = r#"{"capabilities":{"max_msg_fds":16,"max_data_xfer_size":1048576,"pgsizes":4096,"max_dma_maps":65535,"write_multiple":true}}"#;
+
+/// The message id of a client's first message. Tests that hand-make messages give them
+/// small ids, which never collide with the ones a client numbers itself.
+const FIRST_ID: u16 = 0x100;
+
+pub fn u32_at(b: &[u8], off: usize) -> u32 {
+    u32::from_le_bytes(b[off..off + 4].try_into().expect("4 bytes"))
+}
+
+pub fn u64_at(b: &[u8], off: usize) -> u64 {
+    u64::from_le_bytes(b[off..off + 8].try_into().expect("8 bytes"))
+}
+
+// ------------------------------------------------------------------ payloads
+
+/// Builds little-endian payloads.
+#[derive(Default)]
+pub struct Payload(pub Vec<u8>);
+
+impl Payload {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    pub fn u16(mut self, v: u16) -> Self {
+        self.0.extend_from_slice(&v.to_le_bytes());
+        self
+    }
+    pub fn u32(mut self, v: u32) -> Self {
+        self.0.extend_from_slice(&v.to_le_bytes());
+        self
+    }
+    pub fn u64(mut self, v: u64) -> Self {
+        self.0.extend_from_slice(&v.to_le_bytes());
+        self
+    }
+    pub fn bytes(mut self, v: &[u8]) -> Self {
+        self.0.extend_from_slice(v);
+        self
+    }
+}
+
+/// Encodes a header.
+pub fn header(id: u16, command: u16, size: u32, flags: u32) -> Vec<u8> {
+    Payload::new()
+        .u16(id)
+        .u16(command)
+        .u32(size)
+        .u32(flags)
+        .u32(0)
+        .0
+}
+
+/// VERSION 0.0 payload offering the capabilities `caps` (JSON).
+pub fn version_payload(caps: &str) -> Vec<u8> {
+    Payload::new()
+        .u16(0)
+        .u16(0)
+        .bytes(caps.as_bytes())
+        .bytes(&[0])
+        .0
+}
+
+/// DMA_MAP payload.
+pub fn dma_map_payload(flags: u32, offset: u64, addr: u64, size: u64) -> Vec<u8> {
+    Payload::new()
+        .u32(32)
+        .u32(flags)
+        .u64(offset)
+        .u64(addr)
+        .u64(size)
+        .0
+}
+
+/// DMA_UNMAP payload.
+pub fn dma_unmap_payload(flags: u32, addr: u64, size: u64) -> Vec<u8> {
+    Payload::new().u32(24).u32(flags).u64(addr).u64(size).0
+}
+
+/// DEVICE_GET_INFO payload.
+pub fn device_info_payload() -> Vec<u8> {
+    Payload::new().u32(16).u32(0).u32(0).u32(0).0
+}
+
+/// SET_IRQS payload.
+pub fn set_irqs_payload(flags: u32, index: u32, start: u32, count: u32) -> Vec<u8> {
+    Payload::new()
+        .u32(20)
+        .u32(flags)
+        .u32(index)
+        .u32(start)
+        .u32(count)
+        .0
+}
+
+/// REGION_INFO payload.
+pub fn region_info_payload(argsz: u32, index: u32) -> Vec<u8> {
+    Payload::new()
+        .u32(argsz)
+        .u32(0)
+        .u32(index)
+        .u32(0)
+        .u64(0)
+        .u64(0)
+        .0
+}
+
+/// REGION_READ payload.
+pub fn region_read_payload(region: u32, offset: u64, count: u32) -> Vec<u8> {
+    Payload::new().u64(offset).u32(region).u32(count).0
+}
+
+/// REGION_WRITE payload.
+pub fn region_write_payload(region: u32, offset: u64, data: &[u8]) -> Vec<u8> {
+    Payload::new()
+        .u64(offset)
+        .u32(region)
+        .u32(u32::try_from(data.len()).expect("len"))
+        .bytes(data)
+        .0
+}
+
+// ------------------------------------------------------------------- framing
+
+/// Sends the bytes of one message, with `fds` as ancillary data on its first bytes.
+pub fn send_message(stream: &mut UnixStream, bytes: &[u8], fds: &[RawFd]) -> io::Result<()> {
+    let sent = if fds.is_empty() {
+        0
+    } else {
+        stream.send_with_fds(&[bytes], fds)?
+    };
+    stream.write_all(&bytes[sent..])
+}
+
+/// Receives one message with any fd; `None` if the peer closed the stream before it. A
+/// header whose size is below the header or above what a server accepts is `InvalidData`.
+pub fn recv_message(stream: &mut UnixStream) -> io::Result<Option<RawReply>> {
+    let mut hdr = [0u8; HEADER_SIZE];
+    let (n, file) = stream.recv_with_fd(&mut hdr)?;
+    if n == 0 {
+        return Ok(None);
+    }
+    stream.read_exact(&mut hdr[n..])?;
+    let size = u32_at(&hdr, 4);
+    let payload_len = (size as usize)
+        .checked_sub(HEADER_SIZE)
+        .filter(|&len| len <= MAX_MESSAGE_SIZE as usize)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("size {size}")))?;
+    let mut payload = vec![0u8; payload_len];
+    stream.read_exact(&mut payload)?;
+    Ok(Some(RawReply {
+        id: u16::from_le_bytes([hdr[0], hdr[1]]),
+        command: u16::from_le_bytes([hdr[2], hdr[3]]),
+        size,
+        flags: u32_at(&hdr, 8),
+        error: u32_at(&hdr, 12),
+        payload,
+        fds: file.into_iter().collect(),
+    }))
+}
+
+// ---------------------------------------------------------------- raw client
+
+/// A message as received.
 #[derive(Debug)]
-pub struct Reply {
+pub struct RawReply {
+    pub id: u16,
+    pub command: u16,
+    pub size: u32,
+    pub flags: u32,
+    pub error: u32,
     pub payload: Vec<u8>,
     pub fds: Vec<File>,
 }
+
+impl RawReply {
+    pub fn is_error(&self) -> bool {
+        self.flags & FLAG_ERROR != 0
+    }
+
+    pub fn u32_at(&self, off: usize) -> u32 {
+        u32_at(&self.payload, off)
+    }
+
+    pub fn u64_at(&self, off: usize) -> u64 {
+        u64_at(&self.payload, off)
+    }
+}
+
+/// A client speaking raw vfio-user messages.
+pub struct RawClient {
+    pub stream: UnixStream,
+    next_id: u16,
+}
+
+impl RawClient {
+    pub fn connect(path: &Path) -> Self {
+        let stream = UnixStream::connect(path).expect("connect to the device socket");
+        stream.set_read_timeout(Some(TIMEOUT)).expect("timeout");
+        stream.set_write_timeout(Some(TIMEOUT)).expect("timeout");
+        Self {
+            stream,
+            next_id: FIRST_ID,
+        }
+    }
+
+    /// Sends a command; returns its message id.
+    pub fn send(&mut self, command: u16, flags: u32, payload: &[u8], fds: &[RawFd]) -> u16 {
+        let id = self.next_id;
+        self.next_id = self.next_id.wrapping_add(1);
+        let size = u32::try_from(HEADER_SIZE + payload.len()).expect("message size");
+        let mut bytes = header(id, command, size, flags);
+        bytes.extend_from_slice(payload);
+        send_message(&mut self.stream, &bytes, fds).expect("send to the device");
+        id
+    }
+
+    /// Sends bytes as they are.
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).expect("send to the device");
+    }
+
+    /// Receives one message (reply), with any fds.
+    pub fn recv(&mut self) -> RawReply {
+        recv_message(&mut self.stream)
+            .expect("receive a reply from the device")
+            .expect("the device closed the connection")
+    }
+
+    /// Sends a command and receives its reply, checking the id and REPLY flag.
+    pub fn request_with_fds(&mut self, command: u16, payload: &[u8], fds: &[RawFd]) -> RawReply {
+        let id = self.send(command, 0, payload, fds);
+        let reply = self.recv();
+        assert_eq!(reply.id, id, "reply to the wrong message");
+        assert_eq!(reply.command, command);
+        assert_eq!(reply.flags & FLAG_TYPE_MASK, FLAG_REPLY, "not a reply");
+        reply
+    }
+
+    pub fn request(&mut self, command: u16, payload: &[u8]) -> RawReply {
+        self.request_with_fds(command, payload, &[])
+    }
+
+    /// Expects an error reply with `errno`.
+    pub fn expect_errno(&mut self, command: u16, payload: &[u8], errno: i32) {
+        let reply = self.request(command, payload);
+        assert!(
+            reply.is_error(),
+            "command {command} succeeded, expected errno {errno}"
+        );
+        assert_eq!(reply.error, errno as u32, "command {command}");
+        assert_eq!(reply.size, 16, "error replies carry only the header");
+    }
+
+    /// VERSION 0.0 offering `caps`: the reply, which must not be an error.
+    pub fn version(&mut self, caps: &str) -> RawReply {
+        let reply = self.request(command::VERSION, &version_payload(caps));
+        assert!(!reply.is_error(), "VERSION failed: {}", reply.error);
+        reply
+    }
+
+    /// VERSION 0.0, optionally offering write_multiple; returns the reply JSON.
+    pub fn negotiate(&mut self, write_multiple: bool) -> serde_json::Value {
+        let caps = if write_multiple {
+            r#"{"capabilities":{"max_msg_fds":16,"max_data_xfer_size":1048576,"write_multiple":true}}"#
+        } else {
+            r#"{"capabilities":{"max_msg_fds":16,"max_data_xfer_size":1048576}}"#
+        };
+        let reply = self.version(caps);
+        let json = &reply.payload[4..];
+        assert_eq!(json.last(), Some(&0), "reply JSON is NUL-terminated");
+        serde_json::from_slice(&json[..json.len() - 1]).unwrap()
+    }
+
+    /// True if the server closed the connection (reads end of stream).
+    pub fn at_eof(&mut self) -> bool {
+        let mut b = [0u8; 1];
+        match self.stream.read(&mut b) {
+            Ok(0) => true,
+            Ok(_) => false,
+            // Closing with unread bytes in its buffer makes the server's
+            // kernel reset the connection: closed too.
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => true,
+            Err(e) => panic!("waiting for the server to close: {e}"),
+        }
+    }
+
+    pub fn region_read(&mut self, region: u32, offset: u64, count: u32) -> RawReply {
+        self.request(
+            command::REGION_READ,
+            &region_read_payload(region, offset, count),
+        )
+    }
+
+    pub fn read_u32(&mut self, region: u32, offset: u64) -> u32 {
+        let r = self.region_read(region, offset, 4);
+        assert!(!r.is_error(), "read failed: {}", r.error);
+        r.u32_at(16)
+    }
+
+    pub fn write_u32(&mut self, region: u32, offset: u64, v: u32) {
+        let p = region_write_payload(region, offset, &v.to_le_bytes());
+        let r = self.request(command::REGION_WRITE, &p);
+        assert!(!r.is_error(), "write failed: {}", r.error);
+    }
+
+    pub fn device_info(&mut self) -> RawReply {
+        self.request(command::DEVICE_GET_INFO, &device_info_payload())
+    }
+}
+
+// -------------------------------------------------------------- typed client
 
 /// DEVICE_GET_INFO.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,128 +398,46 @@ pub struct RegionInfo {
     pub fd: Option<File>,
 }
 
-fn u32_at(b: &[u8], off: usize) -> u32 {
-    u32::from_le_bytes(b[off..off + 4].try_into().expect("4 bytes"))
-}
-
-fn u64_at(b: &[u8], off: usize) -> u64 {
-    u64::from_le_bytes(b[off..off + 8].try_into().expect("8 bytes"))
-}
-
-/// Little-endian payload builder.
-#[derive(Default)]
-struct Payload(Vec<u8>);
-
-impl Payload {
-    fn u16(mut self, v: u16) -> Self {
-        self.0.extend_from_slice(&v.to_le_bytes());
-        self
-    }
-    fn u32(mut self, v: u32) -> Self {
-        self.0.extend_from_slice(&v.to_le_bytes());
-        self
-    }
-    fn u64(mut self, v: u64) -> Self {
-        self.0.extend_from_slice(&v.to_le_bytes());
-        self
-    }
-    fn bytes(mut self, v: &[u8]) -> Self {
-        self.0.extend_from_slice(v);
-        self
-    }
-}
-
-/// One connection to a device's vfio-user socket. Dropping it disconnects (as QEMU does
-/// when it exits).
+/// One connection to a device's vfio-user socket, speaking as QEMU does, on a `RawClient`.
+/// Dropping it disconnects (as QEMU does when it exits).
 pub struct VfioClient {
-    stream: UnixStream,
-    next_id: u16,
+    raw: RawClient,
 }
 
 impl VfioClient {
     pub fn connect(path: &Path) -> Self {
-        let stream = UnixStream::connect(path).expect("connect to the device socket");
-        stream.set_read_timeout(Some(TIMEOUT)).expect("timeout");
-        stream.set_write_timeout(Some(TIMEOUT)).expect("timeout");
-        VfioClient { stream, next_id: 1 }
-    }
-
-    fn send(&mut self, command: u16, flags: u32, payload: &[u8], fds: &[RawFd]) -> u16 {
-        let id = self.next_id;
-        self.next_id = self.next_id.wrapping_add(1);
-        let size = u32::try_from(HEADER_SIZE + payload.len()).expect("message size");
-        let mut bytes = Payload::default()
-            .u16(id)
-            .u16(command)
-            .u32(size)
-            .u32(flags)
-            .u32(0)
-            .bytes(payload)
-            .0;
-        if fds.is_empty() {
-            self.stream.write_all(&bytes).expect("send to the device");
-        } else {
-            let n = self
-                .stream
-                .send_with_fds(&[&bytes[..]], fds)
-                .expect("send with fds");
-            bytes.drain(..n);
-            self.stream.write_all(&bytes).expect("send to the device");
+        VfioClient {
+            raw: RawClient::connect(path),
         }
-        id
     }
 
-    /// Receives one reply: (id, command, flags, error, payload, fds).
-    fn recv(&mut self) -> (u16, u16, u32, u32, Vec<u8>, Vec<File>) {
-        let mut hdr = [0u8; HEADER_SIZE];
-        let (n, file) = self
-            .stream
-            .recv_with_fd(&mut hdr)
-            .expect("receive a reply from the device");
-        assert!(n > 0, "the device closed the connection");
-        self.stream
-            .read_exact(&mut hdr[n..])
-            .expect("receive a reply header");
-        let size = u32_at(&hdr, 4) as usize;
-        assert!(size >= HEADER_SIZE, "reply size {size}");
-        let mut payload = vec![0u8; size - HEADER_SIZE];
-        self.stream
-            .read_exact(&mut payload)
-            .expect("receive a reply payload");
-        let id = u16::from_le_bytes([hdr[0], hdr[1]]);
-        let command = u16::from_le_bytes([hdr[2], hdr[3]]);
-        (
-            id,
-            command,
-            u32_at(&hdr, 8),
-            u32_at(&hdr, 12),
-            payload,
-            file.into_iter().collect(),
-        )
+    /// The raw layer underneath, for a message QEMU would not send.
+    pub fn raw(&mut self) -> &mut RawClient {
+        &mut self.raw
     }
 
-    /// Sends a command and waits for its reply: the payload, or the errno of an error reply.
-    pub fn request(&mut self, command: u16, payload: &[u8], fds: &[RawFd]) -> Result<Reply, i32> {
-        let id = self.send(command, 0, payload, fds);
-        let (rid, rcommand, flags, error, payload, fds) = self.recv();
-        assert_eq!((rid, rcommand), (id, command), "reply to another message");
-        assert_eq!(flags & FLAG_TYPE_MASK, FLAG_REPLY, "not a reply");
-        if flags & FLAG_ERROR != 0 {
-            return Err(i32::try_from(error).unwrap_or(i32::MAX));
+    /// Sends a command and waits for its reply: the reply, or the errno of an error reply.
+    pub fn request(
+        &mut self,
+        command: u16,
+        payload: &[u8],
+        fds: &[RawFd],
+    ) -> Result<RawReply, i32> {
+        let reply = self.raw.request_with_fds(command, payload, fds);
+        if reply.is_error() {
+            return Err(i32::try_from(reply.error).unwrap_or(i32::MAX));
         }
-        Ok(Reply { payload, fds })
+        Ok(reply)
     }
 
     /// Sends a command with NO_REPLY (as QEMU posts MMIO writes).
     pub fn post(&mut self, command: u16, payload: &[u8]) {
-        self.send(command, FLAG_NO_REPLY, payload, &[]);
+        self.raw.send(command, FLAG_NO_REPLY, payload, &[]);
     }
 
     /// VERSION 0.0 with QEMU's capabilities.
     pub fn version(&mut self) {
-        let caps = br#"{"capabilities":{"max_msg_fds":16,"max_data_xfer_size":1048576,"pgsizes":4096,"max_dma_maps":65535,"write_multiple":true}}"#;
-        let p = Payload::default().u16(0).u16(0).bytes(caps).bytes(&[0]).0;
-        let reply = self.request(command::VERSION, &p, &[]).expect("VERSION");
+        let reply = self.raw.version(QEMU_CAPS);
         assert_eq!(&reply.payload[..4], &[0, 0, 0, 0], "server speaks 0.0");
     }
 
@@ -214,46 +451,34 @@ impl VfioClient {
         flags: u32,
         fd: Option<RawFd>,
     ) -> Result<(), i32> {
-        let p = Payload::default()
-            .u32(32)
-            .u32(flags)
-            .u64(offset)
-            .u64(addr)
-            .u64(size)
-            .0;
+        let p = dma_map_payload(flags, offset, addr, size);
         let fds: Vec<RawFd> = fd.into_iter().collect();
         self.request(command::DMA_MAP, &p, &fds).map(|_| ())
     }
 
     pub fn dma_unmap(&mut self, addr: u64, size: u64) -> Result<(), i32> {
-        let p = Payload::default().u32(24).u32(0).u64(addr).u64(size).0;
+        let p = dma_unmap_payload(0, addr, size);
         self.request(command::DMA_UNMAP, &p, &[]).map(|_| ())
     }
 
     pub fn device_info(&mut self) -> DeviceInfo {
-        let p = Payload::default().u32(16).u32(0).u32(0).u32(0).0;
         let r = self
-            .request(command::DEVICE_GET_INFO, &p, &[])
+            .request(command::DEVICE_GET_INFO, &device_info_payload(), &[])
             .expect("DEVICE_GET_INFO");
         DeviceInfo {
-            flags: u32_at(&r.payload, 4),
-            num_regions: u32_at(&r.payload, 8),
-            num_irqs: u32_at(&r.payload, 12),
+            flags: r.u32_at(4),
+            num_regions: r.u32_at(8),
+            num_irqs: r.u32_at(12),
         }
     }
 
     pub fn region_info(&mut self, index: u32) -> RegionInfo {
-        let argsz = 256;
-        let p = Payload::default()
-            .u32(argsz)
-            .u32(0)
-            .u32(index)
-            .u32(0)
-            .u64(0)
-            .u64(0)
-            .0;
         let mut r = self
-            .request(command::DEVICE_GET_REGION_INFO, &p, &[])
+            .request(
+                command::DEVICE_GET_REGION_INFO,
+                &region_info_payload(256, index),
+                &[],
+            )
             .expect("DEVICE_GET_REGION_INFO");
         let b = &r.payload;
         let flags = u32_at(b, 4);
@@ -281,53 +506,34 @@ impl VfioClient {
     }
 
     pub fn region_read(&mut self, region: u32, offset: u64, len: u32) -> Result<Vec<u8>, i32> {
-        let p = Payload::default().u64(offset).u32(region).u32(len).0;
+        let p = region_read_payload(region, offset, len);
         let r = self.request(command::REGION_READ, &p, &[])?;
         Ok(r.payload[16..].to_vec())
     }
 
     pub fn region_write(&mut self, region: u32, offset: u64, data: &[u8]) -> Result<(), i32> {
-        let p = Payload::default()
-            .u64(offset)
-            .u32(region)
-            .u32(u32::try_from(data.len()).expect("len"))
-            .bytes(data)
-            .0;
+        let p = region_write_payload(region, offset, data);
         self.request(command::REGION_WRITE, &p, &[]).map(|_| ())
     }
 
     /// A posted region write (NO_REPLY): QEMU's MMIO writes to trapped BARs.
     pub fn region_write_posted(&mut self, region: u32, offset: u64, data: &[u8]) {
-        let p = Payload::default()
-            .u64(offset)
-            .u32(region)
-            .u32(u32::try_from(data.len()).expect("len"))
-            .bytes(data)
-            .0;
-        self.post(command::REGION_WRITE, &p);
+        self.post(
+            command::REGION_WRITE,
+            &region_write_payload(region, offset, data),
+        );
     }
 
     /// SET_IRQS TRIGGER|EVENTFD for vectors `start..start + fds.len()` of `index`.
     pub fn set_irqs(&mut self, index: u32, start: u32, fds: &[RawFd]) -> Result<(), i32> {
-        let p = Payload::default()
-            .u32(20)
-            .u32(IRQ_DATA_EVENTFD | IRQ_ACTION_TRIGGER)
-            .u32(index)
-            .u32(start)
-            .u32(u32::try_from(fds.len()).expect("count"))
-            .0;
+        let count = u32::try_from(fds.len()).expect("count");
+        let p = set_irqs_payload(IRQ_DATA_EVENTFD | IRQ_ACTION_TRIGGER, index, start, count);
         self.request(command::DEVICE_SET_IRQS, &p, fds).map(|_| ())
     }
 
     /// SET_IRQS TRIGGER|NONE with count 0: disables every vector of `index`.
     pub fn disable_irqs(&mut self, index: u32) -> Result<(), i32> {
-        let p = Payload::default()
-            .u32(20)
-            .u32(IRQ_DATA_NONE | IRQ_ACTION_TRIGGER)
-            .u32(index)
-            .u32(0)
-            .u32(0)
-            .0;
+        let p = set_irqs_payload(IRQ_DATA_NONE | IRQ_ACTION_TRIGGER, index, 0, 0);
         self.request(command::DEVICE_SET_IRQS, &p, &[]).map(|_| ())
     }
 

@@ -1,32 +1,25 @@
-//! Test support shared by the vfio-user integration tests (included with
-//! `#[path]`): a small device model, a server harness and a raw-message
-//! client that can send anything, including malformed messages.
-#![allow(dead_code)]
+//! A fake `DeviceModel` served by the real vfio-user `Server`, for the tests of the server
+//! itself: `TestModel` (BAR0 registers, a memfd BAR2, config space, four MSI-X vectors)
+//! records what the server asks of it in an `EventLog`; `TestServer` serves it on a
+//! temporary socket in its own thread and hands out `RawClient`s.
 
 use std::fs::File;
-use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
-use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
-use std::sync::{mpsc, Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
 
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
-use vmm_sys_util::sock_ctrl_msg::ScmSocket;
 use vmm_sys_util::tempdir::TempDir;
 use vrnic::guest_memory::GuestRam;
 use vrnic::vfio_user::model::region_index;
 use vrnic::vfio_user::{DeviceModel, RegionInfo, RegionMmap, Server, ServerError};
 
-/// The harness's guest memory helpers (one memfd helper for every test).
-#[path = "harness/memory.rs"]
-pub mod memory;
-
-/// Guard against hangs only: no test waits this long when it passes.
-pub const HANG_GUARD: Duration = Duration::from_secs(30);
+use super::memory::memfd;
+use super::vfio::RawClient;
+use super::{join_with_guard, TIMEOUT};
 
 // ---------------------------------------------------------------- the model
 
@@ -114,22 +107,15 @@ impl EventLog {
             .count()
     }
 
-    /// Waits until `e` happened at least `n` times (panics after HANG_GUARD).
+    /// Waits until `e` happened at least `n` times (panics after TIMEOUT).
     pub fn wait_for(&self, e: &Event, n: usize) {
         let guard = self.events.lock().unwrap();
         let (_guard, timeout) = self
             .cond
-            .wait_timeout_while(guard, HANG_GUARD, |v| {
-                v.iter().filter(|x| *x == e).count() < n
-            })
+            .wait_timeout_while(guard, TIMEOUT, |v| v.iter().filter(|x| *x == e).count() < n)
             .unwrap();
         assert!(!timeout.timed_out(), "timed out waiting for {e:?} x{n}");
     }
-}
-
-/// A memfd of `size` bytes, sealed as QEMU seals guest RAM (the harness's helper).
-pub fn memfd(size: u64) -> File {
-    memory::memfd(c"vrnic-test", size)
 }
 
 /// The test device: BAR0 registers, BAR2 memfd, 256-byte config space and
@@ -148,7 +134,7 @@ pub struct TestModel {
 
 impl TestModel {
     pub fn new(log: Arc<EventLog>) -> Self {
-        let bar2 = memfd(BAR2_SIZE);
+        let bar2 = memfd(c"vrnic-test-bar2", BAR2_SIZE);
         bar2.write_all_at(BAR2_PATTERN, 0).unwrap();
         Self {
             scratch: 0,
@@ -393,294 +379,4 @@ impl Drop for TestServer {
             let _ = self.stop_and_join();
         }
     }
-}
-
-/// Joins a thread, panicking if it takes longer than HANG_GUARD.
-pub fn join_with_guard<T: Send + 'static>(t: JoinHandle<T>) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(t.join());
-    });
-    match rx.recv_timeout(HANG_GUARD) {
-        Ok(Ok(v)) => v,
-        Ok(Err(p)) => std::panic::resume_unwind(p),
-        Err(_) => panic!("thread did not finish"),
-    }
-}
-
-/// Runs `f` on another thread; panics if it hangs (for clients without
-/// socket timeouts, like the `vfio_user` crate's).
-pub fn with_hang_guard<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    join_with_guard(std::thread::spawn(f))
-}
-
-// -------------------------------------------------------------- raw client
-
-pub const VERSION: u16 = 1;
-pub const DMA_MAP: u16 = 2;
-pub const DMA_UNMAP: u16 = 3;
-pub const DEVICE_GET_INFO: u16 = 4;
-pub const DEVICE_GET_REGION_INFO: u16 = 5;
-pub const DEVICE_GET_IRQ_INFO: u16 = 7;
-pub const DEVICE_SET_IRQS: u16 = 8;
-pub const REGION_READ: u16 = 9;
-pub const REGION_WRITE: u16 = 10;
-pub const DEVICE_RESET: u16 = 13;
-pub const REGION_WRITE_MULTI: u16 = 15;
-pub const DEVICE_FEATURE: u16 = 16;
-
-pub const FLAG_REPLY: u32 = 1;
-pub const FLAG_NO_REPLY: u32 = 1 << 4;
-pub const FLAG_ERROR: u32 = 1 << 5;
-
-/// A reply as received.
-#[derive(Debug)]
-pub struct RawReply {
-    pub id: u16,
-    pub command: u16,
-    pub size: u32,
-    pub flags: u32,
-    pub error: u32,
-    pub payload: Vec<u8>,
-    pub fds: Vec<File>,
-}
-
-impl RawReply {
-    pub fn is_error(&self) -> bool {
-        self.flags & FLAG_ERROR != 0
-    }
-
-    pub fn u32_at(&self, off: usize) -> u32 {
-        u32::from_le_bytes(self.payload[off..off + 4].try_into().unwrap())
-    }
-
-    pub fn u64_at(&self, off: usize) -> u64 {
-        u64::from_le_bytes(self.payload[off..off + 8].try_into().unwrap())
-    }
-}
-
-/// Builds little-endian payloads.
-#[derive(Default)]
-pub struct Payload(pub Vec<u8>);
-
-impl Payload {
-    pub fn new() -> Self {
-        Self::default()
-    }
-    pub fn u16(mut self, v: u16) -> Self {
-        self.0.extend_from_slice(&v.to_le_bytes());
-        self
-    }
-    pub fn u32(mut self, v: u32) -> Self {
-        self.0.extend_from_slice(&v.to_le_bytes());
-        self
-    }
-    pub fn u64(mut self, v: u64) -> Self {
-        self.0.extend_from_slice(&v.to_le_bytes());
-        self
-    }
-    pub fn bytes(mut self, v: &[u8]) -> Self {
-        self.0.extend_from_slice(v);
-        self
-    }
-}
-
-/// Encodes a header.
-pub fn header(id: u16, command: u16, size: u32, flags: u32) -> Vec<u8> {
-    Payload::new()
-        .u16(id)
-        .u16(command)
-        .u32(size)
-        .u32(flags)
-        .u32(0)
-        .0
-}
-
-/// A client speaking raw vfio-user messages, with socket timeouts so a
-/// broken server fails the test instead of hanging it.
-pub struct RawClient {
-    pub stream: UnixStream,
-    next_id: u16,
-}
-
-impl RawClient {
-    pub fn connect(path: &Path) -> Self {
-        let stream = UnixStream::connect(path).unwrap();
-        stream.set_read_timeout(Some(HANG_GUARD)).unwrap();
-        stream.set_write_timeout(Some(HANG_GUARD)).unwrap();
-        Self {
-            stream,
-            next_id: 0x100,
-        }
-    }
-
-    /// Sends a command; returns its message id.
-    pub fn send(&mut self, command: u16, flags: u32, payload: &[u8], fds: &[RawFd]) -> u16 {
-        let id = self.next_id;
-        self.next_id = self.next_id.wrapping_add(1);
-        let size = (16 + payload.len()) as u32;
-        let mut bytes = header(id, command, size, flags);
-        bytes.extend_from_slice(payload);
-        let n = self.stream.send_with_fds(&[&bytes[..]], fds).unwrap();
-        self.stream.write_all(&bytes[n..]).unwrap();
-        id
-    }
-
-    pub fn send_raw(&mut self, bytes: &[u8]) {
-        self.stream.write_all(bytes).unwrap();
-    }
-
-    /// Receives one message (reply), with any fds.
-    pub fn recv(&mut self) -> RawReply {
-        let mut hdr = [0u8; 16];
-        let (n, file) = self.stream.recv_with_fd(&mut hdr).unwrap();
-        assert!(n > 0, "server closed the connection");
-        self.stream.read_exact(&mut hdr[n..]).unwrap();
-        let u16_at = |o: usize| u16::from_le_bytes(hdr[o..o + 2].try_into().unwrap());
-        let u32_at = |o: usize| u32::from_le_bytes(hdr[o..o + 4].try_into().unwrap());
-        let size = u32_at(4);
-        let mut payload = vec![0u8; size as usize - 16];
-        self.stream.read_exact(&mut payload).unwrap();
-        RawReply {
-            id: u16_at(0),
-            command: u16_at(2),
-            size,
-            flags: u32_at(8),
-            error: u32_at(12),
-            payload,
-            fds: file.into_iter().collect(),
-        }
-    }
-
-    /// Sends a command and receives its reply, checking the id and REPLY flag.
-    pub fn request_with_fds(&mut self, command: u16, payload: &[u8], fds: &[RawFd]) -> RawReply {
-        let id = self.send(command, 0, payload, fds);
-        let reply = self.recv();
-        assert_eq!(reply.id, id, "reply to the wrong message");
-        assert_eq!(reply.command, command);
-        assert_eq!(reply.flags & 0xf, FLAG_REPLY);
-        reply
-    }
-
-    pub fn request(&mut self, command: u16, payload: &[u8]) -> RawReply {
-        self.request_with_fds(command, payload, &[])
-    }
-
-    /// Expects an error reply with `errno`.
-    pub fn expect_errno(&mut self, command: u16, payload: &[u8], errno: i32) {
-        let reply = self.request(command, payload);
-        assert!(
-            reply.is_error(),
-            "command {command} succeeded, expected errno {errno}"
-        );
-        assert_eq!(reply.error, errno as u32, "command {command}");
-        assert_eq!(reply.size, 16, "error replies carry only the header");
-    }
-
-    /// VERSION 0.0, optionally offering write_multiple; returns the reply JSON.
-    pub fn negotiate(&mut self, write_multiple: bool) -> serde_json::Value {
-        let caps = if write_multiple {
-            r#"{"capabilities":{"max_msg_fds":16,"max_data_xfer_size":1048576,"write_multiple":true}}"#
-        } else {
-            r#"{"capabilities":{"max_msg_fds":16,"max_data_xfer_size":1048576}}"#
-        };
-        let payload = Payload::new()
-            .u16(0)
-            .u16(0)
-            .bytes(caps.as_bytes())
-            .bytes(&[0])
-            .0;
-        let reply = self.request(VERSION, &payload);
-        assert!(!reply.is_error(), "VERSION failed: {}", reply.error);
-        let json = &reply.payload[4..];
-        assert_eq!(json.last(), Some(&0), "reply JSON is NUL-terminated");
-        serde_json::from_slice(&json[..json.len() - 1]).unwrap()
-    }
-
-    /// True if the server closed the connection (reads end of stream).
-    pub fn at_eof(&mut self) -> bool {
-        let mut b = [0u8; 1];
-        match self.stream.read(&mut b) {
-            Ok(0) => true,
-            Ok(_) => false,
-            // Closing with unread bytes in its buffer makes the server's
-            // kernel reset the connection: closed too.
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => true,
-            Err(e) => panic!("waiting for the server to close: {e}"),
-        }
-    }
-
-    pub fn region_read(&mut self, region: u32, offset: u64, count: u32) -> RawReply {
-        let p = Payload::new().u64(offset).u32(region).u32(count).0;
-        self.request(REGION_READ, &p)
-    }
-
-    pub fn read_u32(&mut self, region: u32, offset: u64) -> u32 {
-        let r = self.region_read(region, offset, 4);
-        assert!(!r.is_error(), "read failed: {}", r.error);
-        r.u32_at(16)
-    }
-
-    pub fn write_u32(&mut self, region: u32, offset: u64, v: u32) {
-        let p = Payload::new().u64(offset).u32(region).u32(4).u32(v).0;
-        let r = self.request(REGION_WRITE, &p);
-        assert!(!r.is_error(), "write failed: {}", r.error);
-    }
-
-    pub fn device_info(&mut self) -> RawReply {
-        self.request(
-            DEVICE_GET_INFO,
-            &Payload::new().u32(16).u32(0).u32(0).u32(0).0,
-        )
-    }
-}
-
-/// DMA_MAP payload.
-pub fn dma_map_payload(flags: u32, offset: u64, addr: u64, size: u64) -> Vec<u8> {
-    Payload::new()
-        .u32(32)
-        .u32(flags)
-        .u64(offset)
-        .u64(addr)
-        .u64(size)
-        .0
-}
-
-/// DMA_UNMAP payload.
-pub fn dma_unmap_payload(flags: u32, addr: u64, size: u64) -> Vec<u8> {
-    Payload::new().u32(24).u32(flags).u64(addr).u64(size).0
-}
-
-/// SET_IRQS payload.
-pub fn set_irqs_payload(flags: u32, index: u32, start: u32, count: u32) -> Vec<u8> {
-    Payload::new()
-        .u32(20)
-        .u32(flags)
-        .u32(index)
-        .u32(start)
-        .u32(count)
-        .0
-}
-
-/// REGION_INFO payload.
-pub fn region_info_payload(argsz: u32, index: u32) -> Vec<u8> {
-    Payload::new()
-        .u32(argsz)
-        .u32(0)
-        .u32(index)
-        .u32(0)
-        .u64(0)
-        .u64(0)
-        .0
-}
-
-#[test]
-fn test_model_registers_behave() {
-    let mut m = TestModel::new(Arc::new(EventLog::default()));
-    let mut buf = [0u8; 4];
-    m.region_write(0, reg::SCRATCH, &7u32.to_le_bytes())
-        .unwrap();
-    m.region_read(0, reg::SCRATCH, &mut buf).unwrap();
-
-    assert_eq!(u32::from_le_bytes(buf), 7);
 }
