@@ -1,7 +1,8 @@
 //! Unit tests of `GuestRam` against memfd-backed "guest RAM".
 
+use crate::memfd::Sealing;
 use std::fs::File;
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::FromRawFd;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
@@ -23,14 +24,8 @@ fn memfd(size: u64) -> File {
 }
 
 /// A memfd created with `flags`, of `size` bytes, with no seal added.
-fn raw_memfd(flags: libc::c_uint, size: u64) -> File {
-    // SAFETY: memfd_create takes a NUL-terminated name and flags; the result is checked.
-    let fd = unsafe { libc::memfd_create(c"vrnic-test-raw".as_ptr(), libc::MFD_CLOEXEC | flags) };
-    assert!(fd >= 0, "memfd_create: {}", std::io::Error::last_os_error());
-    // SAFETY: fd was just created and is owned by nobody else.
-    let file = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
-    file.set_len(size).unwrap();
-    file
+fn raw_memfd(sealing: Sealing, size: u64) -> File {
+    crate::memfd::create_sealed(c"vrnic-test-raw", size, sealing).unwrap()
 }
 
 fn map_request(addr: u64, size: u64, fd: Option<File>) -> DmaMapRequest {
@@ -416,7 +411,7 @@ fn qemu_style_sealed_memfd_is_accepted() {
 
 #[test]
 fn sealable_memfd_is_sealed_against_shrinking_and_accepted() {
-    let file = raw_memfd(libc::MFD_ALLOW_SEALING, 2 * PAGE);
+    let file = raw_memfd(Sealing::Sealable, 2 * PAGE);
     let ram = GuestRam::new();
 
     ram.map(map_request(0, 2 * PAGE, Some(file.try_clone().unwrap())))
@@ -432,8 +427,8 @@ fn sealable_memfd_is_sealed_against_shrinking_and_accepted() {
 fn fds_that_cannot_be_sealed_against_shrinking_are_refused_with_eperm() {
     let regular = vmm_sys_util::tempfile::TempFile::new().unwrap();
     regular.as_file().set_len(PAGE).unwrap();
-    let unsealable_memfd = raw_memfd(0, PAGE);
-    let sealed_without_shrink = raw_memfd(libc::MFD_ALLOW_SEALING, PAGE);
+    let unsealable_memfd = raw_memfd(Sealing::Unsealable, PAGE);
+    let sealed_without_shrink = raw_memfd(Sealing::Sealable, PAGE);
     crate::memfd::add_seals(&sealed_without_shrink, libc::F_SEAL_SEAL).unwrap();
     let mut pipe = [0; 2];
     // SAFETY: pipe writes two descriptors into the array; the result is checked.
