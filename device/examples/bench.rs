@@ -40,9 +40,20 @@ struct Bench {
     dst: Mr,
 }
 
-/// Devices as `vrnic serve` runs them: pollers poll for 1 ms after work.
+/// Devices as `vrnic serve` runs them: pollers poll for 1 ms after work, one per core
+/// (VRNIC_BENCH_POLLERS=N: N poller threads).
 fn devices(n: usize) -> TestDevices {
-    TestDevices::start_with_idle(n, Duration::from_millis(1))
+    let threads = std::env::var("VRNIC_BENCH_POLLERS")
+        .ok()
+        .and_then(|v| v.parse().ok());
+    TestDevices::start_with(
+        n,
+        vrnic::fabric::PollerConfig {
+            idle: Duration::from_millis(1),
+            give_way: true,
+            threads,
+        },
+    )
 }
 
 /// A connected QP from device `i` to device `j`, with MRs on each.

@@ -17,6 +17,9 @@ pub struct DmaFence {
 struct Tickets {
     next: u64,
     active: BTreeSet<u64>,
+    /// Threads in `wait`: only then does the end of a transfer need a wake-up (a futex
+    /// call per transfer otherwise).
+    waiters: usize,
 }
 
 /// A transfer in flight; dropping it ends the transfer.
@@ -44,9 +47,11 @@ impl DmaFence {
         lock_order::assert_no_device_lock("waiting for the DMA fence");
         let mut t = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let barrier = t.next;
+        t.waiters += 1;
         while t.active.first().is_some_and(|&oldest| oldest < barrier) {
             t = self.ended.wait(t).unwrap_or_else(PoisonError::into_inner);
         }
+        t.waiters -= 1;
     }
 
     /// Transfers in flight now.
@@ -64,8 +69,11 @@ impl Drop for InFlight {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         t.active.remove(&self.ticket);
+        let waiters = t.waiters;
         drop(t);
-        self.fence.ended.notify_all();
+        if waiters > 0 {
+            self.fence.ended.notify_all();
+        }
     }
 }
 
