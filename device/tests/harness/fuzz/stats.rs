@@ -1,0 +1,23 @@
+//! Counters of what the inputs reached (admin statuses, CQE statuses...), printed by the
+//! seeded runner so a run shows whether deep paths were hit, not just how many inputs ran.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+static COUNTS: Mutex<BTreeMap<String, u64>> = Mutex::new(BTreeMap::new());
+
+/// Counts one occurrence of `key` under `target`.
+pub fn count(target: &str, key: impl std::fmt::Display) {
+    let mut map = COUNTS.lock().unwrap_or_else(|p| p.into_inner());
+    *map.entry(format!("{target}: {key}")).or_default() += 1;
+}
+
+/// The counters of `target`, one `key=n` per entry.
+pub fn report(target: &str) -> String {
+    let map = COUNTS.lock().unwrap_or_else(|p| p.into_inner());
+    let prefix = format!("{target}: ");
+    map.iter()
+        .filter_map(|(k, v)| Some(format!("{}={v}", k.strip_prefix(&prefix)?)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}

@@ -1,0 +1,949 @@
+//! Target 4: doorbells and WQEs on a live device (the poller runs) with real guest memory.
+//! Each input sets up a context, PDs, MRs (contiguous, DIRECT, INDIRECT; some over the
+//! read-only or fd-less ranges), CQs and two RC QPs connected in loopback, then runs a
+//! sequence of operations: send and receive WQEs with known opcodes whose SGEs name live
+//! MRs (offsets and lengths at the edges, sometimes mutated), doorbells at or near the
+//! producer index, CQ arming, CQ/EQ polling, QP state changes, MR deregistration during
+//! traffic, raw WQE bytes.
+//!
+//! Oracles: every CQE that appears is well-formed (known status, vendor_err and, on
+//! success, opcode; a QP of this CQ; a wr_id that was posted); every EQE has a known type and
+//! zero reserved bytes; a sentinel QP pair in another context still completes an RDMA WRITE
+//! with the right bytes, and the admin queue still answers; the device never writes guest
+//! RAM outside the rings and MRs the input registered.
+
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::time::Instant;
+
+use vm_memory::ByteValued;
+use vrnic_hw::*;
+
+use super::admin::check_alive;
+use super::aq::{self, Aq, Done};
+use super::glue::Dev;
+use super::guest::{CanaryRam, PAGE};
+use super::input::Input;
+use super::stats;
+use super::objs::{buffer, describe, Heap, Layout, LAYOUTS};
+use super::rig::{Rig, INTERESTING_ADDRS, RAM_BASE};
+use crate::harness::TIMEOUT;
+
+thread_local! {
+    static RIG: RefCell<Option<Rig>> = const { RefCell::new(None) };
+}
+
+/// Runs one input (the function both runners call).
+pub fn run_one(input: &[u8]) {
+    RIG.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let rig = slot.get_or_insert_with(|| Rig::new(1, true));
+        run(rig, input);
+    });
+}
+
+/// Forgets the rig after a failure; the next input builds a new one.
+pub fn discard() {
+    RIG.with(|cell| {
+        if let Ok(mut slot) = cell.try_borrow_mut() {
+            std::mem::forget(slot.take());
+        }
+    });
+}
+
+const ACCESS_ALL: u32 = ACCESS_SUPPORTED_MASK & !(Access::RemoteAtomic as u32);
+
+#[derive(Debug, Clone)]
+struct Ring {
+    pages: Vec<u64>,
+    depth_log2: u32,
+    entry_shift: u32,
+}
+
+impl Ring {
+    fn depth(&self) -> u32 {
+        1 << self.depth_log2
+    }
+
+    fn entry(&self, index: u32) -> u64 {
+        let off = u64::from(index & (self.depth() - 1)) << self.entry_shift;
+        self.pages[(off / PAGE) as usize] + off % PAGE
+    }
+
+    fn phase(&self, ci: u32) -> u8 {
+        (((ci >> self.depth_log2) & 1) ^ 1) as u8
+    }
+}
+
+struct Cq {
+    cqn: u32,
+    slot: u32,
+    uctx: u32,
+    ring: Ring,
+    ci: u32,
+    arm_seq: u32,
+}
+
+struct Eq {
+    eqn: u32,
+    slot: u32,
+    ring: Ring,
+    ci: u32,
+}
+
+struct Qp {
+    qpn: u32,
+    uctx: u32,
+    slot: u32,
+    sq: Ring,
+    rq: Ring,
+    sq_pi: u32,
+    rq_pi: u32,
+    max_send_sge: u8,
+    max_recv_sge: u8,
+    max_inline: u32,
+    /// Indexes in `Ctx::cqs`.
+    cqs: [usize; 2],
+}
+
+#[derive(Debug, Clone)]
+struct Mr {
+    key: u32,
+    iova: u64,
+    len: u64,
+    pages: Vec<u64>,
+    first: u64,
+}
+
+impl Mr {
+    /// The guest-physical pieces of `[offset, offset + len)` of the MR.
+    fn pieces(&self, offset: u64, len: u64) -> Vec<(u64, u64)> {
+        let mut out = Vec::new();
+        let mut at = self.first + offset;
+        let end = at + len;
+        while at < end {
+            let n = (PAGE - at % PAGE).min(end - at);
+            out.push((self.pages[(at / PAGE) as usize] + at % PAGE, n));
+            at += n;
+        }
+        out
+    }
+}
+
+/// One input's world on the device.
+struct Ctx<'r> {
+    dev: &'r mut Dev,
+    ram: &'r mut CanaryRam,
+    heap: Heap,
+    aq: Aq,
+    eqs: Vec<Eq>,
+    cqs: Vec<Cq>,
+    qps: Vec<Qp>,
+    mrs: Vec<Mr>,
+    /// The user context's two PDs.
+    pds: [u32; 2],
+    /// Keys of deregistered MRs (still named by SGEs now and then).
+    stale_keys: Vec<u32>,
+    /// wr_ids that may legitimately appear in a CQE (0: a zeroed ring slot).
+    wr_ids: HashSet<u64>,
+    next_wr: u64,
+    cqes: u64,
+}
+
+fn admin_ok<T: ByteValued>(c: &mut Ctx, cmd: &T, what: &str) -> [u32; 4] {
+    let done: Done = c.aq.run(c.dev, c.ram, cmd);
+    done.ok()
+        .unwrap_or_else(|| panic!("set-up command {what} failed: {done:?}"))
+}
+
+fn hdr(op: AqOpcode) -> AqHeader {
+    AqHeader {
+        opcode: op.into(),
+        ..Default::default()
+    }
+}
+
+fn handle_cmd(op: AqOpcode, handle: u32, uctx: u32) -> CmdHandle {
+    CmdHandle {
+        hdr: hdr(op),
+        handle: handle.into(),
+        uctx: uctx.into(),
+        ..Default::default()
+    }
+}
+
+/// A zeroed ring, contiguous or scattered, allowed for device writes.
+fn ring(c: &mut Ctx, depth_log2: u32, entry_shift: u32, layout: Layout) -> (PageList, Ring) {
+    let bytes = 1u64 << (depth_log2 + entry_shift);
+    let (list, pages) = buffer(c.ram, &mut c.heap, bytes, 12, layout);
+    for &p in &pages {
+        c.ram.write(p, &[0u8; PAGE as usize]);
+        c.ram.allow(p, PAGE);
+    }
+    (
+        list,
+        Ring {
+            pages,
+            depth_log2,
+            entry_shift,
+        },
+    )
+}
+
+fn create_eq(c: &mut Ctx, is_async: bool, vector: u16) {
+    let (list, ring) = ring(c, 6, 4, Layout::Contiguous);
+    let cmd = CmdCreateEq {
+        hdr: hdr(AqOpcode::CreateEq),
+        depth_log2: 6,
+        flags: if is_async { EQ_FLAG_ASYNC as u8 } else { 0 },
+        msix_vector: vector.into(),
+        ring: list,
+        ..Default::default()
+    };
+    let [eqn, slot, ..] = admin_ok(c, &cmd, "CREATE_EQ");
+    c.eqs.push(Eq { eqn, slot, ring, ci: 0 });
+}
+
+/// A CQ of `uctx` whose events go to the completion EQ; returns its index in `c.cqs`.
+fn create_cq(c: &mut Ctx, uctx: u32, depth_log2: u32, layout: Layout) -> usize {
+    let (list, ring) = ring(c, depth_log2, 5, layout);
+    let cmd = CmdCreateCq {
+        hdr: hdr(AqOpcode::CreateCq),
+        uctx: uctx.into(),
+        eqn: c.eqs[1].eqn.into(),
+        depth_log2: depth_log2 as u8,
+        ring: list,
+        ..Default::default()
+    };
+    let [cqn, slot, ..] = admin_ok(c, &cmd, "CREATE_CQ");
+    c.cqs.push(Cq {
+        cqn,
+        slot,
+        uctx,
+        ring,
+        ci: 0,
+        arm_seq: 0,
+    });
+    c.cqs.len() - 1
+}
+
+/// The smallest WQE size (log2) holding `header` + `body` bytes, within `min..=max`.
+fn wqe_shift(header: usize, body: usize, min: u32, max: u32) -> u32 {
+    (min..=max).find(|s| header + body <= 1 << s).unwrap_or(max)
+}
+
+#[derive(Clone, Copy)]
+struct Caps {
+    sq_depth_log2: u32,
+    rq_depth_log2: u32,
+    max_send_sge: u8,
+    max_recv_sge: u8,
+    max_inline: u32,
+    layout: Layout,
+}
+
+impl Caps {
+    fn from_input(inp: &mut Input) -> Self {
+        Caps {
+            sq_depth_log2: 2 + inp.below(5) as u32,
+            rq_depth_log2: 2 + inp.below(5) as u32,
+            max_send_sge: 1 + inp.below(4) as u8,
+            max_recv_sge: 1 + inp.below(4) as u8,
+            max_inline: [0, 16, 64, 200][inp.below(4)],
+            layout: inp.pick(LAYOUTS),
+        }
+    }
+}
+
+fn create_qp(c: &mut Ctx, uctx: u32, pd: u32, send_cq: usize, recv_cq: usize, caps: Caps) -> usize {
+    let sq_shift = wqe_shift(
+        SendWqeHeader::SIZE,
+        (Sge::SIZE * usize::from(caps.max_send_sge)).max(caps.max_inline as usize),
+        SEND_WQE_SHIFT_MIN,
+        SEND_WQE_SHIFT_MAX,
+    );
+    let rq_shift = wqe_shift(
+        RecvWqeHeader::SIZE,
+        Sge::SIZE * usize::from(caps.max_recv_sge),
+        RECV_WQE_SHIFT_MIN,
+        RECV_WQE_SHIFT_MAX,
+    );
+    let (sq_list, sq) = ring(c, caps.sq_depth_log2, sq_shift, caps.layout);
+    let (rq_list, rq) = ring(c, caps.rq_depth_log2, rq_shift, caps.layout);
+    let cmd = CmdCreateQp {
+        hdr: hdr(AqOpcode::CreateQp),
+        uctx: uctx.into(),
+        pdn: pd.into(),
+        send_cqn: c.cqs[send_cq].cqn.into(),
+        recv_cqn: c.cqs[recv_cq].cqn.into(),
+        qp_type: QpType::Rc.into(),
+        sq_depth_log2: caps.sq_depth_log2 as u8,
+        rq_depth_log2: caps.rq_depth_log2 as u8,
+        sq_wqe_shift: sq_shift as u8,
+        rq_wqe_shift: rq_shift as u8,
+        max_send_sge: caps.max_send_sge,
+        max_recv_sge: caps.max_recv_sge,
+        max_inline: caps.max_inline.into(),
+        sq_ring: sq_list,
+        rq_ring: rq_list,
+        ..Default::default()
+    };
+    let [qpn, slot, ..] = admin_ok(c, &cmd, "CREATE_QP");
+    c.qps.push(Qp {
+        qpn,
+        uctx,
+        slot,
+        sq,
+        rq,
+        sq_pi: 0,
+        rq_pi: 0,
+        max_send_sge: caps.max_send_sge,
+        max_recv_sge: caps.max_recv_sge,
+        max_inline: caps.max_inline,
+        cqs: [send_cq, recv_cq],
+    });
+    c.qps.len() - 1
+}
+
+fn modify(c: &mut Ctx, qp: usize, mask: u32, attr: QpAttr) -> Done {
+    let cmd = CmdModifyQp {
+        hdr: hdr(AqOpcode::ModifyQp),
+        qpn: c.qps[qp].qpn.into(),
+        attr_mask: mask.into(),
+        attr,
+        uctx: c.qps[qp].uctx.into(),
+        ..Default::default()
+    };
+    c.aq.run(c.dev, c.ram, &cmd)
+}
+
+#[derive(Clone, Copy)]
+struct Conn {
+    access: u32,
+    mtu: u8,
+    retry_cnt: u8,
+    rnr_retry: u8,
+    min_rnr_timer: u8,
+    rd_atomic: u8,
+    dlid: u16,
+}
+
+impl Conn {
+    fn sentinel() -> Self {
+        Conn {
+            access: ACCESS_ALL,
+            mtu: Mtu::Size4096.into(),
+            retry_cnt: 7,
+            rnr_retry: 7,
+            min_rnr_timer: 1,
+            rd_atomic: 16,
+            dlid: 1,
+        }
+    }
+
+    fn from_input(inp: &mut Input) -> Self {
+        Conn {
+            access: if inp.chance(75) { ACCESS_ALL } else { u32::from(inp.u8()) & ACCESS_ALL },
+            mtu: 1 + inp.below(5) as u8,
+            retry_cnt: inp.below(8) as u8,
+            rnr_retry: inp.below(7) as u8,
+            min_rnr_timer: inp.below(4) as u8,
+            rd_atomic: 1 + inp.below(16) as u8,
+            dlid: if inp.chance(5) { inp.pick(&[0, 2, 0xffff]) } else { 1 },
+        }
+    }
+}
+
+/// RESET -> INIT -> RTR -> RTS towards `dest`; the outcome of each step (they may fail
+/// when the input moved the QP elsewhere first).
+fn connect(c: &mut Ctx, qp: usize, dest: u32, o: Conn) -> bool {
+    use QpAttrMask::*;
+    let m = |bits: &[QpAttrMask]| bits.iter().fold(0u32, |a, b| a | *b as u32);
+    let init = QpAttr {
+        qp_state: QpState::Init.into(),
+        port_num: PORT_NUM as u8,
+        qp_access_flags: o.access.into(),
+        ..Default::default()
+    };
+    let rtr = QpAttr {
+        qp_state: QpState::Rtr.into(),
+        path_mtu: o.mtu,
+        dest_qp_num: dest.into(),
+        rq_psn: 0x200u32.into(),
+        max_dest_rd_atomic: o.rd_atomic,
+        min_rnr_timer: o.min_rnr_timer,
+        dlid: o.dlid.into(),
+        ..Default::default()
+    };
+    let rts = QpAttr {
+        qp_state: QpState::Rts.into(),
+        timeout: 8,
+        retry_cnt: o.retry_cnt,
+        rnr_retry: o.rnr_retry,
+        sq_psn: 0x200u32.into(),
+        max_rd_atomic: o.rd_atomic,
+        ..Default::default()
+    };
+    let steps = [
+        (m(&[State, PkeyIndex, Port, AccessFlags]), init),
+        (
+            m(&[State, Av, PathMtu, DestQpn, RqPsn, MaxDestRdAtomic, MinRnrTimer]),
+            rtr,
+        ),
+        (m(&[State, Timeout, RetryCnt, RnrRetry, SqPsn, MaxQpRdAtomic]), rts),
+    ];
+    steps
+        .into_iter()
+        .all(|(mask, attr)| modify(c, qp, mask, attr).status == AqStatus::Success)
+}
+
+fn reg_mr(c: &mut Ctx, uctx: u32, pd: u32, len: u64, access: u32, pages: Option<Vec<u64>>, layout: Layout, first: u64) -> Option<Mr> {
+    let n = (first + len).div_ceil(PAGE).max(1);
+    let (list, pages) = match pages {
+        Some(p) => {
+            let list = describe(c.ram, &mut c.heap, &p, 12, layout);
+            (list, p)
+        }
+        None => buffer(c.ram, &mut c.heap, n * PAGE, 12, layout),
+    };
+    for &p in &pages {
+        c.ram.allow(p, PAGE);
+    }
+    let iova = 0x7f00_0000_0000u64 + (c.mrs.len() as u64 + 1) * (1 << 30) + first;
+    let cmd = CmdRegMr {
+        hdr: hdr(AqOpcode::RegMr),
+        pdn: pd.into(),
+        access: access.into(),
+        iova: iova.into(),
+        length: len.into(),
+        pages: list,
+        uctx: uctx.into(),
+        ..Default::default()
+    };
+    let done = c.aq.run(c.dev, c.ram, &cmd);
+    let key = done.ok()?[0];
+    Some(Mr {
+        key,
+        iova,
+        len,
+        pages,
+        first,
+    })
+}
+
+/// Rings word `word` of doorbell slot `slot` of page `page` (a trapped BAR2 write, which
+/// also wakes the poller).
+fn doorbell(dev: &mut Dev, page: u32, slot: u32, word: u32, value: u32) {
+    let offset = u64::from(page) * u64::from(DB_PAGE_SIZE) + db_slot_offset(slot) + u64::from(word) * 4;
+    if offset + 4 <= u64::from(BAR_DB_SIZE) {
+        dev.write32(BAR_DB, offset, value);
+    }
+}
+
+/// An SGE into a live MR (at its edges, sometimes past them or with a stale key).
+fn sge(inp: &mut Input, c: &Ctx) -> Sge {
+    if c.mrs.is_empty() || inp.chance(2) {
+        return Sge {
+            addr: inp.u64().into(),
+            length: inp.u32().into(),
+            lkey: inp.u32().into(),
+        };
+    }
+    let mr = &c.mrs[inp.below(c.mrs.len())];
+    let offset = inp.len_up_to(mr.len);
+    let len = inp.len_up_to((mr.len - offset).min(64 << 10));
+    let key = if !c.stale_keys.is_empty() && inp.chance(3) {
+        c.stale_keys[inp.below(c.stale_keys.len())]
+    } else {
+        mr.key
+    };
+    let sge = Sge {
+        addr: (mr.iova + offset).into(),
+        length: (len as u32).into(),
+        lkey: key.into(),
+    };
+    if !inp.chance(8) {
+        return sge;
+    }
+    Sge {
+        addr: inp.mostly_u64(sge.addr.to_native()).into(),
+        length: inp.mostly_u32(sge.length.to_native()).into(),
+        lkey: inp.mostly_u32(key).into(),
+    }
+}
+
+fn new_wr_id(c: &mut Ctx) -> u64 {
+    c.next_wr += 1;
+    let id = 0x5700_0000_0000_0000 | c.next_wr;
+    c.wr_ids.insert(id);
+    id
+}
+
+fn post_send(inp: &mut Input, c: &mut Ctx, qp: usize) {
+    let opcodes = [
+        WrOpcode::RdmaWrite,
+        WrOpcode::RdmaWriteWithImm,
+        WrOpcode::Send,
+        WrOpcode::SendWithImm,
+        WrOpcode::RdmaRead,
+    ];
+    let opcode: u8 = if inp.chance(2) { inp.u8() } else { inp.pick(&opcodes).into() };
+    let mut flags = u8::from(SendFlags::Signaled) * u8::from(inp.chance(80));
+    if inp.chance(10) {
+        flags |= u8::from(SendFlags::Fence);
+    }
+    if inp.chance(10) {
+        flags |= u8::from(SendFlags::Solicited);
+    }
+    let inline = inp.chance(15);
+    if inline {
+        flags |= u8::from(SendFlags::Inline);
+    }
+    let flags = if inp.chance(5) { inp.mostly_u8(flags) } else { flags };
+    let max_sge = c.qps[qp].max_send_sge;
+    let num_sge = { let v = inp.below(usize::from(max_sge) + 1) as u8; inp.mostly_u8(v) };
+    let mut body = Vec::new();
+    let mut inline_len = 0u32;
+    if inline {
+        let max_inline = c.qps[qp].max_inline;
+        inline_len = { let v = inp.len_up_to(u64::from(max_inline)) as u32; inp.mostly_u32(v) };
+        body = vec![0xa5; inline_len.min(1024) as usize];
+    } else {
+        for _ in 0..num_sge.min(16) {
+            body.extend_from_slice(sge(inp, c).as_slice());
+        }
+    }
+    let (remote_addr, rkey) = if c.mrs.is_empty() || inp.chance(5) {
+        (inp.u64(), inp.u32())
+    } else {
+        let mr = &c.mrs[inp.below(c.mrs.len())];
+        let off = inp.len_up_to(mr.len);
+        let (addr, key) = (mr.iova + off, mr.key);
+        if inp.chance(8) {
+            (inp.mostly_u64(addr), inp.mostly_u32(key))
+        } else {
+            (addr, key)
+        }
+    };
+    let wr_id = new_wr_id(c);
+    let header = SendWqeHeader {
+        opcode,
+        flags,
+        num_sge: if inline { inp.mostly_u8(0) } else { num_sge },
+        reserved0: if inp.chance(2) { inp.u8() } else { 0 },
+        imm_data: inp.u32().to_le_bytes(),
+        wr_id: wr_id.into(),
+        remote_addr: remote_addr.into(),
+        rkey: rkey.into(),
+        inline_len: inline_len.into(),
+    };
+    let mut wqe = header.as_slice().to_vec();
+    wqe.extend_from_slice(&body);
+    write_sq(c, qp, &wqe);
+}
+
+fn write_sq(c: &mut Ctx, qp: usize, bytes: &[u8]) {
+    let q = &mut c.qps[qp];
+    let stride = 1usize << q.sq.entry_shift;
+    let mut wqe = bytes.to_vec();
+    wqe.resize(stride, 0);
+    let at = q.sq.entry(q.sq_pi);
+    q.sq_pi = q.sq_pi.wrapping_add(1);
+    c.ram.write(at, &wqe);
+}
+
+fn post_recv(inp: &mut Input, c: &mut Ctx, qp: usize) {
+    let max_sge = c.qps[qp].max_recv_sge;
+    let num_sge = { let v = inp.below(usize::from(max_sge) + 1) as u8; inp.mostly_u8(v) };
+    let wr_id = new_wr_id(c);
+    let header = RecvWqeHeader {
+        wr_id: wr_id.into(),
+        num_sge,
+        reserved0: if inp.chance(2) { [inp.u8(), 0, 0, 0, 0, 0, 0] } else { [0; 7] },
+    };
+    let mut wqe = header.as_slice().to_vec();
+    for _ in 0..num_sge.min(16) {
+        wqe.extend_from_slice(sge(inp, c).as_slice());
+    }
+    let q = &mut c.qps[qp];
+    let stride = 1usize << q.rq.entry_shift;
+    wqe.resize(stride.max(wqe.len()), 0);
+    wqe.truncate(stride);
+    let at = q.rq.entry(q.rq_pi);
+    q.rq_pi = q.rq_pi.wrapping_add(1);
+    c.ram.write(at, &wqe);
+}
+
+/// A producer index near `pi`: itself mostly, else a little behind or ahead (up to past
+/// the ring), or anything.
+fn near(inp: &mut Input, pi: u32, depth: u32) -> u32 {
+    match inp.u8() % 10 {
+        0..=6 => pi,
+        7 => pi.wrapping_sub(1 + inp.below(2) as u32),
+        8 => pi.wrapping_add(1 + inp.below(depth as usize + 2) as u32),
+        _ => inp.u32(),
+    }
+}
+
+fn ring_sq(c: &mut Ctx, qp: usize, value: u32) {
+    let (uctx, slot) = (c.qps[qp].uctx, c.qps[qp].slot);
+    doorbell(c.dev, uctx, slot, 0, value);
+}
+
+fn ring_rq(c: &mut Ctx, qp: usize, value: u32) {
+    let (uctx, slot) = (c.qps[qp].uctx, c.qps[qp].slot);
+    doorbell(c.dev, uctx, slot, 1, value);
+}
+
+/// Consumes and checks every CQE present on CQ `i`; returns them.
+fn poll_cq(c: &mut Ctx, i: usize) -> Vec<Cqe> {
+    let mut out = Vec::new();
+    let qpns: Vec<u32> = c
+        .qps
+        .iter()
+        .filter(|q| q.cqs.contains(&i))
+        .map(|q| q.qpn)
+        .collect();
+    for _ in 0..c.cqs[i].ring.depth() {
+        let cq = &c.cqs[i];
+        let addr = cq.ring.entry(cq.ci);
+        let Some(owner) = c.ram.load::<u8>(addr + Cqe::OWNER_OFF as u64) else {
+            break;
+        };
+        if owner & 1 != cq.ring.phase(cq.ci) {
+            break;
+        }
+        let cqe: Cqe = c.ram.read_obj(addr).expect("CQE in RAM");
+        check_cqe(&cqe, &qpns, &c.wr_ids, cq.cqn);
+        stats::count(
+            "wqe",
+            format_args!(
+                "{:?}/{:?}",
+                WcStatus::try_from(cqe.status).unwrap_or(WcStatus::GeneralErr),
+                VendorErr::try_from(cqe.vendor_err).unwrap_or(VendorErr::None)
+            ),
+        );
+        let cq = &mut c.cqs[i];
+        cq.ci = cq.ci.wrapping_add(1);
+        let (uctx, slot, ci) = (cq.uctx, cq.slot, cq.ci);
+        doorbell(c.dev, uctx, slot, 0, ci);
+        c.cqes += 1;
+        out.push(cqe);
+    }
+    out
+}
+
+fn check_cqe(cqe: &Cqe, qpns: &[u32], wr_ids: &HashSet<u64>, cqn: u32) {
+    let status = WcStatus::try_from(cqe.status)
+        .unwrap_or_else(|s| panic!("CQ {cqn}: CQE status {s} is not a wc_status: {cqe:?}"));
+    let vendor = VendorErr::try_from(cqe.vendor_err)
+        .unwrap_or_else(|v| panic!("CQ {cqn}: CQE vendor_err {v} unknown: {cqe:?}"));
+    assert!(
+        qpns.contains(&cqe.qpn.to_native()),
+        "CQ {cqn}: CQE for QP {} which does not use this CQ: {cqe:?}",
+        cqe.qpn.to_native()
+    );
+    assert!(
+        wr_ids.contains(&cqe.wr_id.to_native()),
+        "CQ {cqn}: CQE with a wr_id never posted: {cqe:?}"
+    );
+    if status == WcStatus::Success {
+        assert!(
+            WcOpcode::try_from(cqe.opcode).is_ok(),
+            "CQ {cqn}: successful CQE with unknown opcode: {cqe:?}"
+        );
+        assert_eq!(vendor, VendorErr::None, "CQ {cqn}: successful CQE with a vendor_err: {cqe:?}");
+    }
+}
+
+fn poll_eqs(c: &mut Ctx) {
+    for i in 0..c.eqs.len() {
+        for _ in 0..c.eqs[i].ring.depth() {
+            let eq = &c.eqs[i];
+            let addr = eq.ring.entry(eq.ci);
+            let Some(owner) = c.ram.load::<u8>(addr + Eqe::OWNER_OFF as u64) else {
+                break;
+            };
+            if owner & 1 != eq.ring.phase(eq.ci) {
+                break;
+            }
+            let eqe: Eqe = c.ram.read_obj(addr).expect("EQE in RAM");
+            assert!(
+                EventType::try_from(eqe.event_type).is_ok(),
+                "EQ {}: unknown event type: {eqe:?}",
+                eq.eqn
+            );
+            assert_eq!(eqe.nonzero_reserved(), None, "EQ {}: EQE reserved bytes: {eqe:?}", eq.eqn);
+            let eq = &mut c.eqs[i];
+            eq.ci = eq.ci.wrapping_add(1);
+            let (slot, ci) = (eq.slot, eq.ci);
+            doorbell(c.dev, KERNEL_UCTX, slot, 0, ci);
+        }
+    }
+}
+
+/// Everything an input sets up, in the order the input's first bytes choose.
+struct Setup {
+    user_cqs: [usize; 2],
+    a: usize,
+    b: usize,
+    sentinel: (usize, usize, usize, Mr),
+}
+
+fn setup(inp: &mut Input, c: &mut Ctx) -> Setup {
+    create_eq(c, true, 0);
+    create_eq(c, false, 1);
+    let uctx = admin_ok(c, &handle_cmd(AqOpcode::AllocUctx, 0, KERNEL_UCTX), "ALLOC_UCTX")[0];
+    let pd = admin_ok(c, &handle_cmd(AqOpcode::AllocPd, uctx, uctx), "ALLOC_PD")[0];
+    let other_pd = admin_ok(c, &handle_cmd(AqOpcode::AllocPd, uctx, uctx), "ALLOC_PD")[0];
+    c.pds = [pd, other_pd];
+    let s_uctx = admin_ok(c, &handle_cmd(AqOpcode::AllocUctx, 0, KERNEL_UCTX), "ALLOC_UCTX")[0];
+    let s_pd = admin_ok(c, &handle_cmd(AqOpcode::AllocPd, s_uctx, s_uctx), "ALLOC_PD")[0];
+
+    let cq0 = create_cq(c, uctx, 2 + inp.below(7) as u32, inp.pick(LAYOUTS));
+    let cq1 = create_cq(c, uctx, 2 + inp.below(7) as u32, inp.pick(LAYOUTS));
+    let caps_a = Caps::from_input(inp);
+    let caps_b = Caps::from_input(inp);
+    let a = create_qp(c, uctx, pd, cq0, cq1, caps_a);
+    let b = create_qp(c, uctx, pd, cq0, cq1, caps_b);
+    let (qa, qb) = (c.qps[a].qpn, c.qps[b].qpn);
+    let conn_a = Conn::from_input(inp);
+    let conn_b = Conn::from_input(inp);
+    connect(c, a, qb, conn_a);
+    connect(c, b, qa, conn_b);
+
+    let n_mrs = 1 + inp.below(4);
+    for _ in 0..n_mrs {
+        let len = 1 + inp.len_up_to(64 << 10);
+        let access = if inp.chance(70) { ACCESS_ALL } else { u32::from(inp.u8()) & ACCESS_ALL };
+        let first = if inp.chance(30) { u64::from(inp.u16()) % PAGE } else { 0 };
+        let layout = inp.pick(LAYOUTS);
+        let pages = inp.chance(10).then(|| {
+            let n = (first + len).div_ceil(PAGE);
+            let base = inp.pick(INTERESTING_ADDRS);
+            (0..n).map(|i| base.wrapping_add(i * PAGE)).collect()
+        });
+        let in_pd = if inp.chance(15) { other_pd } else { pd };
+        if let Some(mr) = reg_mr(c, uctx, in_pd, len, access, pages, layout, first) {
+            c.mrs.push(mr);
+        }
+    }
+
+    let s_cq = create_cq(c, s_uctx, 4, Layout::Contiguous);
+    let s_caps = Caps {
+        sq_depth_log2: 4,
+        rq_depth_log2: 4,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline: 0,
+        layout: Layout::Contiguous,
+    };
+    let s1 = create_qp(c, s_uctx, s_pd, s_cq, s_cq, s_caps);
+    let s2 = create_qp(c, s_uctx, s_pd, s_cq, s_cq, s_caps);
+    let (q1, q2) = (c.qps[s1].qpn, c.qps[s2].qpn);
+    assert!(connect(c, s1, q2, Conn::sentinel()), "sentinel QP connect");
+    assert!(connect(c, s2, q1, Conn::sentinel()), "sentinel QP connect");
+    let s_mr = reg_mr(c, s_uctx, s_pd, 2 * PAGE, ACCESS_ALL, None, Layout::Contiguous, 0)
+        .expect("sentinel MR");
+    Setup {
+        user_cqs: [cq0, cq1],
+        a,
+        b,
+        sentinel: (s1, s_cq, s2, s_mr),
+    }
+}
+
+/// The final well-formed request on the data path: an RDMA WRITE between the sentinel QPs
+/// completes successfully and moves the right bytes.
+fn check_sentinel(c: &mut Ctx, s: &Setup) {
+    let (s1, s_cq, _s2, ref mr) = s.sentinel;
+    let data: Vec<u8> = (0..256u32).map(|i| (i * 7 + 3) as u8).collect();
+    for (gpa, n) in mr.pieces(0, 256) {
+        let off = (gpa - mr.pages[0]) as usize;
+        c.ram.write(gpa, &data[off..off + n as usize]);
+    }
+    let wr_id = new_wr_id(c);
+    let header = SendWqeHeader {
+        opcode: WrOpcode::RdmaWrite.into(),
+        flags: SendFlags::Signaled.into(),
+        num_sge: 1,
+        wr_id: wr_id.into(),
+        remote_addr: (mr.iova + PAGE).into(),
+        rkey: mr.key.into(),
+        ..Default::default()
+    };
+    let sg = Sge {
+        addr: mr.iova.into(),
+        length: 256u32.into(),
+        lkey: mr.key.into(),
+    };
+    let mut wqe = header.as_slice().to_vec();
+    wqe.extend_from_slice(sg.as_slice());
+    write_sq(c, s1, &wqe);
+    let pi = c.qps[s1].sq_pi;
+    ring_sq(c, s1, pi);
+    let deadline = Instant::now() + TIMEOUT;
+    let cqe = loop {
+        if let Some(cqe) = poll_cq(c, s_cq).pop() {
+            break cqe;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the sentinel RDMA WRITE did not complete within {TIMEOUT:?}"
+        );
+        std::thread::yield_now();
+    };
+    assert_eq!(
+        (
+            WcStatus::try_from(cqe.status),
+            cqe.wr_id.to_native(),
+            WcOpcode::try_from(cqe.opcode)
+        ),
+        (Ok(WcStatus::Success), wr_id, Ok(WcOpcode::RdmaWrite)),
+        "sentinel CQE {cqe:?}"
+    );
+    let mut got = vec![0u8; 256];
+    for (gpa, n) in mr.pieces(PAGE, 256) {
+        let off = (gpa - mr.pages[1]) as usize;
+        assert!(c.ram.read(gpa, &mut got[off..off + n as usize]));
+    }
+    assert_eq!(got, data, "bytes the sentinel RDMA WRITE moved");
+}
+
+fn run(rig: &mut Rig, input: &[u8]) {
+    let mut inp = Input::new(input);
+    rig.begin();
+    let (dev, ram) = (&mut rig.world.devs[0], &mut rig.rams[0]);
+    let aq = aq::enable(dev, ram, RAM_BASE, RAM_BASE + PAGE, 4)
+        .expect("the device refused a valid admin queue");
+    let mut c = Ctx {
+        dev,
+        ram,
+        heap: Rig::heap(2),
+        aq,
+        eqs: Vec::new(),
+        cqs: Vec::new(),
+        qps: Vec::new(),
+        mrs: Vec::new(),
+        pds: [0; 2],
+        stale_keys: Vec::new(),
+        wr_ids: HashSet::from([0]),
+        next_wr: 0,
+        cqes: 0,
+    };
+    let s = setup(&mut inp, &mut c);
+    let user = [s.a, s.b];
+    let mut ops = 0;
+    while !inp.is_empty() && ops < 96 {
+        ops += 1;
+        let qp = user[inp.below(2)];
+        match inp.u8() % 16 {
+            0..=3 => {
+                post_send(&mut inp, &mut c, qp);
+                if inp.chance(75) {
+                    let pi = c.qps[qp].sq_pi;
+                    ring_sq(&mut c, qp, pi);
+                }
+            }
+            4 | 5 => {
+                post_recv(&mut inp, &mut c, qp);
+                if inp.chance(75) {
+                    let pi = c.qps[qp].rq_pi;
+                    ring_rq(&mut c, qp, pi);
+                }
+            }
+            6 => {
+                let v = near(&mut inp, c.qps[qp].sq_pi, c.qps[qp].sq.depth());
+                ring_sq(&mut c, qp, v);
+            }
+            7 => {
+                let v = near(&mut inp, c.qps[qp].rq_pi, c.qps[qp].rq.depth());
+                ring_rq(&mut c, qp, v);
+            }
+            8 | 9 => {
+                for i in s.user_cqs {
+                    poll_cq(&mut c, i);
+                }
+                poll_eqs(&mut c);
+            }
+            10 => {
+                let i = s.user_cqs[inp.below(2)];
+                let cmd: u32 = if inp.chance(80) {
+                    inp.pick(&[CqArm::Next, CqArm::Solicited]).into()
+                } else {
+                    inp.u8().into()
+                };
+                let cq = &mut c.cqs[i];
+                cq.arm_seq = cq.arm_seq.wrapping_add(1);
+                let arm = (cq.arm_seq << CQ_ARM_SEQ_SHIFT) | (cmd & CQ_ARM_CMD_MASK);
+                let (uctx, slot) = (cq.uctx, cq.slot);
+                doorbell(c.dev, uctx, slot, 1, inp.mostly_u32(arm));
+            }
+            11 => {
+                let state = inp.pick(&[QpState::Err, QpState::Reset, QpState::Sqd, QpState::Rts]);
+                let attr = QpAttr {
+                    qp_state: state.into(),
+                    ..Default::default()
+                };
+                let done = modify(&mut c, qp, QpAttrMask::State as u32, attr);
+                if state == QpState::Reset && done.status == AqStatus::Success {
+                    c.qps[qp].sq_pi = 0;
+                    c.qps[qp].rq_pi = 0;
+                    if inp.chance(70) {
+                        let peer = if qp == s.a { s.b } else { s.a };
+                        let dest = c.qps[peer].qpn;
+                        let conn = Conn::from_input(&mut inp);
+                        connect(&mut c, qp, dest, conn);
+                    }
+                }
+            }
+            12 if !c.mrs.is_empty() => {
+                let i = inp.below(c.mrs.len());
+                let mr = c.mrs.remove(i);
+                let done = c.aq.run(c.dev, c.ram, &handle_cmd(AqOpcode::DeregMr, mr.key, c.qps[qp].uctx));
+                if done.status == AqStatus::Success {
+                    c.stale_keys.push(mr.key);
+                } else {
+                    c.mrs.push(mr);
+                }
+            }
+            13 => {
+                let stride = 1usize << c.qps[qp].sq.entry_shift;
+                let n = inp.below(stride + 1);
+                let raw = inp.bytes(n).to_vec();
+                let mut id = [0u8; 8];
+                for (i, b) in raw.iter().skip(SendWqeHeader::WR_ID_OFF).take(8).enumerate() {
+                    id[i] = *b;
+                }
+                c.wr_ids.insert(u64::from_le_bytes(id));
+                write_sq(&mut c, qp, &raw);
+                let pi = c.qps[qp].sq_pi;
+                ring_sq(&mut c, qp, pi);
+            }
+            14 => {
+                // Give the poller a moment with the work posted so far.
+                for _ in 0..(1 + inp.below(50)) {
+                    std::thread::yield_now();
+                }
+            }
+            _ => {
+                if let Some(mr) = {
+                    let len = 1 + inp.len_up_to(16 << 10);
+                    let uctx = c.qps[qp].uctx;
+                    let pd = c.pds[inp.below(2)];
+                    reg_mr(&mut c, uctx, pd, len, ACCESS_ALL, None, inp.pick(LAYOUTS), 0)
+                } {
+                    c.mrs.push(mr);
+                }
+            }
+        }
+    }
+    for i in s.user_cqs {
+        poll_cq(&mut c, i);
+    }
+    poll_eqs(&mut c);
+    check_sentinel(&mut c, &s);
+    let Ctx { mut aq, dev, ram, mut heap, .. } = c;
+    check_alive(&mut aq, dev, ram, &mut heap, 1);
+    rig.finish("wqe");
+}
