@@ -18,7 +18,7 @@ use super::guest::{CanaryRam, PAGE};
 use super::input::Input;
 use super::stats;
 use super::objs::{allow_list, buffer, mutate_list, Heap, LAYOUTS};
-use super::rig::{Rig, INTERESTING_ADDRS, RAM_BASE};
+use super::rig::{Rig, ACQ_ADDR, AQ_ADDR, INTERESTING_ADDRS};
 
 thread_local! {
     static RIG: RefCell<Option<Rig>> = const { RefCell::new(None) };
@@ -40,6 +40,11 @@ pub fn discard() {
             std::mem::forget(slot.take());
         }
     });
+}
+
+/// `VRNIC_FUZZ_TRACE=1` prints every command and completion (to study a reproducer).
+pub fn trace() -> bool {
+    std::env::var_os("VRNIC_FUZZ_TRACE").is_some()
 }
 
 /// Objects the device created for this input, by handle (and owning context).
@@ -107,7 +112,7 @@ fn out_buf(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, size: usize) -
     };
     let addr = inp.mostly_u64(addr);
     let len = inp.mostly_u32(size as u32);
-    ram.allow(addr, u64::from(len));
+    let _ = ram;
     (addr, len)
 }
 
@@ -117,9 +122,36 @@ fn ring(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, depth_log2: u8, e
     let shift = if inp.chance(85) { 12 } else { 12 + inp.below(10) as u32 };
     let layout = inp.pick(LAYOUTS);
     let (list, _) = buffer(ram, heap, bytes, shift, layout);
-    let list = mutate_list(inp, list);
-    allow_list(ram, &list);
-    list
+    mutate_list(inp, list)
+}
+
+/// Records what the command, as finally written (any byte may have been mutated, the
+/// opcode too), lets the device write: output buffers and rings.
+fn allow_cmd(ram: &mut CanaryRam, bytes: &[u8; 128]) {
+    fn parse<T: ByteValued + Default>(bytes: &[u8; 128]) -> T {
+        let mut v = T::default();
+        let n = v.as_slice().len();
+        v.as_mut_slice().copy_from_slice(&bytes[..n]);
+        v
+    }
+    match AqOpcode::try_from(bytes[0]) {
+        Ok(AqOpcode::QueryDevice | AqOpcode::QueryPort) => {
+            let c: CmdQuery = parse(bytes);
+            ram.allow(c.out_addr.to_native(), u64::from(c.out_len.to_native()));
+        }
+        Ok(AqOpcode::QueryQp) => {
+            let c: CmdModifyQp = parse(bytes);
+            ram.allow(c.out_addr.to_native(), u64::from(c.out_len.to_native()));
+        }
+        Ok(AqOpcode::CreateCq) => allow_list(ram, &parse::<CmdCreateCq>(bytes).ring),
+        Ok(AqOpcode::CreateEq) => allow_list(ram, &parse::<CmdCreateEq>(bytes).ring),
+        Ok(AqOpcode::CreateQp) => {
+            let c: CmdCreateQp = parse(bytes);
+            allow_list(ram, &c.sq_ring);
+            allow_list(ram, &c.rq_ring);
+        }
+        _ => {}
+    }
 }
 
 fn access(inp: &mut Input) -> u32 {
@@ -328,6 +360,7 @@ fn build(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, h: &Handles) -> 
         let at = 8 + inp.below(120);
         bytes[at] = inp.u8();
     }
+    allow_cmd(ram, &bytes);
     bytes
 }
 
@@ -358,7 +391,14 @@ fn record(h: &mut Handles, cmd: &[u8; 128], results: [u32; 4]) {
 
 /// The final well-formed requests: QUERY_DEVICE and QUERY_PORT answer with the device's
 /// identity.
-pub fn check_alive(aq: &mut Aq, dev: &mut super::glue::Dev, ram: &mut CanaryRam, heap: &mut Heap, lid: u16) {
+pub fn check_alive(
+    aq: &mut Aq,
+    dev: &mut super::glue::Dev,
+    aqram: &mut CanaryRam,
+    ram: &mut CanaryRam,
+    heap: &mut Heap,
+    lid: u16,
+) {
     let out = heap.alloc_or_last(PAGE, PAGE);
     ram.allow(out, PAGE);
     let cmd = CmdQuery {
@@ -370,7 +410,7 @@ pub fn check_alive(aq: &mut Aq, dev: &mut super::glue::Dev, ram: &mut CanaryRam,
         out_len: (DeviceAttr::SIZE as u32).into(),
         ..Default::default()
     };
-    let done = aq.run(dev, ram, &cmd);
+    let done = aq.run(dev, aqram, &cmd);
     assert_eq!(done.status, AqStatus::Success, "final QUERY_DEVICE: {done:?}");
     let attr: DeviceAttr = ram.read_obj(out).expect("device_attr");
     assert_eq!(attr.vendor_id.to_native(), PCI_VENDOR_ID, "final QUERY_DEVICE vendor");
@@ -384,7 +424,7 @@ pub fn check_alive(aq: &mut Aq, dev: &mut super::glue::Dev, ram: &mut CanaryRam,
         port: PORT_NUM as u8,
         ..Default::default()
     };
-    let done = aq.run(dev, ram, &cmd);
+    let done = aq.run(dev, aqram, &cmd);
     assert_eq!(done.status, AqStatus::Success, "final QUERY_PORT: {done:?}");
     let port: PortAttr = ram.read_obj(out).expect("port_attr");
     assert_eq!(port.lid.to_native(), lid, "final QUERY_PORT lid");
@@ -394,8 +434,8 @@ fn run(rig: &mut Rig, input: &[u8]) {
     let mut inp = Input::new(input);
     rig.begin();
     let depth_log2 = 1 + inp.below(5) as u32;
-    let (dev, ram) = (&mut rig.world.devs[0], &mut rig.rams[0]);
-    let mut aq = aq::enable(dev, ram, RAM_BASE, RAM_BASE + PAGE, depth_log2)
+    let (dev, ram, aqram) = (&mut rig.world.devs[0], &mut rig.rams[0], &mut rig.aqs[0]);
+    let mut aq = aq::enable(dev, aqram, AQ_ADDR, ACQ_ADDR, depth_log2)
         .expect("the device refused a valid admin queue");
     let mut heap = Rig::heap(2);
     let mut h = Handles {
@@ -408,8 +448,11 @@ fn run(rig: &mut Rig, input: &[u8]) {
         let n = 1 + inp.below(aq.depth().min(4));
         let cmds: Vec<[u8; 128]> = (0..n).map(|_| build(&mut inp, ram, &mut heap, &h)).collect();
         let extra = if inp.chance(3) { inp.below(3) as u32 } else { 0 };
-        let done = aq.submit(dev, ram, &cmds, extra);
+        let done = aq.submit(dev, aqram, &cmds, extra);
         for (cmd, d) in cmds.iter().zip(&done) {
+            if trace() {
+                eprintln!("admin: {:02x?} -> {d:?}", &cmd[..]);
+            }
             let op = AqOpcode::try_from(cmd[0]).map_or_else(|_| "unknown opcode".into(), |o| format!("{o:?}"));
             stats::count("admin", format_args!("{op} {:?}", d.status));
             if let Some(results) = d.ok() {
@@ -417,6 +460,6 @@ fn run(rig: &mut Rig, input: &[u8]) {
             }
         }
     }
-    check_alive(&mut aq, dev, ram, &mut heap, 1);
+    check_alive(&mut aq, dev, aqram, ram, &mut heap, 1);
     rig.finish("admin");
 }

@@ -166,9 +166,15 @@ impl CanaryRam {
                 .zip(&expected[i..])
                 .take_while(|(a, b)| a != b)
                 .count();
+            let near: Vec<(u64, u64)> = self
+                .allowed
+                .iter()
+                .filter(|&&(s, e)| s.abs_diff(i as u64) < 0x2000 || e.abs_diff(i as u64) < 0x2000)
+                .map(|&(s, e)| (self.base + s, self.base + e))
+                .collect();
             panic!(
                 "{what}: the device wrote guest memory outside every ring, MR and buffer the \
-                 input registered: {n} byte(s) at {:#x} (got {:#04x}, want {:#04x})",
+                 input registered: {n} byte(s) at {:#x} (got {:#04x}, want {:#04x}); allowed nearby: {near:#x?}",
                 self.base + i as u64,
                 actual[i],
                 expected[i]

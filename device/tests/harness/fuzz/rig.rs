@@ -18,6 +18,15 @@ pub const RO_SIZE: u64 = 64 << 10;
 pub const NOFD_BASE: u64 = 0x3_0000_0000;
 pub const NOFD_SIZE: u64 = 1 << 20;
 
+/// The driver's admin queue pair lives in its own small map, out of the reach of the
+/// addresses inputs aim DMA at: an input that points an output buffer at the admin queue
+/// would break the admin oracles without the device being at fault.
+pub const AQ_BASE: u64 = 0x6_0000_0000;
+pub const AQ_SIZE: u64 = 2 * PAGE;
+/// Where the admin queue and its completion queue are.
+pub const AQ_ADDR: u64 = AQ_BASE;
+pub const ACQ_ADDR: u64 = AQ_BASE + PAGE;
+
 /// Addresses an input may aim at: RAM, its edges, the read-only and fd-less ranges, holes.
 pub const INTERESTING_ADDRS: &[u64] = &[
     RAM_BASE,
@@ -34,13 +43,26 @@ pub const INTERESTING_ADDRS: &[u64] = &[
 pub struct Rig {
     pub world: World,
     pub rams: Vec<CanaryRam>,
+    /// The admin queue maps, one per device.
+    pub aqs: Vec<CanaryRam>,
 }
 
 impl Rig {
     pub fn new(devices: usize, poller: bool) -> Self {
         let mut world = World::new(devices, poller);
         let mut rams = Vec::new();
+        let mut aqs = Vec::new();
         for dev in &mut world.devs {
+            let aq = CanaryRam::new(c"vrnic-fuzz-aq", AQ_BASE, AQ_SIZE);
+            assert!(dev.map(DmaMapRequest {
+                addr: AQ_BASE,
+                size: AQ_SIZE,
+                file_offset: 0,
+                readable: true,
+                writable: true,
+                fd: Some(aq.fd()),
+            }));
+            aqs.push(aq);
             let ram = CanaryRam::new(c"vrnic-fuzz-ram", RAM_BASE, RAM_SIZE);
             let mapped = dev.map(DmaMapRequest {
                 addr: RAM_BASE,
@@ -70,7 +92,7 @@ impl Rig {
             }));
             rams.push(ram);
         }
-        Rig { world, rams }
+        Rig { world, rams, aqs }
     }
 
     /// Device reset, interrupts drained, canaries refilled: the state before an input.
@@ -80,6 +102,9 @@ impl Rig {
             dev.drain_irqs();
             ram.restore();
         }
+        for aq in &mut self.aqs {
+            aq.restore();
+        }
     }
 
     /// Resets the devices (no more DMA from the input's objects), then checks the canaries.
@@ -87,7 +112,7 @@ impl Rig {
         for dev in &mut self.world.devs {
             dev.reset();
         }
-        for ram in &self.rams {
+        for ram in self.rams.iter().chain(&self.aqs) {
             ram.check(what);
         }
     }

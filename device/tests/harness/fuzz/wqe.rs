@@ -26,7 +26,7 @@ use super::guest::{CanaryRam, PAGE};
 use super::input::Input;
 use super::stats;
 use super::objs::{buffer, describe, Heap, Layout, LAYOUTS};
-use super::rig::{Rig, INTERESTING_ADDRS, RAM_BASE};
+use super::rig::{Rig, ACQ_ADDR, AQ_ADDR, INTERESTING_ADDRS};
 use crate::harness::TIMEOUT;
 
 thread_local! {
@@ -134,6 +134,7 @@ impl Mr {
 struct Ctx<'r> {
     dev: &'r mut Dev,
     ram: &'r mut CanaryRam,
+    aqram: &'r mut CanaryRam,
     heap: Heap,
     aq: Aq,
     eqs: Vec<Eq>,
@@ -151,7 +152,7 @@ struct Ctx<'r> {
 }
 
 fn admin_ok<T: ByteValued>(c: &mut Ctx, cmd: &T, what: &str) -> [u32; 4] {
-    let done: Done = c.aq.run(c.dev, c.ram, cmd);
+    let done: Done = c.aq.run(c.dev, c.aqram, cmd);
     done.ok()
         .unwrap_or_else(|| panic!("set-up command {what} failed: {done:?}"))
 }
@@ -314,7 +315,7 @@ fn modify(c: &mut Ctx, qp: usize, mask: u32, attr: QpAttr) -> Done {
         uctx: c.qps[qp].uctx.into(),
         ..Default::default()
     };
-    c.aq.run(c.dev, c.ram, &cmd)
+    c.aq.run(c.dev, c.aqram, &cmd)
 }
 
 #[derive(Clone, Copy)]
@@ -420,7 +421,7 @@ fn reg_mr(c: &mut Ctx, uctx: u32, pd: u32, len: u64, access: u32, pages: Option<
         uctx: uctx.into(),
         ..Default::default()
     };
-    let done = c.aq.run(c.dev, c.ram, &cmd);
+    let done = c.aq.run(c.dev, c.aqram, &cmd);
     let key = done.ok()?[0];
     Some(Mr {
         key,
@@ -813,12 +814,13 @@ fn check_sentinel(c: &mut Ctx, s: &Setup) {
 fn run(rig: &mut Rig, input: &[u8]) {
     let mut inp = Input::new(input);
     rig.begin();
-    let (dev, ram) = (&mut rig.world.devs[0], &mut rig.rams[0]);
-    let aq = aq::enable(dev, ram, RAM_BASE, RAM_BASE + PAGE, 4)
+    let (dev, ram, aqram) = (&mut rig.world.devs[0], &mut rig.rams[0], &mut rig.aqs[0]);
+    let aq = aq::enable(dev, aqram, AQ_ADDR, ACQ_ADDR, 4)
         .expect("the device refused a valid admin queue");
     let mut c = Ctx {
         dev,
         ram,
+        aqram,
         heap: Rig::heap(2),
         aq,
         eqs: Vec::new(),
@@ -900,7 +902,7 @@ fn run(rig: &mut Rig, input: &[u8]) {
             12 if !c.mrs.is_empty() => {
                 let i = inp.below(c.mrs.len());
                 let mr = c.mrs.remove(i);
-                let done = c.aq.run(c.dev, c.ram, &handle_cmd(AqOpcode::DeregMr, mr.key, c.qps[qp].uctx));
+                let done = c.aq.run(c.dev, c.aqram, &handle_cmd(AqOpcode::DeregMr, mr.key, c.qps[qp].uctx));
                 if done.status == AqStatus::Success {
                     c.stale_keys.push(mr.key);
                 } else {
@@ -943,7 +945,14 @@ fn run(rig: &mut Rig, input: &[u8]) {
     }
     poll_eqs(&mut c);
     check_sentinel(&mut c, &s);
-    let Ctx { mut aq, dev, ram, mut heap, .. } = c;
-    check_alive(&mut aq, dev, ram, &mut heap, 1);
+    let Ctx {
+        mut aq,
+        dev,
+        ram,
+        aqram,
+        mut heap,
+        ..
+    } = c;
+    check_alive(&mut aq, dev, aqram, ram, &mut heap, 1);
     rig.finish("wqe");
 }
