@@ -3,9 +3,9 @@
 //! default; `VRNIC_FUZZ_SECS=N` makes it a long run (README "Fuzzing"). The same targets run
 //! under cargo-fuzz from `device/fuzz`.
 
-mod harness;
 #[path = "harness/fuzz/mod.rs"]
 mod fuzz;
+mod harness;
 
 #[test]
 fn fuzz_vfio_user_messages_keep_the_server_answering() {

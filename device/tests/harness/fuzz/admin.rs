@@ -16,9 +16,9 @@ use vrnic_hw::*;
 use super::aq::{self, Aq};
 use super::guest::{CanaryRam, PAGE};
 use super::input::Input;
-use super::stats;
 use super::objs::{allow_list, buffer, mutate_list, Heap, LAYOUTS};
 use super::rig::{Rig, ACQ_ADDR, AQ_ADDR, INTERESTING_ADDRS};
+use super::stats;
 
 thread_local! {
     static RIG: RefCell<Option<Rig>> = const { RefCell::new(None) };
@@ -117,9 +117,19 @@ fn out_buf(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, size: usize) -
 }
 
 /// A ring of 2^depth_log2 entries of 2^entry_shift bytes (page list mutated sometimes).
-fn ring(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, depth_log2: u8, entry_shift: u32) -> PageList {
+fn ring(
+    inp: &mut Input,
+    ram: &mut CanaryRam,
+    heap: &mut Heap,
+    depth_log2: u8,
+    entry_shift: u32,
+) -> PageList {
     let bytes = 1u64 << (u32::from(depth_log2.min(16)) + entry_shift);
-    let shift = if inp.chance(85) { 12 } else { 12 + inp.below(10) as u32 };
+    let shift = if inp.chance(85) {
+        12
+    } else {
+        12 + inp.below(10) as u32
+    };
     let layout = inp.pick(LAYOUTS);
     let (list, _) = buffer(ram, heap, bytes, shift, layout);
     mutate_list(inp, list)
@@ -170,13 +180,21 @@ fn build(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, h: &Handles) -> 
     let mut put = |s: &[u8]| bytes[..s.len()].copy_from_slice(s);
     match op {
         AqOpcode::QueryDevice | AqOpcode::QueryPort => {
-            let size = if op == AqOpcode::QueryDevice { DeviceAttr::SIZE } else { PortAttr::SIZE };
+            let size = if op == AqOpcode::QueryDevice {
+                DeviceAttr::SIZE
+            } else {
+                PortAttr::SIZE
+            };
             let (out_addr, out_len) = out_buf(inp, ram, heap, size);
             let cmd = CmdQuery {
                 hdr,
                 out_addr: out_addr.into(),
                 out_len: out_len.into(),
-                port: if op == AqOpcode::QueryPort { inp.mostly_u8(PORT_NUM as u8) } else { inp.mostly_u8(0) },
+                port: if op == AqOpcode::QueryPort {
+                    inp.mostly_u8(PORT_NUM as u8)
+                } else {
+                    inp.mostly_u8(0)
+                },
                 ..Default::default()
             };
             put(cmd.as_slice());
@@ -228,7 +246,11 @@ fn build(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, h: &Handles) -> 
         AqOpcode::RegMr => {
             let (pd, owner) = pick(inp, &h.pds);
             let len = 1 + inp.len_up_to(256 << 10);
-            let shift = if inp.chance(80) { 12 } else { 12 + inp.below(19) as u32 };
+            let shift = if inp.chance(80) {
+                12
+            } else {
+                12 + inp.below(19) as u32
+            };
             let first = u64::from(inp.u16()) % (1 << shift);
             let layout = inp.pick(LAYOUTS);
             let (list, _) = buffer(ram, heap, first + len, shift, layout);
@@ -248,7 +270,10 @@ fn build(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, h: &Handles) -> 
         }
         AqOpcode::CreateCq => {
             let u = pick1(inp, &h.uctxs);
-            let depth = { let v = 1 + inp.below(12) as u8; inp.mostly_u8(v) };
+            let depth = {
+                let v = 1 + inp.below(12) as u8;
+                inp.mostly_u8(v)
+            };
             let cmd = CmdCreateCq {
                 hdr,
                 uctx: u.into(),
@@ -260,12 +285,22 @@ fn build(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, h: &Handles) -> 
             put(cmd.as_slice());
         }
         AqOpcode::CreateEq => {
-            let depth = { let v = 1 + inp.below(12) as u8; inp.mostly_u8(v) };
+            let depth = {
+                let v = 1 + inp.below(12) as u8;
+                inp.mostly_u8(v)
+            };
             let cmd = CmdCreateEq {
                 hdr,
                 depth_log2: depth,
-                flags: { let v = inp.below(2) as u8; inp.mostly_u8(v) },
-                msix_vector: { let v = inp.below(MSIX_VECTORS as usize) as u16; inp.mostly_u16(v) }.into(),
+                flags: {
+                    let v = inp.below(2) as u8;
+                    inp.mostly_u8(v)
+                },
+                msix_vector: {
+                    let v = inp.below(MSIX_VECTORS as usize) as u16;
+                    inp.mostly_u16(v)
+                }
+                .into(),
                 ring: ring(inp, ram, heap, depth, 4),
                 ..Default::default()
             };
@@ -275,19 +310,46 @@ fn build(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, h: &Handles) -> 
             let (pd, owner) = pick(inp, &h.pds);
             // CQs of the PD's context, mostly.
             let own: Vec<(u32, u32)> = h.cqs.iter().copied().filter(|&(_, u)| u == owner).collect();
-            let cqs = if own.is_empty() || inp.chance(10) { &h.cqs } else { &own };
+            let cqs = if own.is_empty() || inp.chance(10) {
+                &h.cqs
+            } else {
+                &own
+            };
             let (scq, _) = pick(inp, cqs);
             let (rcq, _) = pick(inp, cqs);
-            let sq_depth = { let v = 1 + inp.below(10) as u8; inp.mostly_u8(v) };
-            let rq_depth = { let v = 1 + inp.below(10) as u8; inp.mostly_u8(v) };
-            let max_send_sge = { let v = inp.below(5) as u8; inp.mostly_u8(v) };
-            let max_recv_sge = { let v = inp.below(5) as u8; inp.mostly_u8(v) };
-            let max_inline = { let v = [0, 16, 64, 128][inp.below(4)]; inp.mostly_u32(v) };
-            let need_sq = SendWqeHeader::SIZE + (Sge::SIZE * usize::from(max_send_sge)).max(max_inline as usize);
+            let sq_depth = {
+                let v = 1 + inp.below(10) as u8;
+                inp.mostly_u8(v)
+            };
+            let rq_depth = {
+                let v = 1 + inp.below(10) as u8;
+                inp.mostly_u8(v)
+            };
+            let max_send_sge = {
+                let v = inp.below(5) as u8;
+                inp.mostly_u8(v)
+            };
+            let max_recv_sge = {
+                let v = inp.below(5) as u8;
+                inp.mostly_u8(v)
+            };
+            let max_inline = {
+                let v = [0, 16, 64, 128][inp.below(4)];
+                inp.mostly_u32(v)
+            };
+            let need_sq = SendWqeHeader::SIZE
+                + (Sge::SIZE * usize::from(max_send_sge)).max(max_inline as usize);
             let need_rq = RecvWqeHeader::SIZE + Sge::SIZE * usize::from(max_recv_sge);
-            let fit = |need: usize, min: u32| (min..16).find(|s| need <= 1 << s).unwrap_or(min) as u8;
-            let sq_shift = { let v = fit(need_sq, SEND_WQE_SHIFT_MIN); inp.mostly_u8(v) };
-            let rq_shift = { let v = fit(need_rq, RECV_WQE_SHIFT_MIN); inp.mostly_u8(v) };
+            let fit =
+                |need: usize, min: u32| (min..16).find(|s| need <= 1 << s).unwrap_or(min) as u8;
+            let sq_shift = {
+                let v = fit(need_sq, SEND_WQE_SHIFT_MIN);
+                inp.mostly_u8(v)
+            };
+            let rq_shift = {
+                let v = fit(need_rq, RECV_WQE_SHIFT_MIN);
+                inp.mostly_u8(v)
+            };
             let cmd = CmdCreateQp {
                 hdr,
                 uctx: claim(inp, h, owner).into(),
@@ -327,13 +389,34 @@ fn build(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, h: &Handles) -> 
             let attr = QpAttr {
                 qp_state: inp.mostly_u8(state.into()),
                 cur_qp_state: inp.mostly_u8(0),
-                path_mtu: { let v = 1 + inp.below(5) as u8; inp.mostly_u8(v) },
-                timeout: { let v = inp.below(32) as u8; inp.mostly_u8(v) },
-                retry_cnt: { let v = inp.below(8) as u8; inp.mostly_u8(v) },
-                rnr_retry: { let v = inp.below(8) as u8; inp.mostly_u8(v) },
-                min_rnr_timer: { let v = inp.below(32) as u8; inp.mostly_u8(v) },
-                max_rd_atomic: { let v = inp.below(17) as u8; inp.mostly_u8(v) },
-                max_dest_rd_atomic: { let v = inp.below(17) as u8; inp.mostly_u8(v) },
+                path_mtu: {
+                    let v = 1 + inp.below(5) as u8;
+                    inp.mostly_u8(v)
+                },
+                timeout: {
+                    let v = inp.below(32) as u8;
+                    inp.mostly_u8(v)
+                },
+                retry_cnt: {
+                    let v = inp.below(8) as u8;
+                    inp.mostly_u8(v)
+                },
+                rnr_retry: {
+                    let v = inp.below(8) as u8;
+                    inp.mostly_u8(v)
+                },
+                min_rnr_timer: {
+                    let v = inp.below(32) as u8;
+                    inp.mostly_u8(v)
+                },
+                max_rd_atomic: {
+                    let v = inp.below(17) as u8;
+                    inp.mostly_u8(v)
+                },
+                max_dest_rd_atomic: {
+                    let v = inp.below(17) as u8;
+                    inp.mostly_u8(v)
+                },
                 port_num: inp.mostly_u8(PORT_NUM as u8),
                 qp_access_flags: access(inp).into(),
                 dest_qp_num: inp.mostly_u32(dest).into(),
@@ -366,7 +449,8 @@ fn build(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, h: &Handles) -> 
 
 /// Records the objects a successful command created and forgets those it destroyed.
 fn record(h: &mut Handles, cmd: &[u8; 128], results: [u32; 4]) {
-    let u32_at = |off: usize| u32::from_le_bytes([cmd[off], cmd[off + 1], cmd[off + 2], cmd[off + 3]]);
+    let u32_at =
+        |off: usize| u32::from_le_bytes([cmd[off], cmd[off + 1], cmd[off + 2], cmd[off + 3]]);
     let handle = u32_at(8);
     let r0 = results[0];
     let Ok(op) = AqOpcode::try_from(cmd[0]) else {
@@ -411,9 +495,17 @@ pub fn check_alive(
         ..Default::default()
     };
     let done = aq.run(dev, aqram, &cmd);
-    assert_eq!(done.status, AqStatus::Success, "final QUERY_DEVICE: {done:?}");
+    assert_eq!(
+        done.status,
+        AqStatus::Success,
+        "final QUERY_DEVICE: {done:?}"
+    );
     let attr: DeviceAttr = ram.read_obj(out).expect("device_attr");
-    assert_eq!(attr.vendor_id.to_native(), PCI_VENDOR_ID, "final QUERY_DEVICE vendor");
+    assert_eq!(
+        attr.vendor_id.to_native(),
+        PCI_VENDOR_ID,
+        "final QUERY_DEVICE vendor"
+    );
     let cmd = CmdQuery {
         hdr: AqHeader {
             opcode: AqOpcode::QueryPort.into(),
@@ -446,14 +538,21 @@ fn run(rig: &mut Rig, input: &[u8]) {
     while !inp.is_empty() && batches < 64 {
         batches += 1;
         let n = 1 + inp.below(aq.depth().min(4));
-        let cmds: Vec<[u8; 128]> = (0..n).map(|_| build(&mut inp, ram, &mut heap, &h)).collect();
-        let extra = if inp.chance(3) { inp.below(3) as u32 } else { 0 };
+        let cmds: Vec<[u8; 128]> = (0..n)
+            .map(|_| build(&mut inp, ram, &mut heap, &h))
+            .collect();
+        let extra = if inp.chance(3) {
+            inp.below(3) as u32
+        } else {
+            0
+        };
         let done = aq.submit(dev, aqram, &cmds, extra);
         for (cmd, d) in cmds.iter().zip(&done) {
             if trace() {
                 eprintln!("admin: {:02x?} -> {d:?}", &cmd[..]);
             }
-            let op = AqOpcode::try_from(cmd[0]).map_or_else(|_| "unknown opcode".into(), |o| format!("{o:?}"));
+            let op = AqOpcode::try_from(cmd[0])
+                .map_or_else(|_| "unknown opcode".into(), |o| format!("{o:?}"));
             stats::count("admin", format_args!("{op} {:?}", d.status));
             if let Some(results) = d.ok() {
                 record(&mut h, cmd, results);

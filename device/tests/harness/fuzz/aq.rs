@@ -39,7 +39,13 @@ pub struct Aq {
 
 /// Steps 1-4 of SPEC "Bring-up": programs the queue registers, sets ENABLE and waits for
 /// READY. None if the device refused (FATAL), as it must for invalid registers.
-pub fn enable(dev: &mut Dev, ram: &mut CanaryRam, aq: u64, acq: u64, depth_log2: u32) -> Option<Aq> {
+pub fn enable(
+    dev: &mut Dev,
+    ram: &mut CanaryRam,
+    aq: u64,
+    acq: u64,
+    depth_log2: u32,
+) -> Option<Aq> {
     ram.allow(acq, u64::from(ACQ_ENTRY_SIZE) << depth_log2.min(12));
     dev.write32(BAR_CTRL, bar0::AQ_BASE_LO, aq as u32);
     dev.write32(BAR_CTRL, bar0::AQ_BASE_HI, (aq >> 32) as u32);
@@ -56,7 +62,10 @@ pub fn enable(dev: &mut Dev, ram: &mut CanaryRam, aq: u64, acq: u64, depth_log2:
         if status & bar0::DEV_STATUS_FATAL_MASK != 0 {
             return None;
         }
-        assert!(Instant::now() < deadline, "device never became READY or FATAL");
+        assert!(
+            Instant::now() < deadline,
+            "device never became READY or FATAL"
+        );
         std::thread::yield_now();
     }
     Some(Aq {
@@ -157,12 +166,17 @@ impl Aq {
             );
         } else {
             assert!(
-                u32::from(err_offset) == AQ_ERR_OFFSET_NONE || u32::from(err_offset) < AQ_ENTRY_SIZE,
+                u32::from(err_offset) == AQ_ERR_OFFSET_NONE
+                    || u32::from(err_offset) < AQ_ENTRY_SIZE,
                 "err_offset {err_offset} is outside the command: {c:?}"
             );
         }
         if let Some((id, opcode)) = cmd {
-            assert_eq!(c.cmd_id.to_native(), id, "completion for another command: {c:?}");
+            assert_eq!(
+                c.cmd_id.to_native(),
+                id,
+                "completion for another command: {c:?}"
+            );
             assert_eq!(c.opcode, opcode, "completion echoes the opcode: {c:?}");
         }
         Some(Done {

@@ -84,7 +84,10 @@ impl Dev {
 
     /// Interrupts on `vector` since the last look; never blocks.
     pub fn take_irqs(&self, vector: usize) -> u64 {
-        self.irqs.get(vector).and_then(|e| e.read().ok()).unwrap_or(0)
+        self.irqs
+            .get(vector)
+            .and_then(|e| e.read().ok())
+            .unwrap_or(0)
     }
 
     /// Drains every interrupt eventfd.

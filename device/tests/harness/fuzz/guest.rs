@@ -22,12 +22,8 @@ pub const PAGE: u64 = 4096;
 /// A memfd of `size` bytes, sealed against growing, shrinking and further sealing.
 pub fn sealed_memfd(name: &std::ffi::CStr, size: u64) -> File {
     // SAFETY: memfd_create takes a NUL-terminated name and flags; the result is checked.
-    let fd = unsafe {
-        libc::memfd_create(
-            name.as_ptr(),
-            libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
-        )
-    };
+    let fd =
+        unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
     assert!(fd >= 0, "memfd_create: {}", std::io::Error::last_os_error());
     // SAFETY: `fd` was just created and nothing else owns it.
     let file = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
@@ -130,8 +126,7 @@ impl CanaryRam {
     }
 
     pub fn read(&self, gpa: u64, buf: &mut [u8]) -> bool {
-        self.offset(gpa, buf.len()).is_some()
-            && self.mem.read_slice(buf, GuestAddress(gpa)).is_ok()
+        self.offset(gpa, buf.len()).is_some() && self.mem.read_slice(buf, GuestAddress(gpa)).is_ok()
     }
 
     pub fn read_obj<T: ByteValued>(&self, gpa: u64) -> Option<T> {

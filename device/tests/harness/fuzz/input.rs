@@ -80,7 +80,11 @@ impl<'a> Input<'a> {
     /// `valid` most of the time; otherwise a mutation of it: a flipped bit, a neighbour,
     /// zero, all ones or random bits. The mutations are what reach the error paths.
     pub fn mostly(&mut self, valid: u64, bits: u32) -> u64 {
-        let mask = if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
+        let mask = if bits >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << bits) - 1
+        };
         let selector = self.u8();
         let v = match selector {
             0..=223 => return valid,

@@ -59,7 +59,9 @@ pub fn buffer(
     layout: Layout,
 ) -> (PageList, Vec<u64>) {
     let page = 1u64 << shift;
-    let n = bytes.div_ceil(page).clamp(1, u64::from(PAGE_LIST_DIRECT_MAX) * 2);
+    let n = bytes
+        .div_ceil(page)
+        .clamp(1, u64::from(PAGE_LIST_DIRECT_MAX) * 2);
     let pages: Vec<u64> = match layout {
         Layout::Contiguous => {
             let first = heap.alloc_or_last(n * page, page);
@@ -83,7 +85,10 @@ pub fn describe(
     layout: Layout,
 ) -> PageList {
     let (mode, addr) = match layout {
-        Layout::Contiguous => (PageListMode::Contiguous, pages.first().copied().unwrap_or(0)),
+        Layout::Contiguous => (
+            PageListMode::Contiguous,
+            pages.first().copied().unwrap_or(0),
+        ),
         Layout::Scattered => {
             let direct = &pages[..pages.len().min(PAGE_LIST_DIRECT_MAX as usize)];
             (PageListMode::Direct, write_u64s(ram, heap, direct))
@@ -123,7 +128,11 @@ pub fn mutate_list(inp: &mut Input, valid: PageList) -> PageList {
         npages: inp.mostly_u32(valid.npages.to_native()).into(),
         page_shift: inp.mostly_u8(valid.page_shift),
         mode: inp.mostly_u8(valid.mode),
-        reserved0: if inp.chance(2) { u16::from(inp.u8()).into() } else { 0u16.into() },
+        reserved0: if inp.chance(2) {
+            u16::from(inp.u8()).into()
+        } else {
+            0u16.into()
+        },
     }
 }
 

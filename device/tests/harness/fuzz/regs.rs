@@ -49,8 +49,8 @@ const CONFIG: u32 = 7;
 /// Interesting config-space offsets: header fields, BARs, the capability list, the PCIe
 /// capability (device control holds INITIATE_FLR), MSI-X, extended space.
 const CONFIG_OFFSETS: &[u64] = &[
-    0x00, 0x02, 0x04, 0x06, 0x08, 0x0c, 0x0e, 0x10, 0x14, 0x18, 0x1c, 0x20, 0x24, 0x2c, 0x30,
-    0x34, 0x3c, 0x3d, 0x40, 0x42, 0x44, 0x48, 0x49, 0x4a, 0x80, 0x82, 0x84, 0x88, 0x100, 0xffc,
+    0x00, 0x02, 0x04, 0x06, 0x08, 0x0c, 0x0e, 0x10, 0x14, 0x18, 0x1c, 0x20, 0x24, 0x2c, 0x30, 0x34,
+    0x3c, 0x3d, 0x40, 0x42, 0x44, 0x48, 0x49, 0x4a, 0x80, 0x82, 0x84, 0x88, 0x100, 0xffc,
 ];
 
 fn size(inp: &mut Input) -> usize {
@@ -100,7 +100,9 @@ fn reg_value(inp: &mut Input, offset: u64) -> u32 {
 fn allow_acq(dev: &mut Dev, ram: &mut CanaryRam) {
     let lo = dev.read32(BAR_CTRL, bar0::ACQ_BASE_LO);
     let hi = dev.read32(BAR_CTRL, bar0::ACQ_BASE_HI);
-    let depth = dev.read32(BAR_CTRL, bar0::AQ_DEPTH_LOG2).min(AQ_DEPTH_LOG2_MAX);
+    let depth = dev
+        .read32(BAR_CTRL, bar0::AQ_DEPTH_LOG2)
+        .min(AQ_DEPTH_LOG2_MAX);
     let acq = u64::from(hi) << 32 | u64::from(lo);
     ram.allow(acq, u64::from(ACQ_ENTRY_SIZE) << depth);
 }
@@ -108,14 +110,25 @@ fn allow_acq(dev: &mut Dev, ram: &mut CanaryRam) {
 fn op(inp: &mut Input, dev: &mut Dev, ram: &mut CanaryRam) {
     match inp.u8() % 12 {
         0 | 1 => {
-            let off = if inp.chance(80) { inp.pick(CONFIG_OFFSETS) } else { u64::from(inp.u16()) };
+            let off = if inp.chance(80) {
+                inp.pick(CONFIG_OFFSETS)
+            } else {
+                u64::from(inp.u16())
+            };
             let (off, len) = clip(off, size(inp), u64::from(PCI_CONFIG_SIZE));
             let mut buf = vec![0u8; len];
             let r = dev.read(CONFIG, off, &mut buf);
-            stats::count("regs", format_args!("config read {}", if r.is_ok() { "ok" } else { "err" }));
+            stats::count(
+                "regs",
+                format_args!("config read {}", if r.is_ok() { "ok" } else { "err" }),
+            );
         }
         2 | 3 => {
-            let off = if inp.chance(80) { inp.pick(CONFIG_OFFSETS) } else { u64::from(inp.u16()) };
+            let off = if inp.chance(80) {
+                inp.pick(CONFIG_OFFSETS)
+            } else {
+                u64::from(inp.u16())
+            };
             let (off, len) = clip(off, size(inp), u64::from(PCI_CONFIG_SIZE));
             let mut data = inp.bytes(len).to_vec();
             data.resize(len, 0xff);
@@ -123,10 +136,19 @@ fn op(inp: &mut Input, dev: &mut Dev, ram: &mut CanaryRam) {
             if inp.chance(3) {
                 let devctl = u64::from(PCI_CAP_PCIE_OFF) + 8;
                 let r = dev.write(CONFIG, devctl, &0x8000u16.to_le_bytes());
-                stats::count("regs", format_args!("FLR {}", if r.is_ok() { "ok" } else { "err" }));
+                stats::count(
+                    "regs",
+                    format_args!("FLR {}", if r.is_ok() { "ok" } else { "err" }),
+                );
             } else {
                 let r = dev.write(CONFIG, off, &data);
-                stats::count("regs", format_args!("config write {}", if r.is_ok() { "ok" } else { "err" }));
+                stats::count(
+                    "regs",
+                    format_args!(
+                        "config write {off:#x}+{len} {}",
+                        if r.is_ok() { "ok" } else { "err" }
+                    ),
+                );
             }
         }
         4 | 5 => {
@@ -138,11 +160,18 @@ fn op(inp: &mut Input, dev: &mut Dev, ram: &mut CanaryRam) {
             let (off, len) = clip(off, size(inp), u64::from(BAR_CTRL_SIZE));
             let mut buf = vec![0u8; len];
             let r = dev.read(BAR_CTRL, off, &mut buf);
-            stats::count("regs", format_args!("bar0 read {}", if r.is_ok() { "ok" } else { "err" }));
+            stats::count(
+                "regs",
+                format_args!("bar0 read {}", if r.is_ok() { "ok" } else { "err" }),
+            );
         }
         6..=8 => {
             let reg = inp.pick(bar0::REGISTERS).1;
-            let off = if inp.chance(85) { reg } else { u64::from(inp.u16()) };
+            let off = if inp.chance(85) {
+                reg
+            } else {
+                u64::from(inp.u16())
+            };
             let value = reg_value(inp, reg);
             let len = if inp.chance(90) { 4 } else { size(inp) };
             let (off, len) = clip(off, len, u64::from(BAR_CTRL_SIZE));
@@ -152,11 +181,34 @@ fn op(inp: &mut Input, dev: &mut Dev, ram: &mut CanaryRam) {
                 allow_acq(dev, ram);
             }
             let r = dev.write(BAR_CTRL, off, &data);
-            stats::count("regs", format_args!("bar0 write {}", if r.is_ok() { "ok" } else { "err" }));
+            let name = bar0::REGISTERS
+                .iter()
+                .find(|r| r.1 == off)
+                .map_or("(no register)", |r| r.0);
+            stats::count(
+                "regs",
+                format_args!("write {name} {}", if r.is_ok() { "ok" } else { "err" }),
+            );
+            if off == bar0::DEV_CTRL || off == bar0::AQ_DOORBELL {
+                let status = dev.read32(BAR_CTRL, bar0::DEV_STATUS);
+                let code = dev.read32(BAR_CTRL, bar0::FATAL_CODE);
+                stats::count(
+                    "regs",
+                    format_args!("after {name}: status {status:#x} fatal code {code}"),
+                );
+            }
         }
         9 => {
-            let page = if inp.chance(80) { inp.below(4) as u64 } else { inp.below(DB_PAGES as usize) as u64 };
-            let slot = if inp.chance(90) { db_slot_offset(inp.below(DB_SLOTS_PER_PAGE as usize + 2) as u32) } else { u64::from(inp.u16()) };
+            let page = if inp.chance(80) {
+                inp.below(4) as u64
+            } else {
+                inp.below(DB_PAGES as usize) as u64
+            };
+            let slot = if inp.chance(90) {
+                db_slot_offset(inp.below(DB_SLOTS_PER_PAGE as usize + 2) as u32)
+            } else {
+                u64::from(inp.u16())
+            };
             let off = page * u64::from(DB_PAGE_SIZE) + slot + 4 * inp.below(2) as u64;
             let (off, len) = clip(off, size(inp), u64::from(BAR_DB_SIZE));
             let mut data = inp.bytes(len).to_vec();
@@ -166,11 +218,18 @@ fn op(inp: &mut Input, dev: &mut Dev, ram: &mut CanaryRam) {
             } else {
                 dev.read(BAR_DB, off, &mut data)
             };
-            stats::count("regs", format_args!("bar2 {}", if r.is_ok() { "ok" } else { "err" }));
+            stats::count(
+                "regs",
+                format_args!("bar2 {}", if r.is_ok() { "ok" } else { "err" }),
+            );
         }
         10 => {
             let off = u64::from(inp.below(DB_PAGES as usize) as u32) * u64::from(DB_PAGE_SIZE)
-                + if inp.chance(90) { kick_page::KICK } else { u64::from(inp.u16()) % u64::from(DB_PAGE_SIZE) };
+                + if inp.chance(90) {
+                    kick_page::KICK
+                } else {
+                    u64::from(inp.u16()) % u64::from(DB_PAGE_SIZE)
+                };
             let (off, len) = clip(off, size(inp), u64::from(BAR_KICK_SIZE));
             let mut data = inp.bytes(len).to_vec();
             data.resize(len, 1);
@@ -179,7 +238,10 @@ fn op(inp: &mut Input, dev: &mut Dev, ram: &mut CanaryRam) {
             } else {
                 dev.read(BAR_KICK, off, &mut data)
             };
-            stats::count("regs", format_args!("bar4 {}", if r.is_ok() { "ok" } else { "err" }));
+            stats::count(
+                "regs",
+                format_args!("bar4 {}", if r.is_ok() { "ok" } else { "err" }),
+            );
         }
         _ => {
             dev.reset();
@@ -194,16 +256,32 @@ fn check_identity(dev: &mut Dev, lid: u16) {
         if access != RegAccess::Ro || [bar0::DEV_STATUS, bar0::FATAL_CODE].contains(&offset) {
             continue;
         }
-        let want = if offset == bar0::PORT_INFO { reset | u32::from(lid) } else { reset };
+        let want = if offset == bar0::PORT_INFO {
+            reset | u32::from(lid)
+        } else {
+            reset
+        };
         let got = dev.read32(BAR_CTRL, offset);
         assert_eq!(got, want, "read-only register {name} changed");
     }
     let ids = dev.read32(CONFIG, 0);
-    assert_eq!(ids, PCI_VENDOR_ID | PCI_DEVICE_ID << 16, "PCI vendor/device ID changed");
+    assert_eq!(
+        ids,
+        PCI_VENDOR_ID | PCI_DEVICE_ID << 16,
+        "PCI vendor/device ID changed"
+    );
     let sub = dev.read32(CONFIG, 0x2c);
-    assert_eq!(sub, PCI_SUBSYSTEM_VENDOR_ID | PCI_SUBSYSTEM_ID << 16, "PCI subsystem IDs changed");
+    assert_eq!(
+        sub,
+        PCI_SUBSYSTEM_VENDOR_ID | PCI_SUBSYSTEM_ID << 16,
+        "PCI subsystem IDs changed"
+    );
     let class = dev.read32(CONFIG, 0x08);
-    assert_eq!(class, PCI_REVISION | PCI_CLASS_CODE << 8, "PCI class/revision changed");
+    assert_eq!(
+        class,
+        PCI_REVISION | PCI_CLASS_CODE << 8,
+        "PCI class/revision changed"
+    );
 }
 
 fn run(rig: &mut Rig, input: &[u8]) {

@@ -8,7 +8,9 @@
 //! - `VRNIC_FUZZ_SEED`: the seed (decimal or 0x-hex; default [`DEFAULT_SEED`]);
 //! - `VRNIC_FUZZ_INPUTS`: generated inputs of the short run (default per target);
 //! - `VRNIC_FUZZ_REPLAY`: run only this input file (a reproducer);
-//! - `VRNIC_FUZZ_FINDINGS`: where failing inputs are saved.
+//! - `VRNIC_FUZZ_FINDINGS`: where failing inputs are saved;
+//! - `VRNIC_FUZZ_GROW`: save every passing input that reached a new outcome (a new
+//!   [`stats`](super::stats) counter) into `<dir>/<target>/`, to grow a corpus.
 
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -65,10 +67,7 @@ fn findings_dir() -> PathBuf {
 fn save(target: &str, input: &[u8]) -> PathBuf {
     let dir = findings_dir();
     let _ = std::fs::create_dir_all(&dir);
-    let hash = input
-        .iter()
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3));
-    let path = dir.join(format!("{target}-{hash:016x}.bin"));
+    let path = dir.join(format!("{target}-{:016x}.bin", fnv(input)));
     let _ = std::fs::write(&path, input);
     path
 }
@@ -111,6 +110,25 @@ fn thread_key() -> String {
 
 /// Runs one input; on failure saves it and returns the panic message.
 fn exec(target: &Target, input: &[u8], label: &str) -> Option<String> {
+    let before = super::stats::distinct(target.name);
+    let failure = exec_inner(target, input, label);
+    if failure.is_none() && super::stats::distinct(target.name) > before {
+        if let Some(dir) = std::env::var_os("VRNIC_FUZZ_GROW") {
+            let dir = Path::new(&dir).join(target.name);
+            let _ = std::fs::create_dir_all(&dir);
+            let _ = std::fs::write(dir.join(format!("{:016x}", fnv(input))), input);
+        }
+    }
+    failure
+}
+
+fn fnv(input: &[u8]) -> u64 {
+    input.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+fn exec_inner(target: &Target, input: &[u8], label: &str) -> Option<String> {
     in_flight()
         .lock()
         .unwrap_or_else(|p| p.into_inner())
@@ -136,7 +154,10 @@ fn exec(target: &Target, input: &[u8], label: &str) -> Option<String> {
         .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
         .unwrap_or_else(|| "(non-string panic)".into());
     let path = save(target.name, input);
-    Some(format!("{label}: {msg}\n    input saved to {}", path.display()))
+    Some(format!(
+        "{label}: {msg}\n    input saved to {}",
+        path.display()
+    ))
 }
 
 /// Runs `target` as the environment asks (see the module docs); fails if any input failed.
@@ -187,7 +208,11 @@ pub fn run(target: &Target) {
         execs as f64 / total.as_secs_f64().max(1e-9),
         failures.len()
     );
-    eprintln!("fuzz {}: reached: {}", target.name, super::stats::report(target.name));
+    eprintln!(
+        "fuzz {}: reached: {}",
+        target.name,
+        super::stats::report(target.name)
+    );
     assert!(
         failures.is_empty(),
         "fuzz {}: {} input(s) failed:\n{}",

@@ -21,3 +21,10 @@ pub fn report(target: &str) -> String {
         .collect::<Vec<_>>()
         .join(", ")
 }
+
+/// How many distinct counters `target` has (grows when an input reaches something new).
+pub fn distinct(target: &str) -> usize {
+    let map = COUNTS.lock().unwrap_or_else(|p| p.into_inner());
+    let prefix = format!("{target}: ");
+    map.keys().filter(|k| k.starts_with(&prefix)).count()
+}

@@ -24,9 +24,9 @@ use super::aq::{self, Aq, Done};
 use super::glue::Dev;
 use super::guest::{CanaryRam, PAGE};
 use super::input::Input;
-use super::stats;
 use super::objs::{buffer, describe, Heap, Layout, LAYOUTS};
 use super::rig::{Rig, ACQ_ADDR, AQ_ADDR, INTERESTING_ADDRS};
+use super::stats;
 use crate::harness::TIMEOUT;
 
 thread_local! {
@@ -202,7 +202,12 @@ fn create_eq(c: &mut Ctx, is_async: bool, vector: u16) {
         ..Default::default()
     };
     let [eqn, slot, ..] = admin_ok(c, &cmd, "CREATE_EQ");
-    c.eqs.push(Eq { eqn, slot, ring, ci: 0 });
+    c.eqs.push(Eq {
+        eqn,
+        slot,
+        ring,
+        ci: 0,
+    });
 }
 
 /// A CQ of `uctx` whose events go to the completion EQ; returns its index in `c.cqs`.
@@ -344,13 +349,21 @@ impl Conn {
 
     fn from_input(inp: &mut Input) -> Self {
         Conn {
-            access: if inp.chance(75) { ACCESS_ALL } else { u32::from(inp.u8()) & ACCESS_ALL },
+            access: if inp.chance(75) {
+                ACCESS_ALL
+            } else {
+                u32::from(inp.u8()) & ACCESS_ALL
+            },
             mtu: 1 + inp.below(5) as u8,
             retry_cnt: inp.below(8) as u8,
             rnr_retry: inp.below(7) as u8,
             min_rnr_timer: inp.below(4) as u8,
             rd_atomic: 1 + inp.below(16) as u8,
-            dlid: if inp.chance(5) { inp.pick(&[0, 2, 0xffff]) } else { 1 },
+            dlid: if inp.chance(5) {
+                inp.pick(&[0, 2, 0xffff])
+            } else {
+                1
+            },
         }
     }
 }
@@ -388,17 +401,37 @@ fn connect(c: &mut Ctx, qp: usize, dest: u32, o: Conn) -> bool {
     let steps = [
         (m(&[State, PkeyIndex, Port, AccessFlags]), init),
         (
-            m(&[State, Av, PathMtu, DestQpn, RqPsn, MaxDestRdAtomic, MinRnrTimer]),
+            m(&[
+                State,
+                Av,
+                PathMtu,
+                DestQpn,
+                RqPsn,
+                MaxDestRdAtomic,
+                MinRnrTimer,
+            ]),
             rtr,
         ),
-        (m(&[State, Timeout, RetryCnt, RnrRetry, SqPsn, MaxQpRdAtomic]), rts),
+        (
+            m(&[State, Timeout, RetryCnt, RnrRetry, SqPsn, MaxQpRdAtomic]),
+            rts,
+        ),
     ];
     steps
         .into_iter()
         .all(|(mask, attr)| modify(c, qp, mask, attr).status == AqStatus::Success)
 }
 
-fn reg_mr(c: &mut Ctx, uctx: u32, pd: u32, len: u64, access: u32, pages: Option<Vec<u64>>, layout: Layout, first: u64) -> Option<Mr> {
+fn reg_mr(
+    c: &mut Ctx,
+    uctx: u32,
+    pd: u32,
+    len: u64,
+    access: u32,
+    pages: Option<Vec<u64>>,
+    layout: Layout,
+    first: u64,
+) -> Option<Mr> {
     let n = (first + len).div_ceil(PAGE).max(1);
     let (list, pages) = match pages {
         Some(p) => {
@@ -435,7 +468,8 @@ fn reg_mr(c: &mut Ctx, uctx: u32, pd: u32, len: u64, access: u32, pages: Option<
 /// Rings word `word` of doorbell slot `slot` of page `page` (a trapped BAR2 write, which
 /// also wakes the poller).
 fn doorbell(dev: &mut Dev, page: u32, slot: u32, word: u32, value: u32) {
-    let offset = u64::from(page) * u64::from(DB_PAGE_SIZE) + db_slot_offset(slot) + u64::from(word) * 4;
+    let offset =
+        u64::from(page) * u64::from(DB_PAGE_SIZE) + db_slot_offset(slot) + u64::from(word) * 4;
     if offset + 4 <= u64::from(BAR_DB_SIZE) {
         dev.write32(BAR_DB, offset, value);
     }
@@ -488,7 +522,11 @@ fn post_send(inp: &mut Input, c: &mut Ctx, qp: usize) {
         WrOpcode::SendWithImm,
         WrOpcode::RdmaRead,
     ];
-    let opcode: u8 = if inp.chance(2) { inp.u8() } else { inp.pick(&opcodes).into() };
+    let opcode: u8 = if inp.chance(2) {
+        inp.u8()
+    } else {
+        inp.pick(&opcodes).into()
+    };
     let mut flags = u8::from(SendFlags::Signaled) * u8::from(inp.chance(80));
     if inp.chance(10) {
         flags |= u8::from(SendFlags::Fence);
@@ -500,14 +538,24 @@ fn post_send(inp: &mut Input, c: &mut Ctx, qp: usize) {
     if inline {
         flags |= u8::from(SendFlags::Inline);
     }
-    let flags = if inp.chance(5) { inp.mostly_u8(flags) } else { flags };
+    let flags = if inp.chance(5) {
+        inp.mostly_u8(flags)
+    } else {
+        flags
+    };
     let max_sge = c.qps[qp].max_send_sge;
-    let num_sge = { let v = inp.below(usize::from(max_sge) + 1) as u8; inp.mostly_u8(v) };
+    let num_sge = {
+        let v = inp.below(usize::from(max_sge) + 1) as u8;
+        inp.mostly_u8(v)
+    };
     let mut body = Vec::new();
     let mut inline_len = 0u32;
     if inline {
         let max_inline = c.qps[qp].max_inline;
-        inline_len = { let v = inp.len_up_to(u64::from(max_inline)) as u32; inp.mostly_u32(v) };
+        inline_len = {
+            let v = inp.len_up_to(u64::from(max_inline)) as u32;
+            inp.mostly_u32(v)
+        };
         body = vec![0xa5; inline_len.min(1024) as usize];
     } else {
         for _ in 0..num_sge.min(16) {
@@ -555,12 +603,19 @@ fn write_sq(c: &mut Ctx, qp: usize, bytes: &[u8]) {
 
 fn post_recv(inp: &mut Input, c: &mut Ctx, qp: usize) {
     let max_sge = c.qps[qp].max_recv_sge;
-    let num_sge = { let v = inp.below(usize::from(max_sge) + 1) as u8; inp.mostly_u8(v) };
+    let num_sge = {
+        let v = inp.below(usize::from(max_sge) + 1) as u8;
+        inp.mostly_u8(v)
+    };
     let wr_id = new_wr_id(c);
     let header = RecvWqeHeader {
         wr_id: wr_id.into(),
         num_sge,
-        reserved0: if inp.chance(2) { [inp.u8(), 0, 0, 0, 0, 0, 0] } else { [0; 7] },
+        reserved0: if inp.chance(2) {
+            [inp.u8(), 0, 0, 0, 0, 0, 0]
+        } else {
+            [0; 7]
+        },
     };
     let mut wqe = header.as_slice().to_vec();
     for _ in 0..num_sge.min(16) {
@@ -653,7 +708,11 @@ fn check_cqe(cqe: &Cqe, qpns: &[u32], wr_ids: &HashSet<u64>, cqn: u32) {
             WcOpcode::try_from(cqe.opcode).is_ok(),
             "CQ {cqn}: successful CQE with unknown opcode: {cqe:?}"
         );
-        assert_eq!(vendor, VendorErr::None, "CQ {cqn}: successful CQE with a vendor_err: {cqe:?}");
+        assert_eq!(
+            vendor,
+            VendorErr::None,
+            "CQ {cqn}: successful CQE with a vendor_err: {cqe:?}"
+        );
     }
 }
 
@@ -674,7 +733,19 @@ fn poll_eqs(c: &mut Ctx) {
                 "EQ {}: unknown event type: {eqe:?}",
                 eq.eqn
             );
-            assert_eq!(eqe.nonzero_reserved(), None, "EQ {}: EQE reserved bytes: {eqe:?}", eq.eqn);
+            assert_eq!(
+                eqe.nonzero_reserved(),
+                None,
+                "EQ {}: EQE reserved bytes: {eqe:?}",
+                eq.eqn
+            );
+            stats::count(
+                "wqe",
+                format_args!(
+                    "event {:?}",
+                    EventType::try_from(eqe.event_type).unwrap_or(EventType::DeviceFatal)
+                ),
+            );
             let eq = &mut c.eqs[i];
             eq.ci = eq.ci.wrapping_add(1);
             let (slot, ci) = (eq.slot, eq.ci);
@@ -694,12 +765,24 @@ struct Setup {
 fn setup(inp: &mut Input, c: &mut Ctx) -> Setup {
     create_eq(c, true, 0);
     create_eq(c, false, 1);
-    let uctx = admin_ok(c, &handle_cmd(AqOpcode::AllocUctx, 0, KERNEL_UCTX), "ALLOC_UCTX")[0];
+    let uctx = admin_ok(
+        c,
+        &handle_cmd(AqOpcode::AllocUctx, 0, KERNEL_UCTX),
+        "ALLOC_UCTX",
+    )[0];
     let pd = admin_ok(c, &handle_cmd(AqOpcode::AllocPd, uctx, uctx), "ALLOC_PD")[0];
     let other_pd = admin_ok(c, &handle_cmd(AqOpcode::AllocPd, uctx, uctx), "ALLOC_PD")[0];
     c.pds = [pd, other_pd];
-    let s_uctx = admin_ok(c, &handle_cmd(AqOpcode::AllocUctx, 0, KERNEL_UCTX), "ALLOC_UCTX")[0];
-    let s_pd = admin_ok(c, &handle_cmd(AqOpcode::AllocPd, s_uctx, s_uctx), "ALLOC_PD")[0];
+    let s_uctx = admin_ok(
+        c,
+        &handle_cmd(AqOpcode::AllocUctx, 0, KERNEL_UCTX),
+        "ALLOC_UCTX",
+    )[0];
+    let s_pd = admin_ok(
+        c,
+        &handle_cmd(AqOpcode::AllocPd, s_uctx, s_uctx),
+        "ALLOC_PD",
+    )[0];
 
     let cq0 = create_cq(c, uctx, 2 + inp.below(7) as u32, inp.pick(LAYOUTS));
     let cq1 = create_cq(c, uctx, 2 + inp.below(7) as u32, inp.pick(LAYOUTS));
@@ -716,8 +799,16 @@ fn setup(inp: &mut Input, c: &mut Ctx) -> Setup {
     let n_mrs = 1 + inp.below(4);
     for _ in 0..n_mrs {
         let len = 1 + inp.len_up_to(64 << 10);
-        let access = if inp.chance(70) { ACCESS_ALL } else { u32::from(inp.u8()) & ACCESS_ALL };
-        let first = if inp.chance(30) { u64::from(inp.u16()) % PAGE } else { 0 };
+        let access = if inp.chance(70) {
+            ACCESS_ALL
+        } else {
+            u32::from(inp.u8()) & ACCESS_ALL
+        };
+        let first = if inp.chance(30) {
+            u64::from(inp.u16()) % PAGE
+        } else {
+            0
+        };
         let layout = inp.pick(LAYOUTS);
         let pages = inp.chance(10).then(|| {
             let n = (first + len).div_ceil(PAGE);
@@ -744,8 +835,17 @@ fn setup(inp: &mut Input, c: &mut Ctx) -> Setup {
     let (q1, q2) = (c.qps[s1].qpn, c.qps[s2].qpn);
     assert!(connect(c, s1, q2, Conn::sentinel()), "sentinel QP connect");
     assert!(connect(c, s2, q1, Conn::sentinel()), "sentinel QP connect");
-    let s_mr = reg_mr(c, s_uctx, s_pd, 2 * PAGE, ACCESS_ALL, None, Layout::Contiguous, 0)
-        .expect("sentinel MR");
+    let s_mr = reg_mr(
+        c,
+        s_uctx,
+        s_pd,
+        2 * PAGE,
+        ACCESS_ALL,
+        None,
+        Layout::Contiguous,
+        0,
+    )
+    .expect("sentinel MR");
     Setup {
         user_cqs: [cq0, cq1],
         a,
@@ -902,7 +1002,11 @@ fn run(rig: &mut Rig, input: &[u8]) {
             12 if !c.mrs.is_empty() => {
                 let i = inp.below(c.mrs.len());
                 let mr = c.mrs.remove(i);
-                let done = c.aq.run(c.dev, c.aqram, &handle_cmd(AqOpcode::DeregMr, mr.key, c.qps[qp].uctx));
+                let done = c.aq.run(
+                    c.dev,
+                    c.aqram,
+                    &handle_cmd(AqOpcode::DeregMr, mr.key, c.qps[qp].uctx),
+                );
                 if done.status == AqStatus::Success {
                     c.stale_keys.push(mr.key);
                 } else {
@@ -914,7 +1018,12 @@ fn run(rig: &mut Rig, input: &[u8]) {
                 let n = inp.below(stride + 1);
                 let raw = inp.bytes(n).to_vec();
                 let mut id = [0u8; 8];
-                for (i, b) in raw.iter().skip(SendWqeHeader::WR_ID_OFF).take(8).enumerate() {
+                for (i, b) in raw
+                    .iter()
+                    .skip(SendWqeHeader::WR_ID_OFF)
+                    .take(8)
+                    .enumerate()
+                {
                     id[i] = *b;
                 }
                 c.wr_ids.insert(u64::from_le_bytes(id));
@@ -933,7 +1042,16 @@ fn run(rig: &mut Rig, input: &[u8]) {
                     let len = 1 + inp.len_up_to(16 << 10);
                     let uctx = c.qps[qp].uctx;
                     let pd = c.pds[inp.below(2)];
-                    reg_mr(&mut c, uctx, pd, len, ACCESS_ALL, None, inp.pick(LAYOUTS), 0)
+                    reg_mr(
+                        &mut c,
+                        uctx,
+                        pd,
+                        len,
+                        ACCESS_ALL,
+                        None,
+                        inp.pick(LAYOUTS),
+                        0,
+                    )
                 } {
                     c.mrs.push(mr);
                 }
