@@ -69,6 +69,31 @@ fn any_handle(inp: &mut Input) -> u32 {
     }
 }
 
+/// The command a driver would send next to build up a working set of objects (so that
+/// QPs exist often enough for MODIFY_QP and QUERY_QP to reach their deep paths).
+fn next_step(inp: &mut Input, h: &Handles) -> AqOpcode {
+    if h.uctxs.len() < 2 {
+        AqOpcode::AllocUctx
+    } else if h.pds.is_empty() {
+        AqOpcode::AllocPd
+    } else if h.eqs.is_empty() {
+        AqOpcode::CreateEq
+    } else if h.cqs.is_empty() {
+        AqOpcode::CreateCq
+    } else if h.qps.len() < 2 {
+        AqOpcode::CreateQp
+    } else {
+        inp.pick(&[
+            AqOpcode::ModifyQp,
+            AqOpcode::ModifyQp,
+            AqOpcode::ModifyQp,
+            AqOpcode::QueryQp,
+            AqOpcode::RegMr,
+            AqOpcode::CreateQp,
+        ])
+    }
+}
+
 /// A handle from `list` (with its context), or now and then any number.
 fn pick(inp: &mut Input, list: &[(u32, u32)]) -> (u32, u32) {
     if list.is_empty() || inp.chance(8) {
@@ -170,7 +195,9 @@ fn access(inp: &mut Input) -> u32 {
 }
 
 fn build(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, h: &Handles) -> [u8; 128] {
-    let op = if inp.chance(3) {
+    let op = if inp.chance(40) {
+        next_step(inp, h)
+    } else if inp.chance(3) {
         AqOpcode::QueryDevice
     } else {
         inp.pick(AqOpcode::ALL)
@@ -373,13 +400,21 @@ fn build(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, h: &Handles) -> 
         AqOpcode::ModifyQp | AqOpcode::QueryQp => {
             let (qpn, owner) = pick(inp, &h.qps);
             let (dest, _) = pick(inp, &h.qps);
-            let state = inp.pick(QpState::ALL);
-            let mask = if inp.chance(70) {
-                // RESET/ERR/SQD, RESET->INIT, INIT->RTR, RTR->RTS (the driver's masks), two oddities.
-                let masks: &[u32] = &[0x1, 0x39, 0x12_9181, 0x1_2e01, 0x3, 0x20_0000];
-                inp.pick(masks)
+            // The driver's transitions (mask and target state), then oddities.
+            let steps: &[(u32, QpState)] = &[
+                (0x39, QpState::Init),
+                (0x12_9181, QpState::Rtr),
+                (0x1_2e01, QpState::Rts),
+                (0x1, QpState::Err),
+                (0x1, QpState::Reset),
+                (0x1, QpState::Sqd),
+                (0x1, QpState::Rts),
+                (0x3, QpState::Rts),
+            ];
+            let (mask, state) = if inp.chance(75) {
+                inp.pick(steps)
             } else {
-                inp.u32() & 0x1f_ffff
+                (inp.u32() & 0x1f_ffff, inp.pick(QpState::ALL))
             };
             let (out_addr, out_len) = if op == AqOpcode::QueryQp {
                 out_buf(inp, ram, heap, QpAttr::SIZE)
@@ -425,6 +460,9 @@ fn build(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, h: &Handles) -> 
                 dlid: inp.mostly_u16(1).into(),
                 ..Default::default()
             };
+            // QUERY_QP takes no attributes: mostly none.
+            let query = op == AqOpcode::QueryQp && !inp.chance(10);
+            let (mask, attr) = if query { (0, QpAttr::default()) } else { (mask, attr) };
             let cmd = CmdModifyQp {
                 hdr,
                 qpn: qpn.into(),
