@@ -462,7 +462,11 @@ fn build(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, h: &Handles) -> 
             };
             // QUERY_QP takes no attributes: mostly none.
             let query = op == AqOpcode::QueryQp && !inp.chance(10);
-            let (mask, attr) = if query { (0, QpAttr::default()) } else { (mask, attr) };
+            let (mask, attr) = if query {
+                (0, QpAttr::default())
+            } else {
+                (mask, attr)
+            };
             let cmd = CmdModifyQp {
                 hdr,
                 qpn: qpn.into(),

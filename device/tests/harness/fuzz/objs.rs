@@ -147,7 +147,7 @@ pub fn allow_list(ram: &mut CanaryRam, list: &PageList) {
     // Generous about alignment: the page containing an unaligned address counts too.
     let allow_page = |ram: &mut CanaryRam, p: u64, n: u64| {
         let start = p & !page.wrapping_sub(1);
-        let len = n.saturating_add(1).checked_mul(page).unwrap_or(u64::MAX);
+        let len = n.saturating_add(1).saturating_mul(page);
         ram.allow(start, len);
     };
     let read_u64 = |ram: &CanaryRam, at: u64| {

@@ -37,7 +37,7 @@ pub const INTERESTING_ADDRS: &[u64] = &[
     NOFD_BASE,
     0,
     0x1000,
-    u64::MAX & !0xfff,
+    !0xfff,
 ];
 
 pub struct Rig {

@@ -422,8 +422,9 @@ fn connect(c: &mut Ctx, qp: usize, dest: u32, o: Conn) -> bool {
         .all(|(mask, attr)| modify(c, qp, mask, attr).status == AqStatus::Success)
 }
 
-fn reg_mr(
-    c: &mut Ctx,
+/// What REG_MR registers: `len` bytes from byte `first` of fresh pages in `layout`, or of
+/// the given pages (anywhere, mapped or not).
+struct MrReq {
     uctx: u32,
     pd: u32,
     len: u64,
@@ -431,7 +432,18 @@ fn reg_mr(
     pages: Option<Vec<u64>>,
     layout: Layout,
     first: u64,
-) -> Option<Mr> {
+}
+
+fn reg_mr(c: &mut Ctx, req: MrReq) -> Option<Mr> {
+    let MrReq {
+        uctx,
+        pd,
+        len,
+        access,
+        pages,
+        layout,
+        first,
+    } = req;
     let n = (first + len).div_ceil(PAGE).max(1);
     let (list, pages) = match pages {
         Some(p) => {
@@ -633,10 +645,10 @@ fn post_recv(inp: &mut Input, c: &mut Ctx, qp: usize) {
 /// A producer index near `pi`: itself mostly, else a little behind or ahead (up to past
 /// the ring), or anything.
 fn near(inp: &mut Input, pi: u32, depth: u32) -> u32 {
-    match inp.u8() % 10 {
-        0..=6 => pi,
-        7 => pi.wrapping_sub(1 + inp.below(2) as u32),
-        8 => pi.wrapping_add(1 + inp.below(depth as usize + 2) as u32),
+    match inp.u8() % 20 {
+        0..=16 => pi,
+        17 => pi.wrapping_sub(1 + inp.below(2) as u32),
+        18 => pi.wrapping_add(1 + inp.below(depth as usize + 2) as u32),
         _ => inp.u32(),
     }
 }
@@ -784,8 +796,17 @@ fn setup(inp: &mut Input, c: &mut Ctx) -> Setup {
         "ALLOC_PD",
     )[0];
 
-    let cq0 = create_cq(c, uctx, 2 + inp.below(7) as u32, inp.pick(LAYOUTS));
-    let cq1 = create_cq(c, uctx, 2 + inp.below(7) as u32, inp.pick(LAYOUTS));
+    // Mostly deep enough not to overflow between polls; now and then tiny (CQ overflow).
+    let depth = |inp: &mut Input| {
+        if inp.chance(10) {
+            2
+        } else {
+            5 + inp.below(4) as u32
+        }
+    };
+    let (d0, d1) = (depth(inp), depth(inp));
+    let cq0 = create_cq(c, uctx, d0, inp.pick(LAYOUTS));
+    let cq1 = create_cq(c, uctx, d1, inp.pick(LAYOUTS));
     let caps_a = Caps::from_input(inp);
     let caps_b = Caps::from_input(inp);
     let a = create_qp(c, uctx, pd, cq0, cq1, caps_a);
@@ -816,7 +837,18 @@ fn setup(inp: &mut Input, c: &mut Ctx) -> Setup {
             (0..n).map(|i| base.wrapping_add(i * PAGE)).collect()
         });
         let in_pd = if inp.chance(15) { other_pd } else { pd };
-        if let Some(mr) = reg_mr(c, uctx, in_pd, len, access, pages, layout, first) {
+        if let Some(mr) = reg_mr(
+            c,
+            MrReq {
+                uctx,
+                pd: in_pd,
+                len,
+                access,
+                pages,
+                layout,
+                first,
+            },
+        ) {
             c.mrs.push(mr);
         }
     }
@@ -837,13 +869,15 @@ fn setup(inp: &mut Input, c: &mut Ctx) -> Setup {
     assert!(connect(c, s2, q1, Conn::sentinel()), "sentinel QP connect");
     let s_mr = reg_mr(
         c,
-        s_uctx,
-        s_pd,
-        2 * PAGE,
-        ACCESS_ALL,
-        None,
-        Layout::Contiguous,
-        0,
+        MrReq {
+            uctx: s_uctx,
+            pd: s_pd,
+            len: 2 * PAGE,
+            access: ACCESS_ALL,
+            pages: None,
+            layout: Layout::Contiguous,
+            first: 0,
+        },
     )
     .expect("sentinel MR");
     Setup {
@@ -1042,15 +1076,18 @@ fn run(rig: &mut Rig, input: &[u8]) {
                     let len = 1 + inp.len_up_to(16 << 10);
                     let uctx = c.qps[qp].uctx;
                     let pd = c.pds[inp.below(2)];
+                    let layout = inp.pick(LAYOUTS);
                     reg_mr(
                         &mut c,
-                        uctx,
-                        pd,
-                        len,
-                        ACCESS_ALL,
-                        None,
-                        inp.pick(LAYOUTS),
-                        0,
+                        MrReq {
+                            uctx,
+                            pd,
+                            len,
+                            access: ACCESS_ALL,
+                            pages: None,
+                            layout,
+                            first: 0,
+                        },
                     )
                 } {
                     c.mrs.push(mr);
