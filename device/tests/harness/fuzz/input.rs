@@ -11,11 +11,32 @@
 pub struct Input<'a> {
     data: &'a [u8],
     pos: usize,
+    /// How often fields are mutated, chosen by the first byte: 0 calm (1/64), 1 and 2
+    /// normal (1/8), 3 wild (1/2). Calm inputs keep objects alive long enough to reach
+    /// the paths behind many valid steps; wild ones hammer the validation.
+    level: u8,
 }
 
 impl<'a> Input<'a> {
     pub fn new(data: &'a [u8]) -> Self {
-        Input { data, pos: 0 }
+        let mut inp = Input {
+            data,
+            pos: 0,
+            level: 1,
+        };
+        inp.level = inp.u8() % 4;
+        inp
+    }
+
+    /// True when a mutation with base probability `percent`/100 should happen at this
+    /// input's level.
+    pub fn mutate(&mut self, percent: u8) -> bool {
+        let p = match self.level {
+            0 => percent / 8,
+            3 => percent.saturating_mul(4).min(100),
+            _ => percent,
+        };
+        self.chance(p)
     }
 
     /// True once every byte has been read (reads then return zeros).
@@ -86,8 +107,12 @@ impl<'a> Input<'a> {
             (1u64 << bits) - 1
         };
         let selector = self.u8();
+        let keep = [252, 224, 224, 128][usize::from(self.level & 3)];
+        if selector < keep {
+            return valid;
+        }
         let v = match selector {
-            0..=223 => return valid,
+            0..=223 => valid ^ 1,
             224..=231 => valid ^ (1u64 << (u32::from(self.u8()) % bits.max(1))),
             232..=237 => valid.wrapping_add(1),
             238..=243 => valid.wrapping_sub(1),

@@ -99,6 +99,10 @@ struct Qp {
     rq: Ring,
     sq_pi: u32,
     rq_pi: u32,
+    /// WQEs the device completed (from CQEs' wqe_index), as a driver tracks them to never
+    /// post more than the ring holds.
+    sq_done: u32,
+    rq_done: u32,
     max_send_sge: u8,
     max_recv_sge: u8,
     max_inline: u32,
@@ -222,6 +226,9 @@ fn create_cq(c: &mut Ctx, uctx: u32, depth_log2: u32, layout: Layout) -> usize {
         ..Default::default()
     };
     let [cqn, slot, ..] = admin_ok(c, &cmd, "CREATE_CQ");
+    if super::admin::trace() {
+        eprintln!("wqe: CQ {cqn}: 2^{depth_log2} entries, {layout:?}, slot {slot} of page {uctx}");
+    }
     c.cqs.push(Cq {
         cqn,
         slot,
@@ -303,6 +310,8 @@ fn create_qp(c: &mut Ctx, uctx: u32, pd: u32, send_cq: usize, recv_cq: usize, ca
         rq,
         sq_pi: 0,
         rq_pi: 0,
+        sq_done: 0,
+        rq_done: 0,
         max_send_sge: caps.max_send_sge,
         max_recv_sge: caps.max_recv_sge,
         max_inline: caps.max_inline,
@@ -349,17 +358,26 @@ impl Conn {
 
     fn from_input(inp: &mut Input) -> Self {
         Conn {
-            access: if inp.chance(75) {
+            access: if !inp.mutate(10) {
                 ACCESS_ALL
             } else {
                 u32::from(inp.u8()) & ACCESS_ALL
             },
             mtu: 1 + inp.below(5) as u8,
-            retry_cnt: inp.below(8) as u8,
-            rnr_retry: inp.below(7) as u8,
+            // Mostly a patient requester (7: retry RNR forever), as perftest configures.
+            retry_cnt: if inp.mutate(20) {
+                inp.below(8) as u8
+            } else {
+                7
+            },
+            rnr_retry: if inp.mutate(20) {
+                inp.below(7) as u8
+            } else {
+                7
+            },
             min_rnr_timer: inp.below(4) as u8,
             rd_atomic: 1 + inp.below(16) as u8,
-            dlid: if inp.chance(5) {
+            dlid: if inp.mutate(5) {
                 inp.pick(&[0, 2, 0xffff])
             } else {
                 1
@@ -371,6 +389,14 @@ impl Conn {
 /// RESET -> INIT -> RTR -> RTS towards `dest`; the outcome of each step (they may fail
 /// when the input moved the QP elsewhere first).
 fn connect(c: &mut Ctx, qp: usize, dest: u32, o: Conn) -> bool {
+    let ok = connect_steps(c, qp, dest, o);
+    if super::admin::trace() {
+        eprintln!("wqe: connect QP {} to {dest}: {ok}", c.qps[qp].qpn);
+    }
+    ok
+}
+
+fn connect_steps(c: &mut Ctx, qp: usize, dest: u32, o: Conn) -> bool {
     use QpAttrMask::*;
     let m = |bits: &[QpAttrMask]| bits.iter().fold(0u32, |a, b| a | *b as u32);
     let init = QpAttr {
@@ -455,7 +481,8 @@ fn reg_mr(c: &mut Ctx, req: MrReq) -> Option<Mr> {
     for &p in &pages {
         c.ram.allow(p, PAGE);
     }
-    let iova = 0x7f00_0000_0000u64 + (c.mrs.len() as u64 + 1) * (1 << 30) + first;
+    c.next_wr += 1;
+    let iova = 0x7f00_0000_0000u64 + (c.next_wr << 30) + first;
     let cmd = CmdRegMr {
         hdr: hdr(AqOpcode::RegMr),
         pdn: pd.into(),
@@ -468,6 +495,9 @@ fn reg_mr(c: &mut Ctx, req: MrReq) -> Option<Mr> {
     };
     let done = c.aq.run(c.dev, c.aqram, &cmd);
     let key = done.ok()?[0];
+    if super::admin::trace() {
+        eprintln!("wqe: MR {key:#x} pd {pd} iova {iova:#x} len {len:#x} first {first:#x}");
+    }
     Some(Mr {
         key,
         iova,
@@ -489,7 +519,7 @@ fn doorbell(dev: &mut Dev, page: u32, slot: u32, word: u32, value: u32) {
 
 /// An SGE into a live MR (at its edges, sometimes past them or with a stale key).
 fn sge(inp: &mut Input, c: &Ctx) -> Sge {
-    if c.mrs.is_empty() || inp.chance(2) {
+    if c.mrs.is_empty() || inp.mutate(2) {
         return Sge {
             addr: inp.u64().into(),
             length: inp.u32().into(),
@@ -499,7 +529,7 @@ fn sge(inp: &mut Input, c: &Ctx) -> Sge {
     let mr = &c.mrs[inp.below(c.mrs.len())];
     let offset = inp.len_up_to(mr.len);
     let len = inp.len_up_to((mr.len - offset).min(64 << 10));
-    let key = if !c.stale_keys.is_empty() && inp.chance(3) {
+    let key = if !c.stale_keys.is_empty() && inp.mutate(3) {
         c.stale_keys[inp.below(c.stale_keys.len())]
     } else {
         mr.key
@@ -509,7 +539,7 @@ fn sge(inp: &mut Input, c: &Ctx) -> Sge {
         length: (len as u32).into(),
         lkey: key.into(),
     };
-    if !inp.chance(8) {
+    if !inp.mutate(8) {
         return sge;
     }
     Sge {
@@ -534,7 +564,7 @@ fn post_send(inp: &mut Input, c: &mut Ctx, qp: usize) {
         WrOpcode::SendWithImm,
         WrOpcode::RdmaRead,
     ];
-    let opcode: u8 = if inp.chance(2) {
+    let opcode: u8 = if inp.mutate(2) {
         inp.u8()
     } else {
         inp.pick(&opcodes).into()
@@ -550,7 +580,7 @@ fn post_send(inp: &mut Input, c: &mut Ctx, qp: usize) {
     if inline {
         flags |= u8::from(SendFlags::Inline);
     }
-    let flags = if inp.chance(5) {
+    let flags = if inp.mutate(5) {
         inp.mostly_u8(flags)
     } else {
         flags
@@ -574,13 +604,21 @@ fn post_send(inp: &mut Input, c: &mut Ctx, qp: usize) {
             body.extend_from_slice(sge(inp, c).as_slice());
         }
     }
-    let (remote_addr, rkey) = if c.mrs.is_empty() || inp.chance(5) {
+    let (remote_addr, rkey) = if c.mrs.is_empty() || inp.mutate(5) {
         (inp.u64(), inp.u32())
     } else {
+        // The message's length (SGEs or inline), so that the remote range mostly fits.
+        let msg: u64 = if inline {
+            u64::from(inline_len)
+        } else {
+            body.chunks(Sge::SIZE)
+                .map(|s| u64::from(u32::from_le_bytes([s[8], s[9], s[10], s[11]])))
+                .sum()
+        };
         let mr = &c.mrs[inp.below(c.mrs.len())];
-        let off = inp.len_up_to(mr.len);
+        let off = inp.len_up_to(mr.len.saturating_sub(msg));
         let (addr, key) = (mr.iova + off, mr.key);
-        if inp.chance(8) {
+        if inp.mutate(8) {
             (inp.mostly_u64(addr), inp.mostly_u32(key))
         } else {
             (addr, key)
@@ -591,7 +629,7 @@ fn post_send(inp: &mut Input, c: &mut Ctx, qp: usize) {
         opcode,
         flags,
         num_sge: if inline { inp.mostly_u8(0) } else { num_sge },
-        reserved0: if inp.chance(2) { inp.u8() } else { 0 },
+        reserved0: if inp.mutate(2) { inp.u8() } else { 0 },
         imm_data: inp.u32().to_le_bytes(),
         wr_id: wr_id.into(),
         remote_addr: remote_addr.into(),
@@ -600,6 +638,17 @@ fn post_send(inp: &mut Input, c: &mut Ctx, qp: usize) {
     };
     let mut wqe = header.as_slice().to_vec();
     wqe.extend_from_slice(&body);
+    if super::admin::trace() {
+        let sges: Vec<Sge> = body
+            .chunks_exact(Sge::SIZE)
+            .map(|b| Sge {
+                addr: u64::from_le_bytes(b[..8].try_into().unwrap_or_default()).into(),
+                length: u32::from_le_bytes(b[8..12].try_into().unwrap_or_default()).into(),
+                lkey: u32::from_le_bytes(b[12..16].try_into().unwrap_or_default()).into(),
+            })
+            .collect();
+        eprintln!("wqe: post on QP {}: {header:?} {sges:?}", c.qps[qp].qpn);
+    }
     write_sq(c, qp, &wqe);
 }
 
@@ -623,7 +672,7 @@ fn post_recv(inp: &mut Input, c: &mut Ctx, qp: usize) {
     let header = RecvWqeHeader {
         wr_id: wr_id.into(),
         num_sge,
-        reserved0: if inp.chance(2) {
+        reserved0: if inp.mutate(2) {
             [inp.u8(), 0, 0, 0, 0, 0, 0]
         } else {
             [0; 7]
@@ -682,6 +731,9 @@ fn poll_cq(c: &mut Ctx, i: usize) -> Vec<Cqe> {
             break;
         }
         let cqe: Cqe = c.ram.read_obj(addr).expect("CQE in RAM");
+        if super::admin::trace() {
+            eprintln!("wqe: CQ {} {cqe:?}", cq.cqn);
+        }
         check_cqe(&cqe, &qpns, &c.wr_ids, cq.cqn);
         stats::count(
             "wqe",
@@ -691,6 +743,16 @@ fn poll_cq(c: &mut Ctx, i: usize) -> Vec<Cqe> {
                 VendorErr::try_from(cqe.vendor_err).unwrap_or(VendorErr::None)
             ),
         );
+        if let Some(q) = c.qps.iter_mut().find(|q| q.qpn == cqe.qpn.to_native()) {
+            let (done, depth) = if cqe.opcode & 0x80 == 0 {
+                (&mut q.sq_done, q.sq.depth())
+            } else {
+                (&mut q.rq_done, q.rq.depth())
+            };
+            let idx = u32::from(cqe.wqe_index.to_native()) & (depth - 1);
+            let ahead = idx.wrapping_sub(*done & (depth - 1)) & (depth - 1);
+            *done = done.wrapping_add(ahead + 1);
+        }
         let cq = &mut c.cqs[i];
         cq.ci = cq.ci.wrapping_add(1);
         let (uctx, slot, ci) = (cq.uctx, cq.slot, cq.ci);
@@ -740,6 +802,9 @@ fn poll_eqs(c: &mut Ctx) {
                 break;
             }
             let eqe: Eqe = c.ram.read_obj(addr).expect("EQE in RAM");
+            if super::admin::trace() {
+                eprintln!("wqe: EQ {} {eqe:?}", eq.eqn);
+            }
             assert!(
                 EventType::try_from(eqe.event_type).is_ok(),
                 "EQ {}: unknown event type: {eqe:?}",
@@ -798,10 +863,10 @@ fn setup(inp: &mut Input, c: &mut Ctx) -> Setup {
 
     // Mostly deep enough not to overflow between polls; now and then tiny (CQ overflow).
     let depth = |inp: &mut Input| {
-        if inp.chance(10) {
+        if inp.mutate(10) {
             2
         } else {
-            5 + inp.below(4) as u32
+            8
         }
     };
     let (d0, d1) = (depth(inp), depth(inp));
@@ -820,7 +885,7 @@ fn setup(inp: &mut Input, c: &mut Ctx) -> Setup {
     let n_mrs = 1 + inp.below(4);
     for _ in 0..n_mrs {
         let len = 1 + inp.len_up_to(64 << 10);
-        let access = if inp.chance(70) {
+        let access = if !inp.mutate(15) {
             ACCESS_ALL
         } else {
             u32::from(inp.u8()) & ACCESS_ALL
@@ -831,12 +896,12 @@ fn setup(inp: &mut Input, c: &mut Ctx) -> Setup {
             0
         };
         let layout = inp.pick(LAYOUTS);
-        let pages = inp.chance(10).then(|| {
+        let pages = inp.mutate(10).then(|| {
             let n = (first + len).div_ceil(PAGE);
             let base = inp.pick(INTERESTING_ADDRS);
             (0..n).map(|i| base.wrapping_add(i * PAGE)).collect()
         });
-        let in_pd = if inp.chance(15) { other_pd } else { pd };
+        let in_pd = if inp.mutate(15) { other_pd } else { pd };
         if let Some(mr) = reg_mr(
             c,
             MrReq {
@@ -973,36 +1038,46 @@ fn run(rig: &mut Rig, input: &[u8]) {
     while !inp.is_empty() && ops < 96 {
         ops += 1;
         let qp = user[inp.below(2)];
-        match inp.u8() % 16 {
-            0..=3 => {
+        match inp.u8() % 32 {
+            0..=9 | 26 => {
+                let q = &c.qps[qp];
+                let full = q.sq_pi.wrapping_sub(q.sq_done) >= q.sq.depth();
+                if full && !inp.mutate(5) {
+                    continue;
+                }
                 post_send(&mut inp, &mut c, qp);
                 if inp.chance(75) {
                     let pi = c.qps[qp].sq_pi;
                     ring_sq(&mut c, qp, pi);
                 }
             }
-            4 | 5 => {
+            10..=14 => {
+                let q = &c.qps[qp];
+                let full = q.rq_pi.wrapping_sub(q.rq_done) >= q.rq.depth();
+                if full && !inp.mutate(5) {
+                    continue;
+                }
                 post_recv(&mut inp, &mut c, qp);
                 if inp.chance(75) {
                     let pi = c.qps[qp].rq_pi;
                     ring_rq(&mut c, qp, pi);
                 }
             }
-            6 => {
+            15 | 16 => {
                 let v = near(&mut inp, c.qps[qp].sq_pi, c.qps[qp].sq.depth());
                 ring_sq(&mut c, qp, v);
             }
-            7 => {
+            17 | 18 => {
                 let v = near(&mut inp, c.qps[qp].rq_pi, c.qps[qp].rq.depth());
                 ring_rq(&mut c, qp, v);
             }
-            8 | 9 => {
+            19..=22 => {
                 for i in s.user_cqs {
                     poll_cq(&mut c, i);
                 }
                 poll_eqs(&mut c);
             }
-            10 => {
+            23 | 24 => {
                 let i = s.user_cqs[inp.below(2)];
                 let cmd: u32 = if inp.chance(80) {
                     inp.pick(&[CqArm::Next, CqArm::Solicited]).into()
@@ -1015,7 +1090,7 @@ fn run(rig: &mut Rig, input: &[u8]) {
                 let (uctx, slot) = (cq.uctx, cq.slot);
                 doorbell(c.dev, uctx, slot, 1, inp.mostly_u32(arm));
             }
-            11 => {
+            25 if inp.mutate(50) => {
                 let state = inp.pick(&[QpState::Err, QpState::Reset, QpState::Sqd, QpState::Rts]);
                 let attr = QpAttr {
                     qp_state: state.into(),
@@ -1023,8 +1098,8 @@ fn run(rig: &mut Rig, input: &[u8]) {
                 };
                 let done = modify(&mut c, qp, QpAttrMask::State as u32, attr);
                 if state == QpState::Reset && done.status == AqStatus::Success {
-                    c.qps[qp].sq_pi = 0;
-                    c.qps[qp].rq_pi = 0;
+                    let q = &mut c.qps[qp];
+                    (q.sq_pi, q.rq_pi, q.sq_done, q.rq_done) = (0, 0, 0, 0);
                     if inp.chance(70) {
                         let peer = if qp == s.a { s.b } else { s.a };
                         let dest = c.qps[peer].qpn;
@@ -1033,7 +1108,7 @@ fn run(rig: &mut Rig, input: &[u8]) {
                     }
                 }
             }
-            12 if !c.mrs.is_empty() => {
+            27 if !c.mrs.is_empty() => {
                 let i = inp.below(c.mrs.len());
                 let mr = c.mrs.remove(i);
                 let done = c.aq.run(
@@ -1047,7 +1122,7 @@ fn run(rig: &mut Rig, input: &[u8]) {
                     c.mrs.push(mr);
                 }
             }
-            13 => {
+            28 if inp.mutate(50) => {
                 let stride = 1usize << c.qps[qp].sq.entry_shift;
                 let n = inp.below(stride + 1);
                 let raw = inp.bytes(n).to_vec();
@@ -1065,7 +1140,7 @@ fn run(rig: &mut Rig, input: &[u8]) {
                 let pi = c.qps[qp].sq_pi;
                 ring_sq(&mut c, qp, pi);
             }
-            14 => {
+            29 | 30 => {
                 // Give the poller a moment with the work posted so far.
                 for _ in 0..(1 + inp.below(50)) {
                     std::thread::yield_now();
@@ -1075,7 +1150,7 @@ fn run(rig: &mut Rig, input: &[u8]) {
                 if let Some(mr) = {
                     let len = 1 + inp.len_up_to(16 << 10);
                     let uctx = c.qps[qp].uctx;
-                    let pd = c.pds[inp.below(2)];
+                    let pd = c.pds[usize::from(inp.mutate(15))];
                     let layout = inp.pick(LAYOUTS);
                     reg_mr(
                         &mut c,
@@ -1095,11 +1170,12 @@ fn run(rig: &mut Rig, input: &[u8]) {
             }
         }
     }
+    check_sentinel(&mut c, &s);
+    // The poller has been over the user QPs meanwhile: check what they completed.
     for i in s.user_cqs {
         poll_cq(&mut c, i);
     }
     poll_eqs(&mut c);
-    check_sentinel(&mut c, &s);
     let Ctx {
         mut aq,
         dev,
