@@ -243,6 +243,53 @@ fn op(inp: &mut Input, dev: &mut Dev, ram: &mut CanaryRam) {
                 format_args!("bar4 {}", if r.is_ok() { "ok" } else { "err" }),
             );
         }
+        11 if inp.bool() => {
+            // Bring-up as a driver does it (SPEC "Bring-up"), values sometimes mutated.
+            let aq = RAM_BASE + (inp.below((RAM_SIZE / PAGE) as usize) as u64) * PAGE;
+            let acq = RAM_BASE + (inp.below((RAM_SIZE / PAGE) as usize) as u64) * PAGE;
+            let depth = 1 + inp.below(AQ_DEPTH_LOG2_MAX as usize) as u32;
+            let writes = [
+                (bar0::AQ_BASE_LO, aq as u32),
+                (bar0::AQ_BASE_HI, (aq >> 32) as u32),
+                (bar0::ACQ_BASE_LO, acq as u32),
+                (bar0::ACQ_BASE_HI, (acq >> 32) as u32),
+                (bar0::AQ_DEPTH_LOG2, depth),
+            ];
+            for (off, v) in writes {
+                let v = inp.mostly_u32(v);
+                let _ = dev.write(BAR_CTRL, off, &v.to_le_bytes());
+            }
+            allow_acq(dev, ram);
+            let _ = dev.write(
+                BAR_CTRL,
+                bar0::DEV_CTRL,
+                &bar0::DEV_CTRL_ENABLE_MASK.to_le_bytes(),
+            );
+            let status = dev.read32(BAR_CTRL, bar0::DEV_STATUS);
+            stats::count("regs", format_args!("bring-up: status {status:#x}"));
+        }
+        11 if inp.bool() => {
+            // Bring-up as a driver does it (SPEC "Bring-up"), values sometimes mutated.
+            let aq = RAM_BASE + (inp.below((RAM_SIZE / PAGE) as usize) as u64) * PAGE;
+            let acq = RAM_BASE + (inp.below((RAM_SIZE / PAGE) as usize) as u64) * PAGE;
+            let depth = 1 + inp.below(AQ_DEPTH_LOG2_MAX as usize) as u32;
+            let writes = [
+                (bar0::AQ_BASE_LO, aq as u32),
+                (bar0::AQ_BASE_HI, (aq >> 32) as u32),
+                (bar0::ACQ_BASE_LO, acq as u32),
+                (bar0::ACQ_BASE_HI, (acq >> 32) as u32),
+                (bar0::AQ_DEPTH_LOG2, depth),
+            ];
+            for (off, v) in writes {
+                let v = inp.mostly_u32(v);
+                let _ = dev.write(BAR_CTRL, off, &v.to_le_bytes());
+            }
+            allow_acq(dev, ram);
+            let enable = bar0::DEV_CTRL_ENABLE_MASK.to_le_bytes();
+            let _ = dev.write(BAR_CTRL, bar0::DEV_CTRL, &enable);
+            let status = dev.read32(BAR_CTRL, bar0::DEV_STATUS);
+            stats::count("regs", format_args!("bring-up: status {status:#x}"));
+        }
         _ => {
             dev.reset();
             stats::count("regs", "DEVICE_RESET");

@@ -146,7 +146,13 @@ fn region(inp: &mut Input) -> u32 {
     }
 }
 
-fn build(inp: &mut Input, index: usize, ram: &File, irqs: &[EventFd]) -> Msg {
+fn build(
+    inp: &mut Input,
+    index: usize,
+    ram: &File,
+    irqs: &[EventFd],
+    maps: &mut Vec<(u64, u64)>,
+) -> Msg {
     // QEMU starts with VERSION; so do most inputs, or the server refuses everything else.
     let first = index == 0 && inp.chance(90);
     let command = match inp.u8() % 32 {
@@ -205,6 +211,8 @@ fn build(inp: &mut Input, index: usize, ram: &File, irqs: &[EventFd]) -> Msg {
             if inp.chance(85) {
                 fds.push(ram.as_raw_fd());
             }
+            let (addr, size) = (inp.mostly_u64(addr), inp.mostly_u64(size));
+            maps.push((addr, size));
             P::default()
                 .u32(inp.mostly_u32(32))
                 .u32({
@@ -212,16 +220,17 @@ fn build(inp: &mut Input, index: usize, ram: &File, irqs: &[EventFd]) -> Msg {
                     inp.mostly_u32(v)
                 })
                 .u64(inp.mostly_u64(offset))
-                .u64(inp.mostly_u64(addr))
-                .u64(inp.mostly_u64(size))
+                .u64(addr)
+                .u64(size)
                 .0
         }
         3 => {
-            let addr = DMA_BASE + (inp.below(64) as u64) * (16 << 20);
-            let size = if inp.chance(70) {
-                DMA_FILE_SIZE
+            // Mostly a range an earlier DMA_MAP of this input asked for.
+            let (addr, size) = if !maps.is_empty() && inp.chance(80) {
+                maps[inp.below(maps.len())]
             } else {
-                inp.len_up_to(DMA_FILE_SIZE)
+                let addr = DMA_BASE + (inp.below(64) as u64) * (16 << 20);
+                (addr, inp.len_up_to(DMA_FILE_SIZE))
             };
             P::default()
                 .u32(inp.mostly_u32(24))
@@ -517,8 +526,9 @@ fn run(st: &mut State, input: &[u8]) {
     let sent_r = sent.clone();
     let reader: JoinHandle<Seen> = std::thread::spawn(move || reader(rx, sent_r));
     let mut index = 0;
+    let mut maps = Vec::new();
     while !inp.is_empty() && index < 32 {
-        let m = build(&mut inp, index, &st.ram, &irqs);
+        let m = build(&mut inp, index, &st.ram, &irqs, &mut maps);
         {
             let mut sent = sent.lock().unwrap_or_else(|p| p.into_inner());
             sent.ids.entry(m.id).or_default().insert(m.command);
