@@ -26,3 +26,43 @@ fn fuzz_admin_commands_complete_with_valid_statuses() {
 fn fuzz_doorbells_and_wqes_complete_well_formed_and_stay_in_bounds() {
     fuzz::runner::run(&fuzz::WQE);
 }
+
+// The memory oracle itself: a write by "the device" (through another mapping of the memfd,
+// as the device has) is reported outside the allowed ranges and accepted inside them.
+
+#[test]
+#[should_panic(expected = "outside every ring, MR and buffer")]
+fn canary_ram_reports_a_device_write_outside_the_allowed_ranges() {
+    use std::os::unix::fs::FileExt;
+    let mut ram = fuzz::guest::CanaryRam::new(c"canary-test", 0x1_0000_0000, 64 << 10);
+    ram.allow(0x1_0000_0000, 4096);
+
+    ram.fd()
+        .write_all_at(&[0xaa; 4], 8192)
+        .expect("device write");
+
+    ram.check("canary test");
+}
+
+#[test]
+fn canary_ram_accepts_device_writes_inside_the_allowed_ranges_and_guest_writes() {
+    use std::os::unix::fs::FileExt;
+    let mut ram = fuzz::guest::CanaryRam::new(c"canary-test", 0x1_0000_0000, 64 << 10);
+    ram.allow(0x1_0000_0000 + 4096, 4096);
+    ram.write(0x1_0000_0000 + 100, &[1, 2, 3]);
+
+    ram.fd()
+        .write_all_at(&[0xaa; 4096], 4096)
+        .expect("device write");
+
+    ram.check("canary test");
+}
+
+#[test]
+fn guest_ram_memfd_is_sealed_against_shrinking() {
+    let ram = fuzz::guest::CanaryRam::new(c"canary-test", 0x1_0000_0000, 64 << 10);
+
+    let shrink = ram.fd().set_len(4096);
+
+    assert!(shrink.is_err(), "a sealed memfd cannot be truncated");
+}
