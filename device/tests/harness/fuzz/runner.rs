@@ -162,6 +162,7 @@ fn exec_inner(target: &Target, input: &[u8], label: &str) -> Option<String> {
 
 /// Runs `target` as the environment asks (see the module docs); fails if any input failed.
 pub fn run(target: &Target) {
+    super::stats::enable();
     if let Ok(path) = std::env::var("VRNIC_FUZZ_REPLAY") {
         let input = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
         (target.run_one)(&input);

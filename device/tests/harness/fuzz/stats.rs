@@ -2,12 +2,23 @@
 //! seeded runner so a run shows whether deep paths were hit, not just how many inputs ran.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 static COUNTS: Mutex<BTreeMap<String, u64>> = Mutex::new(BTreeMap::new());
+/// Off unless the seeded runner turns it on: under libFuzzer the string keys would only
+/// cost time and feed the comparison tracer.
+static ENABLED: AtomicBool = AtomicBool::new(false);
+
+pub fn enable() {
+    ENABLED.store(true, Ordering::Relaxed);
+}
 
 /// Counts one occurrence of `key` under `target`.
 pub fn count(target: &str, key: impl std::fmt::Display) {
+    if !ENABLED.load(Ordering::Relaxed) {
+        return;
+    }
     let mut map = COUNTS.lock().unwrap_or_else(|p| p.into_inner());
     *map.entry(format!("{target}: {key}")).or_default() += 1;
 }
