@@ -37,7 +37,7 @@ thread_local! {
 pub fn run_one(input: &[u8]) {
     RIG.with(|cell| {
         let mut slot = cell.borrow_mut();
-        let rig = slot.get_or_insert_with(|| Rig::new(1, true));
+        let rig = slot.get_or_insert_with(|| Rig::new(2, true));
         run(rig, input);
     });
 }
@@ -147,6 +147,8 @@ struct Ctx<'r> {
     mrs: Vec<Mr>,
     /// The user context's two PDs.
     pds: [u32; 2],
+    /// MRs of the responder's device when it is another one (None: this device's).
+    remote: Option<Vec<Mr>>,
     /// Keys of deregistered MRs (still named by SGEs now and then).
     stale_keys: Vec<u32>,
     /// wr_ids that may legitimately appear in a CQE (0: a zeroed ring slot).
@@ -356,7 +358,7 @@ impl Conn {
         }
     }
 
-    fn from_input(inp: &mut Input) -> Self {
+    fn from_input(inp: &mut Input, dlid: u16) -> Self {
         Conn {
             access: if !inp.mutate(10) {
                 ACCESS_ALL
@@ -378,9 +380,9 @@ impl Conn {
             min_rnr_timer: inp.below(4) as u8,
             rd_atomic: 1 + inp.below(16) as u8,
             dlid: if inp.mutate(5) {
-                inp.pick(&[0, 2, 0xffff])
+                inp.pick(&[0, 1, 2, 3, 0xffff])
             } else {
-                1
+                dlid
             },
         }
     }
@@ -604,7 +606,8 @@ fn post_send(inp: &mut Input, c: &mut Ctx, qp: usize) {
             body.extend_from_slice(sge(inp, c).as_slice());
         }
     }
-    let (remote_addr, rkey) = if c.mrs.is_empty() || inp.mutate(5) {
+    let remote = c.remote.as_ref().unwrap_or(&c.mrs);
+    let (remote_addr, rkey) = if remote.is_empty() || inp.mutate(5) {
         (inp.u64(), inp.u32())
     } else {
         // The message's length (SGEs or inline), so that the remote range mostly fits.
@@ -615,7 +618,7 @@ fn post_send(inp: &mut Input, c: &mut Ctx, qp: usize) {
                 .map(|s| u64::from(u32::from_le_bytes([s[8], s[9], s[10], s[11]])))
                 .sum()
         };
-        let mr = &c.mrs[inp.below(c.mrs.len())];
+        let mr = &remote[inp.below(remote.len())];
         let off = inp.len_up_to(mr.len.saturating_sub(msg));
         let (addr, key) = (mr.iova + off, mr.key);
         if inp.mutate(8) {
@@ -831,15 +834,23 @@ fn poll_eqs(c: &mut Ctx) {
     }
 }
 
-/// Everything an input sets up, in the order the input's first bytes choose.
-struct Setup {
-    user_cqs: [usize; 2],
-    a: usize,
-    b: usize,
-    sentinel: (usize, usize, usize, Mr),
+/// One device's user objects: a context, two PDs, two CQs shared by its QPs, its QPs and
+/// where each QP is connected (LID, QPN).
+struct Side {
+    cqs: [usize; 2],
+    qps: Vec<usize>,
+    peers: Vec<(u16, u32)>,
 }
 
-fn setup(inp: &mut Input, c: &mut Ctx) -> Setup {
+/// The sentinel QP (connected to a twin on the same device), its CQ and its MR.
+struct Sentinel {
+    qp: usize,
+    cq: usize,
+    mr: Mr,
+}
+
+/// Creates the EQs, a user context with two PDs and two CQs, `n` QPs and a few MRs.
+fn setup_side(inp: &mut Input, c: &mut Ctx, n: usize) -> Side {
     create_eq(c, true, 0);
     create_eq(c, false, 1);
     let uctx = admin_ok(
@@ -850,38 +861,17 @@ fn setup(inp: &mut Input, c: &mut Ctx) -> Setup {
     let pd = admin_ok(c, &handle_cmd(AqOpcode::AllocPd, uctx, uctx), "ALLOC_PD")[0];
     let other_pd = admin_ok(c, &handle_cmd(AqOpcode::AllocPd, uctx, uctx), "ALLOC_PD")[0];
     c.pds = [pd, other_pd];
-    let s_uctx = admin_ok(
-        c,
-        &handle_cmd(AqOpcode::AllocUctx, 0, KERNEL_UCTX),
-        "ALLOC_UCTX",
-    )[0];
-    let s_pd = admin_ok(
-        c,
-        &handle_cmd(AqOpcode::AllocPd, s_uctx, s_uctx),
-        "ALLOC_PD",
-    )[0];
-
     // Mostly deep enough not to overflow between polls; now and then tiny (CQ overflow).
-    let depth = |inp: &mut Input| {
-        if inp.mutate(10) {
-            2
-        } else {
-            8
-        }
-    };
+    let depth = |inp: &mut Input| if inp.mutate(10) { 2 } else { 8 };
     let (d0, d1) = (depth(inp), depth(inp));
     let cq0 = create_cq(c, uctx, d0, inp.pick(LAYOUTS));
     let cq1 = create_cq(c, uctx, d1, inp.pick(LAYOUTS));
-    let caps_a = Caps::from_input(inp);
-    let caps_b = Caps::from_input(inp);
-    let a = create_qp(c, uctx, pd, cq0, cq1, caps_a);
-    let b = create_qp(c, uctx, pd, cq0, cq1, caps_b);
-    let (qa, qb) = (c.qps[a].qpn, c.qps[b].qpn);
-    let conn_a = Conn::from_input(inp);
-    let conn_b = Conn::from_input(inp);
-    connect(c, a, qb, conn_a);
-    connect(c, b, qa, conn_b);
-
+    let qps = (0..n)
+        .map(|_| {
+            let caps = Caps::from_input(inp);
+            create_qp(c, uctx, pd, cq0, cq1, caps)
+        })
+        .collect();
     let n_mrs = 1 + inp.below(4);
     for _ in 0..n_mrs {
         let len = 1 + inp.len_up_to(64 << 10);
@@ -902,22 +892,38 @@ fn setup(inp: &mut Input, c: &mut Ctx) -> Setup {
             (0..n).map(|i| base.wrapping_add(i * PAGE)).collect()
         });
         let in_pd = if inp.mutate(15) { other_pd } else { pd };
-        if let Some(mr) = reg_mr(
-            c,
-            MrReq {
-                uctx,
-                pd: in_pd,
-                len,
-                access,
-                pages,
-                layout,
-                first,
-            },
-        ) {
+        let req = MrReq {
+            uctx,
+            pd: in_pd,
+            len,
+            access,
+            pages,
+            layout,
+            first,
+        };
+        if let Some(mr) = reg_mr(c, req) {
             c.mrs.push(mr);
         }
     }
+    Side {
+        cqs: [cq0, cq1],
+        qps,
+        peers: Vec::new(),
+    }
+}
 
+/// A sentinel QP pair in a context of its own on this device.
+fn setup_sentinel(c: &mut Ctx) -> Sentinel {
+    let s_uctx = admin_ok(
+        c,
+        &handle_cmd(AqOpcode::AllocUctx, 0, KERNEL_UCTX),
+        "ALLOC_UCTX",
+    )[0];
+    let s_pd = admin_ok(
+        c,
+        &handle_cmd(AqOpcode::AllocPd, s_uctx, s_uctx),
+        "ALLOC_PD",
+    )[0];
     let s_cq = create_cq(c, s_uctx, 4, Layout::Contiguous);
     let s_caps = Caps {
         sq_depth_log2: 4,
@@ -932,31 +938,27 @@ fn setup(inp: &mut Input, c: &mut Ctx) -> Setup {
     let (q1, q2) = (c.qps[s1].qpn, c.qps[s2].qpn);
     assert!(connect(c, s1, q2, Conn::sentinel()), "sentinel QP connect");
     assert!(connect(c, s2, q1, Conn::sentinel()), "sentinel QP connect");
-    let s_mr = reg_mr(
-        c,
-        MrReq {
-            uctx: s_uctx,
-            pd: s_pd,
-            len: 2 * PAGE,
-            access: ACCESS_ALL,
-            pages: None,
-            layout: Layout::Contiguous,
-            first: 0,
-        },
-    )
-    .expect("sentinel MR");
-    Setup {
-        user_cqs: [cq0, cq1],
-        a,
-        b,
-        sentinel: (s1, s_cq, s2, s_mr),
+    let req = MrReq {
+        uctx: s_uctx,
+        pd: s_pd,
+        len: 2 * PAGE,
+        access: ACCESS_ALL,
+        pages: None,
+        layout: Layout::Contiguous,
+        first: 0,
+    };
+    let mr = reg_mr(c, req).expect("sentinel MR");
+    Sentinel {
+        qp: s1,
+        cq: s_cq,
+        mr,
     }
 }
 
 /// The final well-formed request on the data path: an RDMA WRITE between the sentinel QPs
 /// completes successfully and moves the right bytes.
-fn check_sentinel(c: &mut Ctx, s: &Setup) {
-    let (s1, s_cq, _s2, ref mr) = s.sentinel;
+fn check_sentinel(c: &mut Ctx, s: &Sentinel) {
+    let (s1, s_cq, ref mr) = (s.qp, s.cq, &s.mr);
     let data: Vec<u8> = (0..256u32).map(|i| (i * 7 + 3) as u8).collect();
     for (gpa, n) in mr.pieces(0, 256) {
         let off = (gpa - mr.pages[0]) as usize;
@@ -1010,13 +1012,147 @@ fn check_sentinel(c: &mut Ctx, s: &Setup) {
     assert_eq!(got, data, "bytes the sentinel RDMA WRITE moved");
 }
 
-fn run(rig: &mut Rig, input: &[u8]) {
-    let mut inp = Input::new(input);
-    rig.begin();
-    let (dev, ram, aqram) = (&mut rig.world.devs[0], &mut rig.rams[0], &mut rig.aqs[0]);
+/// One operation of the input on one side.
+fn op(inp: &mut Input, c: &mut Ctx, side: &Side) {
+    let pick = inp.below(side.qps.len());
+    let qp = side.qps[pick];
+    let s = side;
+    match inp.u8() % 32 {
+        0..=9 | 26 => {
+            let q = &c.qps[qp];
+            let full = q.sq_pi.wrapping_sub(q.sq_done) >= q.sq.depth();
+            if full && !inp.mutate(5) {
+                return;
+            }
+            post_send(inp, c, qp);
+            if inp.chance(75) {
+                let pi = c.qps[qp].sq_pi;
+                ring_sq(c, qp, pi);
+            }
+        }
+        10..=14 => {
+            let q = &c.qps[qp];
+            let full = q.rq_pi.wrapping_sub(q.rq_done) >= q.rq.depth();
+            if full && !inp.mutate(5) {
+                return;
+            }
+            post_recv(inp, c, qp);
+            if inp.chance(75) {
+                let pi = c.qps[qp].rq_pi;
+                ring_rq(c, qp, pi);
+            }
+        }
+        15 | 16 => {
+            let v = near(inp, c.qps[qp].sq_pi, c.qps[qp].sq.depth());
+            ring_sq(c, qp, v);
+        }
+        17 | 18 => {
+            let v = near(inp, c.qps[qp].rq_pi, c.qps[qp].rq.depth());
+            ring_rq(c, qp, v);
+        }
+        19..=22 => {
+            for i in s.cqs {
+                poll_cq(c, i);
+            }
+            poll_eqs(c);
+        }
+        23 | 24 => {
+            let i = s.cqs[inp.below(2)];
+            let cmd: u32 = if inp.chance(80) {
+                inp.pick(&[CqArm::Next, CqArm::Solicited]).into()
+            } else {
+                inp.u8().into()
+            };
+            let cq = &mut c.cqs[i];
+            cq.arm_seq = cq.arm_seq.wrapping_add(1);
+            let arm = (cq.arm_seq << CQ_ARM_SEQ_SHIFT) | (cmd & CQ_ARM_CMD_MASK);
+            let (uctx, slot) = (cq.uctx, cq.slot);
+            doorbell(c.dev, uctx, slot, 1, inp.mostly_u32(arm));
+        }
+        25 if inp.mutate(50) => {
+            let state = inp.pick(&[QpState::Err, QpState::Reset, QpState::Sqd, QpState::Rts]);
+            let attr = QpAttr {
+                qp_state: state.into(),
+                ..Default::default()
+            };
+            let done = modify(c, qp, QpAttrMask::State as u32, attr);
+            if state == QpState::Reset && done.status == AqStatus::Success {
+                let q = &mut c.qps[qp];
+                (q.sq_pi, q.rq_pi, q.sq_done, q.rq_done) = (0, 0, 0, 0);
+                if inp.chance(70) {
+                    let (lid, dest) = s.peers[pick];
+                    let conn = Conn::from_input(inp, lid);
+                    connect(c, qp, dest, conn);
+                }
+            }
+        }
+        27 if !c.mrs.is_empty() => {
+            let i = inp.below(c.mrs.len());
+            let mr = c.mrs.remove(i);
+            let done = c.aq.run(
+                c.dev,
+                c.aqram,
+                &handle_cmd(AqOpcode::DeregMr, mr.key, c.qps[qp].uctx),
+            );
+            if done.status == AqStatus::Success {
+                c.stale_keys.push(mr.key);
+            } else {
+                c.mrs.push(mr);
+            }
+        }
+        28 if inp.mutate(50) => {
+            let stride = 1usize << c.qps[qp].sq.entry_shift;
+            let n = inp.below(stride + 1);
+            let raw = inp.bytes(n).to_vec();
+            let mut id = [0u8; 8];
+            for (i, b) in raw
+                .iter()
+                .skip(SendWqeHeader::WR_ID_OFF)
+                .take(8)
+                .enumerate()
+            {
+                id[i] = *b;
+            }
+            c.wr_ids.insert(u64::from_le_bytes(id));
+            write_sq(c, qp, &raw);
+            let pi = c.qps[qp].sq_pi;
+            ring_sq(c, qp, pi);
+        }
+        29 | 30 => {
+            // Give the poller a moment with the work posted so far.
+            for _ in 0..(1 + inp.below(50)) {
+                std::thread::yield_now();
+            }
+        }
+        _ => {
+            if let Some(mr) = {
+                let len = 1 + inp.len_up_to(16 << 10);
+                let uctx = c.qps[qp].uctx;
+                let pd = c.pds[usize::from(inp.mutate(15))];
+                let layout = inp.pick(LAYOUTS);
+                reg_mr(
+                    c,
+                    MrReq {
+                        uctx,
+                        pd,
+                        len,
+                        access: ACCESS_ALL,
+                        pages: None,
+                        layout,
+                        first: 0,
+                    },
+                )
+            } {
+                c.mrs.push(mr);
+            }
+        }
+    }
+}
+
+fn new_ctx<'r>(dev: &'r mut Dev, ram: &'r mut CanaryRam, aqram: &'r mut CanaryRam) -> Ctx<'r> {
     let aq = aq::enable(dev, aqram, AQ_ADDR, ACQ_ADDR, 4)
         .expect("the device refused a valid admin queue");
-    let mut c = Ctx {
+    Ctx {
         dev,
         ram,
         aqram,
@@ -1027,152 +1163,17 @@ fn run(rig: &mut Rig, input: &[u8]) {
         qps: Vec::new(),
         mrs: Vec::new(),
         pds: [0; 2],
+        remote: None,
         stale_keys: Vec::new(),
         wr_ids: HashSet::from([0]),
         next_wr: 0,
         cqes: 0,
-    };
-    let s = setup(&mut inp, &mut c);
-    let user = [s.a, s.b];
-    let mut ops = 0;
-    while !inp.is_empty() && ops < 96 {
-        ops += 1;
-        let qp = user[inp.below(2)];
-        match inp.u8() % 32 {
-            0..=9 | 26 => {
-                let q = &c.qps[qp];
-                let full = q.sq_pi.wrapping_sub(q.sq_done) >= q.sq.depth();
-                if full && !inp.mutate(5) {
-                    continue;
-                }
-                post_send(&mut inp, &mut c, qp);
-                if inp.chance(75) {
-                    let pi = c.qps[qp].sq_pi;
-                    ring_sq(&mut c, qp, pi);
-                }
-            }
-            10..=14 => {
-                let q = &c.qps[qp];
-                let full = q.rq_pi.wrapping_sub(q.rq_done) >= q.rq.depth();
-                if full && !inp.mutate(5) {
-                    continue;
-                }
-                post_recv(&mut inp, &mut c, qp);
-                if inp.chance(75) {
-                    let pi = c.qps[qp].rq_pi;
-                    ring_rq(&mut c, qp, pi);
-                }
-            }
-            15 | 16 => {
-                let v = near(&mut inp, c.qps[qp].sq_pi, c.qps[qp].sq.depth());
-                ring_sq(&mut c, qp, v);
-            }
-            17 | 18 => {
-                let v = near(&mut inp, c.qps[qp].rq_pi, c.qps[qp].rq.depth());
-                ring_rq(&mut c, qp, v);
-            }
-            19..=22 => {
-                for i in s.user_cqs {
-                    poll_cq(&mut c, i);
-                }
-                poll_eqs(&mut c);
-            }
-            23 | 24 => {
-                let i = s.user_cqs[inp.below(2)];
-                let cmd: u32 = if inp.chance(80) {
-                    inp.pick(&[CqArm::Next, CqArm::Solicited]).into()
-                } else {
-                    inp.u8().into()
-                };
-                let cq = &mut c.cqs[i];
-                cq.arm_seq = cq.arm_seq.wrapping_add(1);
-                let arm = (cq.arm_seq << CQ_ARM_SEQ_SHIFT) | (cmd & CQ_ARM_CMD_MASK);
-                let (uctx, slot) = (cq.uctx, cq.slot);
-                doorbell(c.dev, uctx, slot, 1, inp.mostly_u32(arm));
-            }
-            25 if inp.mutate(50) => {
-                let state = inp.pick(&[QpState::Err, QpState::Reset, QpState::Sqd, QpState::Rts]);
-                let attr = QpAttr {
-                    qp_state: state.into(),
-                    ..Default::default()
-                };
-                let done = modify(&mut c, qp, QpAttrMask::State as u32, attr);
-                if state == QpState::Reset && done.status == AqStatus::Success {
-                    let q = &mut c.qps[qp];
-                    (q.sq_pi, q.rq_pi, q.sq_done, q.rq_done) = (0, 0, 0, 0);
-                    if inp.chance(70) {
-                        let peer = if qp == s.a { s.b } else { s.a };
-                        let dest = c.qps[peer].qpn;
-                        let conn = Conn::from_input(&mut inp);
-                        connect(&mut c, qp, dest, conn);
-                    }
-                }
-            }
-            27 if !c.mrs.is_empty() => {
-                let i = inp.below(c.mrs.len());
-                let mr = c.mrs.remove(i);
-                let done = c.aq.run(
-                    c.dev,
-                    c.aqram,
-                    &handle_cmd(AqOpcode::DeregMr, mr.key, c.qps[qp].uctx),
-                );
-                if done.status == AqStatus::Success {
-                    c.stale_keys.push(mr.key);
-                } else {
-                    c.mrs.push(mr);
-                }
-            }
-            28 if inp.mutate(50) => {
-                let stride = 1usize << c.qps[qp].sq.entry_shift;
-                let n = inp.below(stride + 1);
-                let raw = inp.bytes(n).to_vec();
-                let mut id = [0u8; 8];
-                for (i, b) in raw
-                    .iter()
-                    .skip(SendWqeHeader::WR_ID_OFF)
-                    .take(8)
-                    .enumerate()
-                {
-                    id[i] = *b;
-                }
-                c.wr_ids.insert(u64::from_le_bytes(id));
-                write_sq(&mut c, qp, &raw);
-                let pi = c.qps[qp].sq_pi;
-                ring_sq(&mut c, qp, pi);
-            }
-            29 | 30 => {
-                // Give the poller a moment with the work posted so far.
-                for _ in 0..(1 + inp.below(50)) {
-                    std::thread::yield_now();
-                }
-            }
-            _ => {
-                if let Some(mr) = {
-                    let len = 1 + inp.len_up_to(16 << 10);
-                    let uctx = c.qps[qp].uctx;
-                    let pd = c.pds[usize::from(inp.mutate(15))];
-                    let layout = inp.pick(LAYOUTS);
-                    reg_mr(
-                        &mut c,
-                        MrReq {
-                            uctx,
-                            pd,
-                            len,
-                            access: ACCESS_ALL,
-                            pages: None,
-                            layout,
-                            first: 0,
-                        },
-                    )
-                } {
-                    c.mrs.push(mr);
-                }
-            }
-        }
     }
-    check_sentinel(&mut c, &s);
-    // The poller has been over the user QPs meanwhile: check what they completed.
-    for i in s.user_cqs {
+}
+
+fn finish_side(c: Ctx, side: &Side, lid: u16) {
+    let mut c = c;
+    for &i in &side.cqs {
         poll_cq(&mut c, i);
     }
     poll_eqs(&mut c);
@@ -1184,6 +1185,63 @@ fn run(rig: &mut Rig, input: &[u8]) {
         mut heap,
         ..
     } = c;
-    check_alive(&mut aq, dev, aqram, ram, &mut heap, 1);
+    check_alive(&mut aq, dev, aqram, ram, &mut heap, lid);
+}
+
+fn run(rig: &mut Rig, input: &[u8]) {
+    let mut inp = Input::new(input);
+    rig.begin();
+    // Mostly two QPs on one device (loopback); otherwise one QP on each of two devices.
+    let two = inp.chance(35);
+    let mut parts = rig
+        .world
+        .devs
+        .iter_mut()
+        .zip(rig.rams.iter_mut())
+        .zip(rig.aqs.iter_mut());
+    let ((dev0, ram0), aq0) = parts.next().expect("device 0");
+    let ((dev1, ram1), aq1) = parts.next().expect("device 1");
+    let mut c0 = new_ctx(dev0, ram0, aq0);
+    let mut sides = Vec::new();
+    let mut c1 = None;
+    if two {
+        let mut c = new_ctx(dev1, ram1, aq1);
+        let mut a = setup_side(&mut inp, &mut c0, 1);
+        let mut b = setup_side(&mut inp, &mut c, 1);
+        let (qa, qb) = (c0.qps[a.qps[0]].qpn, c.qps[b.qps[0]].qpn);
+        a.peers.push((2, qb));
+        b.peers.push((1, qa));
+        let (ca, cb) = (Conn::from_input(&mut inp, 2), Conn::from_input(&mut inp, 1));
+        connect(&mut c0, a.qps[0], qb, ca);
+        connect(&mut c, b.qps[0], qa, cb);
+        c0.remote = Some(c.mrs.clone());
+        c.remote = Some(c0.mrs.clone());
+        sides.push(a);
+        sides.push(b);
+        c1 = Some(c);
+    } else {
+        let mut a = setup_side(&mut inp, &mut c0, 2);
+        let (qa, qb) = (c0.qps[a.qps[0]].qpn, c0.qps[a.qps[1]].qpn);
+        a.peers = vec![(1, qb), (1, qa)];
+        let (ca, cb) = (Conn::from_input(&mut inp, 1), Conn::from_input(&mut inp, 1));
+        connect(&mut c0, a.qps[0], qb, ca);
+        connect(&mut c0, a.qps[1], qa, cb);
+        sides.push(a);
+    }
+    let sentinel = setup_sentinel(&mut c0);
+    let mut ops = 0;
+    while !inp.is_empty() && ops < 96 {
+        ops += 1;
+        match c1.as_mut() {
+            Some(c) if inp.bool() => op(&mut inp, c, &sides[1]),
+            _ => op(&mut inp, &mut c0, &sides[0]),
+        }
+    }
+    check_sentinel(&mut c0, &sentinel);
+    // The poller has been over the user QPs meanwhile: check what they completed.
+    finish_side(c0, &sides[0], 1);
+    if let Some(c) = c1 {
+        finish_side(c, &sides[1], 2);
+    }
     rig.finish("wqe");
 }
