@@ -958,7 +958,7 @@ fn setup_sentinel(c: &mut Ctx) -> Sentinel {
 /// The final well-formed request on the data path: an RDMA WRITE between the sentinel QPs
 /// completes successfully and moves the right bytes.
 fn check_sentinel(c: &mut Ctx, s: &Sentinel) {
-    let (s1, s_cq, ref mr) = (s.qp, s.cq, &s.mr);
+    let (s1, s_cq, mr) = (s.qp, s.cq, &s.mr);
     let data: Vec<u8> = (0..256u32).map(|i| (i * 7 + 3) as u8).collect();
     for (gpa, n) in mr.pieces(0, 256) {
         let off = (gpa - mr.pages[0]) as usize;
