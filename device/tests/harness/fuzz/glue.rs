@@ -4,14 +4,14 @@
 //! When the device internals move, this file is the one to adapt.
 
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
-use vrnic::fabric::Fabric;
+use vrnic::fabric::{Fabric, PollerConfig, Pollers};
 use vrnic::guest_memory::{DmaMapRequest, GuestRam};
+use vrnic::model::RnicModel;
 use vrnic::pci::PciIds;
-use vrnic::rnic::{RnicConfig, RnicModel};
+use vrnic::rnic::RnicConfig;
 use vrnic::vfio_user::DeviceModel;
 use vrnic_hw::MSIX_VECTORS;
 
@@ -106,12 +106,13 @@ impl Drop for Dev {
 }
 
 /// `n` devices (LIDs 1..=n) of one fabric, each "connected" with an empty DMA table and an
-/// eventfd per MSI-X vector, plus the poller (only when `poller` is set: the admin and
-/// register targets need none, as admin commands run in the doorbell write).
+/// eventfd per MSI-X vector, plus the pollers (only when `poller` is set: the admin and
+/// register targets need none, as admin commands run in the doorbell write), one shard per
+/// device so that transfers between devices cross shards.
 pub struct World {
     pub devs: Vec<Dev>,
     fabric: Arc<Fabric>,
-    poller: Option<JoinHandle<()>>,
+    pollers: Option<Pollers>,
 }
 
 impl World {
@@ -124,7 +125,12 @@ impl World {
                 ids: PciIds::default(),
             })
             .collect();
-        let fabric = Fabric::new(configs).expect("fabric");
+        let config = PollerConfig {
+            idle: Duration::from_micros(200),
+            give_way: false,
+            threads: Some(n),
+        };
+        let fabric = Fabric::new(configs, &config).expect("fabric");
         let devs = fabric
             .devices()
             .iter()
@@ -143,17 +149,11 @@ impl World {
                 Dev { model, ram, irqs }
             })
             .collect();
-        let poller = poller.then(|| {
-            let config = vrnic::datapath::PollerConfig {
-                idle: Duration::from_micros(200),
-                give_way: false,
-            };
-            fabric.start_poller(config).expect("poller")
-        });
+        let pollers = poller.then(|| fabric.start_pollers(config).expect("pollers"));
         World {
             devs,
             fabric,
-            poller,
+            pollers,
         }
     }
 }
@@ -161,9 +161,8 @@ impl World {
 impl Drop for World {
     fn drop(&mut self) {
         self.devs.clear();
-        self.fabric.waker().stop();
-        if let Some(p) = self.poller.take() {
-            let _ = p.join();
+        if let Some(p) = self.pollers.take() {
+            p.stop();
         }
     }
 }

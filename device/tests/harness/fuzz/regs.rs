@@ -204,10 +204,12 @@ fn op(inp: &mut Input, dev: &mut Dev, ram: &mut CanaryRam) {
             } else {
                 inp.below(DB_PAGES as usize) as u64
             };
-            let slot = if inp.chance(90) {
-                db_slot_offset(inp.below(DB_SLOTS_PER_PAGE as usize + 2) as u32)
-            } else {
-                u64::from(inp.u16())
+            // A slot, a slot's flag byte, PAGE_FLAG/POLL_STATE, or anywhere in the page.
+            let slot = match inp.u8() % 10 {
+                0..=5 => db_slot_offset(inp.below(DB_SLOTS_PER_PAGE as usize + 2) as u32),
+                6 | 7 => db_flag_offset(inp.below(DB_SLOTS_PER_PAGE as usize + 2) as u32),
+                8 => inp.pick(&[db_page::POLL_STATE, db_page::PAGE_FLAG]),
+                _ => u64::from(inp.u16()),
             };
             let off = page * u64::from(DB_PAGE_SIZE) + slot + 4 * inp.below(2) as u64;
             let (off, len) = clip(off, size(inp), u64::from(BAR_DB_SIZE));

@@ -115,7 +115,8 @@ const REGIONS: &[u32] = &[BAR_CTRL, BAR_DB, BAR_KICK, 7, 1, 3, 5, 6, 8, 9, 0xfff
 fn region_size(region: u32) -> u64 {
     match region {
         r if r == BAR_CTRL => u64::from(BAR_CTRL_SIZE),
-        r if r == BAR_DB || r == BAR_KICK => u64::from(BAR_DB_SIZE),
+        r if r == BAR_DB => u64::from(BAR_DB_SIZE),
+        r if r == BAR_KICK => u64::from(vrnic_hw::BAR_KICK_SIZE),
         7 => u64::from(PCI_CONFIG_SIZE),
         _ => 4096,
     }

@@ -77,6 +77,8 @@ impl Ring {
 
 struct Cq {
     cqn: u32,
+    /// Doorbell page (of `uctx`) and slot, as CREATE_CQ returned them.
+    page: u32,
     slot: u32,
     uctx: u32,
     ring: Ring,
@@ -86,6 +88,7 @@ struct Cq {
 
 struct Eq {
     eqn: u32,
+    page: u32,
     slot: u32,
     ring: Ring,
     ci: u32,
@@ -94,6 +97,7 @@ struct Eq {
 struct Qp {
     qpn: u32,
     uctx: u32,
+    page: u32,
     slot: u32,
     sq: Ring,
     rq: Ring,
@@ -207,9 +211,10 @@ fn create_eq(c: &mut Ctx, is_async: bool, vector: u16) {
         ring: list,
         ..Default::default()
     };
-    let [eqn, slot, ..] = admin_ok(c, &cmd, "CREATE_EQ");
+    let [eqn, slot, page, _] = admin_ok(c, &cmd, "CREATE_EQ");
     c.eqs.push(Eq {
         eqn,
+        page,
         slot,
         ring,
         ci: 0,
@@ -227,12 +232,13 @@ fn create_cq(c: &mut Ctx, uctx: u32, depth_log2: u32, layout: Layout) -> usize {
         ring: list,
         ..Default::default()
     };
-    let [cqn, slot, ..] = admin_ok(c, &cmd, "CREATE_CQ");
+    let [cqn, slot, page, _] = admin_ok(c, &cmd, "CREATE_CQ");
     if super::admin::trace() {
-        eprintln!("wqe: CQ {cqn}: 2^{depth_log2} entries, {layout:?}, slot {slot} of page {uctx}");
+        eprintln!("wqe: CQ {cqn}: 2^{depth_log2} entries, {layout:?}, slot {slot} of page {page}");
     }
     c.cqs.push(Cq {
         cqn,
+        page,
         slot,
         uctx,
         ring,
@@ -303,10 +309,11 @@ fn create_qp(c: &mut Ctx, uctx: u32, pd: u32, send_cq: usize, recv_cq: usize, ca
         rq_ring: rq_list,
         ..Default::default()
     };
-    let [qpn, slot, ..] = admin_ok(c, &cmd, "CREATE_QP");
+    let [qpn, slot, page, _] = admin_ok(c, &cmd, "CREATE_QP");
     c.qps.push(Qp {
         qpn,
         uctx,
+        page,
         slot,
         sq,
         rq,
@@ -519,6 +526,21 @@ fn doorbell(dev: &mut Dev, page: u32, slot: u32, word: u32, value: u32) {
     }
 }
 
+/// SPEC "Posting work" for a QP doorbell: the producer index, then the slot's flag byte,
+/// then PAGE_FLAG (each a trapped BAR2 write; `flags` false leaves them out, as a buggy
+/// driver might).
+fn qp_doorbell(dev: &mut Dev, page: u32, slot: u32, word: u32, value: u32, flags: bool) {
+    doorbell(dev, page, slot, word, value);
+    if !flags {
+        return;
+    }
+    let base = u64::from(page) * u64::from(DB_PAGE_SIZE);
+    if base + u64::from(DB_PAGE_SIZE) <= u64::from(BAR_DB_SIZE) {
+        let _ = dev.write(BAR_DB, base + db_flag_offset(slot), &[1]);
+        dev.write32(BAR_DB, base + db_page::PAGE_FLAG, 1);
+    }
+}
+
 /// An SGE into a live MR (at its edges, sometimes past them or with a stale key).
 fn sge(inp: &mut Input, c: &Ctx) -> Sge {
     if c.mrs.is_empty() || inp.mutate(2) {
@@ -706,13 +728,13 @@ fn near(inp: &mut Input, pi: u32, depth: u32) -> u32 {
 }
 
 fn ring_sq(c: &mut Ctx, qp: usize, value: u32) {
-    let (uctx, slot) = (c.qps[qp].uctx, c.qps[qp].slot);
-    doorbell(c.dev, uctx, slot, 0, value);
+    let (page, slot) = (c.qps[qp].page, c.qps[qp].slot);
+    qp_doorbell(c.dev, page, slot, 0, value, true);
 }
 
 fn ring_rq(c: &mut Ctx, qp: usize, value: u32) {
-    let (uctx, slot) = (c.qps[qp].uctx, c.qps[qp].slot);
-    doorbell(c.dev, uctx, slot, 1, value);
+    let (page, slot) = (c.qps[qp].page, c.qps[qp].slot);
+    qp_doorbell(c.dev, page, slot, 1, value, true);
 }
 
 /// Consumes and checks every CQE present on CQ `i`; returns them.
@@ -758,8 +780,8 @@ fn poll_cq(c: &mut Ctx, i: usize) -> Vec<Cqe> {
         }
         let cq = &mut c.cqs[i];
         cq.ci = cq.ci.wrapping_add(1);
-        let (uctx, slot, ci) = (cq.uctx, cq.slot, cq.ci);
-        doorbell(c.dev, uctx, slot, 0, ci);
+        let (page, slot, ci) = (cq.page, cq.slot, cq.ci);
+        doorbell(c.dev, page, slot, 0, ci);
         c.cqes += 1;
         out.push(cqe);
     }
@@ -828,8 +850,8 @@ fn poll_eqs(c: &mut Ctx) {
             );
             let eq = &mut c.eqs[i];
             eq.ci = eq.ci.wrapping_add(1);
-            let (slot, ci) = (eq.slot, eq.ci);
-            doorbell(c.dev, KERNEL_UCTX, slot, 0, ci);
+            let (page, slot, ci) = (eq.page, eq.slot, eq.ci);
+            doorbell(c.dev, page, slot, 0, ci);
         }
     }
 }
@@ -1044,11 +1066,15 @@ fn op(inp: &mut Input, c: &mut Ctx, side: &Side) {
         }
         15 | 16 => {
             let v = near(inp, c.qps[qp].sq_pi, c.qps[qp].sq.depth());
-            ring_sq(c, qp, v);
+            let (page, slot) = (c.qps[qp].page, c.qps[qp].slot);
+            let flags = !inp.mutate(20);
+            qp_doorbell(c.dev, page, slot, 0, v, flags);
         }
         17 | 18 => {
             let v = near(inp, c.qps[qp].rq_pi, c.qps[qp].rq.depth());
-            ring_rq(c, qp, v);
+            let (page, slot) = (c.qps[qp].page, c.qps[qp].slot);
+            let flags = !inp.mutate(20);
+            qp_doorbell(c.dev, page, slot, 1, v, flags);
         }
         19..=22 => {
             for i in s.cqs {
@@ -1066,8 +1092,8 @@ fn op(inp: &mut Input, c: &mut Ctx, side: &Side) {
             let cq = &mut c.cqs[i];
             cq.arm_seq = cq.arm_seq.wrapping_add(1);
             let arm = (cq.arm_seq << CQ_ARM_SEQ_SHIFT) | (cmd & CQ_ARM_CMD_MASK);
-            let (uctx, slot) = (cq.uctx, cq.slot);
-            doorbell(c.dev, uctx, slot, 1, inp.mostly_u32(arm));
+            let (page, slot) = (cq.page, cq.slot);
+            doorbell(c.dev, page, slot, 1, inp.mostly_u32(arm));
         }
         25 if inp.mutate(50) => {
             let state = inp.pick(&[QpState::Err, QpState::Reset, QpState::Sqd, QpState::Rts]);
