@@ -40,6 +40,18 @@ pub const INTERESTING_ADDRS: &[u64] = &[
     !0xfff,
 ];
 
+/// Addresses outside guest RAM an input may aim MR pages at (read-only, fd-less, unmapped):
+/// unlike RAM addresses, they can never make an MR overlap the input's own rings.
+pub const OUTSIDE_ADDRS: &[u64] = &[
+    RAM_BASE + RAM_SIZE,
+    RAM_BASE - 16 * PAGE,
+    RO_BASE,
+    NOFD_BASE,
+    0,
+    0x1000,
+    !0xfff,
+];
+
 pub struct Rig {
     pub world: World,
     pub rams: Vec<CanaryRam>,

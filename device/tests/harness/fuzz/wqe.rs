@@ -25,7 +25,7 @@ use super::glue::Dev;
 use super::guest::{CanaryRam, PAGE};
 use super::input::Input;
 use super::objs::{buffer, describe, Heap, Layout, LAYOUTS};
-use super::rig::{Rig, ACQ_ADDR, AQ_ADDR, INTERESTING_ADDRS};
+use super::rig::{Rig, ACQ_ADDR, AQ_ADDR, OUTSIDE_ADDRS};
 use super::stats;
 use crate::harness::TIMEOUT;
 
@@ -310,6 +310,12 @@ fn create_qp(c: &mut Ctx, uctx: u32, pd: u32, send_cq: usize, recv_cq: usize, ca
         ..Default::default()
     };
     let [qpn, slot, page, _] = admin_ok(c, &cmd, "CREATE_QP");
+    if super::admin::trace() {
+        eprintln!(
+            "wqe: QP {qpn}: SQ pages {:#x?} RQ pages {:x?}",
+            sq.pages, rq.pages
+        );
+    }
     c.qps.push(Qp {
         qpn,
         uctx,
@@ -505,7 +511,10 @@ fn reg_mr(c: &mut Ctx, req: MrReq) -> Option<Mr> {
     let done = c.aq.run(c.dev, c.aqram, &cmd);
     let key = done.ok()?[0];
     if super::admin::trace() {
-        eprintln!("wqe: MR {key:#x} pd {pd} iova {iova:#x} len {len:#x} first {first:#x}");
+        eprintln!(
+            "wqe: MR {key:#x} pd {pd} iova {iova:#x} len {len:#x} first {first:#x} pages {:x?}",
+            &pages[..pages.len().min(4)]
+        );
     }
     Some(Mr {
         key,
@@ -910,7 +919,9 @@ fn setup_side(inp: &mut Input, c: &mut Ctx, n: usize) -> Side {
         let layout = inp.pick(LAYOUTS);
         let pages = inp.mutate(10).then(|| {
             let n = (first + len).div_ceil(PAGE);
-            let base = inp.pick(INTERESTING_ADDRS);
+            // Not in RAM: an MR over the input's own rings would let RDMA data overwrite
+            // them, which breaks the CQE oracles without any device fault.
+            let base = inp.pick(OUTSIDE_ADDRS);
             (0..n).map(|i| base.wrapping_add(i * PAGE)).collect()
         });
         let in_pd = if inp.mutate(15) { other_pd } else { pd };
