@@ -417,6 +417,8 @@ fn reader(mut stream: UnixStream, sent: Arc<Mutex<Sent>>) -> Seen {
     loop {
         let mut hdr = [0u8; HEADER_SIZE];
         let n = match stream.recv_with_fd(&mut hdr) {
+            // A signal (libFuzzer's timeout alarm) is no reply: read again.
+            Err(e) if e.errno() == libc::EINTR => continue,
             Ok((0, _)) => {
                 seen.eof = true;
                 return seen;
