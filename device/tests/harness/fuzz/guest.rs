@@ -8,7 +8,6 @@
 //! input, [`CanaryRam::check`] finds any byte the device changed outside those ranges.
 
 use std::fs::File;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -19,20 +18,9 @@ use vm_memory::{
 
 pub const PAGE: u64 = 4096;
 
-/// A memfd of `size` bytes, sealed against growing, shrinking and further sealing.
+/// A memfd of `size` bytes sealed as QEMU seals guest RAM (the crate's one memfd helper).
 pub fn sealed_memfd(name: &std::ffi::CStr, size: u64) -> File {
-    // SAFETY: memfd_create takes a NUL-terminated name and flags; the result is checked.
-    let fd =
-        unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
-    assert!(fd >= 0, "memfd_create: {}", std::io::Error::last_os_error());
-    // SAFETY: `fd` was just created and nothing else owns it.
-    let file = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
-    file.set_len(size).expect("memfd size");
-    let seals = libc::F_SEAL_GROW | libc::F_SEAL_SHRINK | libc::F_SEAL_SEAL;
-    // SAFETY: F_ADD_SEALS takes an integer argument and touches no memory of ours.
-    let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, seals) };
-    assert_eq!(rc, 0, "F_ADD_SEALS: {}", std::io::Error::last_os_error());
-    file
+    vrnic::memfd::create(name, size).expect("sealed memfd")
 }
 
 /// The canary byte at offset `i` of a region: a hash of the position, never a constant, so

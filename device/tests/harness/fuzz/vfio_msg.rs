@@ -14,14 +14,12 @@
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
-use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
-use vmm_sys_util::sock_ctrl_msg::ScmSocket;
 use vrnic_hw::{
     bar0, BAR_CTRL, BAR_CTRL_SIZE, BAR_DB, BAR_DB_SIZE, BAR_KICK, MSIX_VECTORS, PCI_CONFIG_SIZE,
 };
@@ -29,6 +27,7 @@ use vrnic_hw::{
 use super::guest::sealed_memfd;
 use super::input::Input;
 use super::stats;
+use crate::harness::vfio::{recv_message, send_message};
 use crate::harness::{TestDevices, TIMEOUT};
 
 const HEADER_SIZE: usize = 16;
@@ -399,10 +398,6 @@ struct Seen {
     problem: Option<String>,
 }
 
-fn u32_at(b: &[u8], off: usize) -> u32 {
-    u32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
-}
-
 /// Reads replies until EOF, checking each one's framing against the messages sent.
 /// Ids and commands sent, and whether a header size was falsified (after which the server
 /// legitimately decodes the rest of the stream as other messages).
@@ -415,18 +410,21 @@ struct Sent {
 fn reader(mut stream: UnixStream, sent: Arc<Mutex<Sent>>) -> Seen {
     let mut seen = Seen::default();
     loop {
-        let mut hdr = [0u8; HEADER_SIZE];
-        let n = match stream.recv_with_fd(&mut hdr) {
-            // A signal (libFuzzer's timeout alarm) is no reply: read again.
-            Err(e) if e.errno() == libc::EINTR => continue,
-            Ok((0, _)) => {
+        let reply = match recv_message(&mut stream) {
+            Ok(Some(r)) => r,
+            Ok(None) => {
                 seen.eof = true;
                 return seen;
             }
-            Ok((n, _fd)) => n,
+            // A signal (libFuzzer's timeout alarm) before any byte: read again.
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             // The server dropped a connection it could not decode while input was pending.
-            Err(e) if e.errno() == libc::ECONNRESET => {
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
                 seen.eof = true;
+                return seen;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                seen.problem = Some(format!("reply with an impossible {e}"));
                 return seen;
             }
             Err(e) => {
@@ -434,24 +432,7 @@ fn reader(mut stream: UnixStream, sent: Arc<Mutex<Sent>>) -> Seen {
                 return seen;
             }
         };
-        if let Err(e) = stream.read_exact(&mut hdr[n..]) {
-            seen.problem = Some(format!("reply header cut short: {e}"));
-            return seen;
-        }
-        let id = u16::from_le_bytes([hdr[0], hdr[1]]);
-        let command = u16::from_le_bytes([hdr[2], hdr[3]]);
-        let size = u32_at(&hdr, 4) as usize;
-        let flags = u32_at(&hdr, 8);
-        let error = u32_at(&hdr, 12);
-        if !(HEADER_SIZE..=MAX_MESSAGE_SIZE + HEADER_SIZE).contains(&size) {
-            seen.problem = Some(format!("reply to command {command} with size {size}"));
-            return seen;
-        }
-        let mut payload = vec![0u8; size - HEADER_SIZE];
-        if let Err(e) = stream.read_exact(&mut payload) {
-            seen.problem = Some(format!("reply payload cut short: {e}"));
-            return seen;
-        }
+        let (id, command, flags, error) = (reply.id, reply.command, reply.flags, reply.error);
         let known = {
             let sent = sent.lock().unwrap_or_else(|p| p.into_inner());
             sent.desynced
@@ -479,28 +460,23 @@ fn reader(mut stream: UnixStream, sent: Arc<Mutex<Sent>>) -> Seen {
         }
         seen.replies += 1;
         seen.errors += u64::from(flags & FLAG_ERROR != 0);
-        stats::count(
-            "vfio_msg",
-            format_args!(
-                "cmd {} {}",
-                if command <= 17 {
-                    command.to_string()
-                } else {
-                    "unknown".into()
-                },
-                if flags & FLAG_ERROR != 0 {
-                    format!("errno {error}")
-                } else {
-                    "ok".into()
-                }
-            ),
-        );
+        let name = if command <= 17 {
+            command.to_string()
+        } else {
+            "unknown".into()
+        };
+        let outcome = if flags & FLAG_ERROR != 0 {
+            format!("errno {error}")
+        } else {
+            "ok".into()
+        };
+        stats::count("vfio_msg", format_args!("cmd {name} {outcome}"));
     }
 }
 
 fn send(stream: &mut UnixStream, m: &Msg) -> std::io::Result<()> {
     let size = m.size.unwrap_or((HEADER_SIZE + m.payload.len()) as u32);
-    let mut bytes = P::default()
+    let bytes = P::default()
         .u16(m.id)
         .u16(m.command)
         .u32(size)
@@ -508,11 +484,7 @@ fn send(stream: &mut UnixStream, m: &Msg) -> std::io::Result<()> {
         .u32(m.error)
         .bytes(&m.payload)
         .0;
-    if !m.fds.is_empty() {
-        let n = stream.send_with_fds(&[&bytes[..]], &m.fds)?;
-        bytes.drain(..n);
-    }
-    stream.write_all(&bytes)
+    send_message(stream, &bytes, &m.fds)
 }
 
 fn run(st: &mut State, input: &[u8]) {
