@@ -1,0 +1,606 @@
+//! Target 3: admin commands on an in-process device. The input is a sequence of batches of
+//! commands with valid opcodes, handles taken from earlier completions, page lists pointing
+//! into guest RAM and plausible sizes, each field sometimes mutated; now and then the
+//! doorbell runs ahead of the commands written.
+//!
+//! Oracles: every completion echoes its command and carries an AqStatus (aq.rs); the device
+//! never writes guest RAM outside the rings and output buffers the input named (no data
+//! path runs here, so MRs must stay untouched too); afterwards the device still answers
+//! QUERY_DEVICE and QUERY_PORT correctly.
+
+use std::cell::RefCell;
+
+use vm_memory::ByteValued;
+use vrnic_hw::*;
+
+use super::aq::{self, Aq};
+use super::guest::{CanaryRam, PAGE};
+use super::input::Input;
+use super::objs::{allow_list, buffer, mutate_list, Heap, LAYOUTS};
+use super::rig::{Rig, ACQ_ADDR, AQ_ADDR, INTERESTING_ADDRS};
+use super::stats;
+
+thread_local! {
+    static RIG: RefCell<Option<Rig>> = const { RefCell::new(None) };
+}
+
+/// Runs one input (the function both runners call).
+pub fn run_one(input: &[u8]) {
+    RIG.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let rig = slot.get_or_insert_with(|| Rig::new(1, false));
+        run(rig, input);
+    });
+}
+
+/// Forgets the rig after a failure (it may be mid-command); the next input builds a new one.
+pub fn discard() {
+    RIG.with(|cell| {
+        if let Ok(mut slot) = cell.try_borrow_mut() {
+            std::mem::forget(slot.take());
+        }
+    });
+}
+
+/// `VRNIC_FUZZ_TRACE=1` prints every command and completion (to study a reproducer).
+pub fn trace() -> bool {
+    std::env::var_os("VRNIC_FUZZ_TRACE").is_some()
+}
+
+/// Objects the device created for this input, by handle (and owning context).
+#[derive(Default)]
+struct Handles {
+    uctxs: Vec<u32>,
+    pds: Vec<(u32, u32)>,
+    mrs: Vec<(u32, u32)>,
+    eqs: Vec<u32>,
+    cqs: Vec<(u32, u32)>,
+    qps: Vec<(u32, u32)>,
+}
+
+fn any_handle(inp: &mut Input) -> u32 {
+    match inp.u8() % 6 {
+        0 => 0,
+        1 => 1,
+        2 => u32::from(inp.u8()),
+        3 => u32::MAX,
+        4 => QPN_MAX + 1,
+        _ => inp.u32(),
+    }
+}
+
+/// The command a driver would send next to build up a working set of objects (so that
+/// QPs exist often enough for MODIFY_QP and QUERY_QP to reach their deep paths).
+fn next_step(inp: &mut Input, h: &Handles) -> AqOpcode {
+    if h.uctxs.len() < 2 {
+        AqOpcode::AllocUctx
+    } else if h.pds.is_empty() {
+        AqOpcode::AllocPd
+    } else if h.eqs.is_empty() {
+        AqOpcode::CreateEq
+    } else if h.cqs.is_empty() {
+        AqOpcode::CreateCq
+    } else if h.qps.len() < 2 {
+        AqOpcode::CreateQp
+    } else {
+        inp.pick(&[
+            AqOpcode::ModifyQp,
+            AqOpcode::ModifyQp,
+            AqOpcode::ModifyQp,
+            AqOpcode::QueryQp,
+            AqOpcode::RegMr,
+            AqOpcode::CreateQp,
+        ])
+    }
+}
+
+/// A handle from `list` (with its context), or now and then any number.
+fn pick(inp: &mut Input, list: &[(u32, u32)]) -> (u32, u32) {
+    if list.is_empty() || inp.chance(8) {
+        (any_handle(inp), KERNEL_UCTX)
+    } else {
+        list[inp.below(list.len())]
+    }
+}
+
+fn pick1(inp: &mut Input, list: &[u32]) -> u32 {
+    if list.is_empty() || inp.chance(8) {
+        any_handle(inp)
+    } else {
+        list[inp.below(list.len())]
+    }
+}
+
+/// The context a command claims: mostly the owner, sometimes another one.
+fn claim(inp: &mut Input, h: &Handles, owner: u32) -> u32 {
+    if inp.chance(8) {
+        pick1(inp, &h.uctxs)
+    } else {
+        owner
+    }
+}
+
+fn header(inp: &mut Input, op: AqOpcode) -> AqHeader {
+    AqHeader {
+        opcode: if inp.chance(3) { inp.u8() } else { op.into() },
+        reserved0: if inp.chance(2) { inp.u8() } else { 0 },
+        ..Default::default()
+    }
+}
+
+/// An output buffer: mostly fresh RAM of the right size; allowed for device writes.
+fn out_buf(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, size: usize) -> (u64, u32) {
+    let addr = if inp.chance(10) {
+        inp.pick(INTERESTING_ADDRS)
+    } else {
+        heap.alloc_or_last(size as u64, 8)
+    };
+    let addr = inp.mostly_u64(addr);
+    let len = inp.mostly_u32(size as u32);
+    let _ = ram;
+    (addr, len)
+}
+
+/// A ring of 2^depth_log2 entries of 2^entry_shift bytes (page list mutated sometimes).
+fn ring(
+    inp: &mut Input,
+    ram: &mut CanaryRam,
+    heap: &mut Heap,
+    depth_log2: u8,
+    entry_shift: u32,
+) -> PageList {
+    let bytes = 1u64 << (u32::from(depth_log2.min(16)) + entry_shift);
+    let shift = if inp.chance(85) {
+        12
+    } else {
+        12 + inp.below(10) as u32
+    };
+    let layout = inp.pick(LAYOUTS);
+    let (list, _) = buffer(ram, heap, bytes, shift, layout);
+    mutate_list(inp, list)
+}
+
+/// Records what the command, as finally written (any byte may have been mutated, the
+/// opcode too), lets the device write: output buffers and rings.
+fn allow_cmd(ram: &mut CanaryRam, bytes: &[u8; 128]) {
+    fn parse<T: ByteValued + Default>(bytes: &[u8; 128]) -> T {
+        let mut v = T::default();
+        let n = v.as_slice().len();
+        v.as_mut_slice().copy_from_slice(&bytes[..n]);
+        v
+    }
+    match AqOpcode::try_from(bytes[0]) {
+        Ok(AqOpcode::QueryDevice | AqOpcode::QueryPort) => {
+            let c: CmdQuery = parse(bytes);
+            ram.allow(c.out_addr.to_native(), u64::from(c.out_len.to_native()));
+        }
+        Ok(AqOpcode::QueryQp) => {
+            let c: CmdModifyQp = parse(bytes);
+            ram.allow(c.out_addr.to_native(), u64::from(c.out_len.to_native()));
+        }
+        Ok(AqOpcode::CreateCq) => allow_list(ram, &parse::<CmdCreateCq>(bytes).ring),
+        Ok(AqOpcode::CreateEq) => allow_list(ram, &parse::<CmdCreateEq>(bytes).ring),
+        Ok(AqOpcode::CreateQp) => {
+            let c: CmdCreateQp = parse(bytes);
+            allow_list(ram, &c.sq_ring);
+            allow_list(ram, &c.rq_ring);
+        }
+        _ => {}
+    }
+}
+
+fn access(inp: &mut Input) -> u32 {
+    let a = u32::from(inp.u8()) & ACCESS_SUPPORTED_MASK;
+    inp.mostly_u32(a)
+}
+
+fn build(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, h: &Handles) -> [u8; 128] {
+    let op = if inp.chance(40) {
+        next_step(inp, h)
+    } else if inp.chance(3) {
+        AqOpcode::QueryDevice
+    } else {
+        inp.pick(AqOpcode::ALL)
+    };
+    let hdr = header(inp, op);
+    let mut bytes = [0u8; 128];
+    let mut put = |s: &[u8]| bytes[..s.len()].copy_from_slice(s);
+    match op {
+        AqOpcode::QueryDevice | AqOpcode::QueryPort => {
+            let size = if op == AqOpcode::QueryDevice {
+                DeviceAttr::SIZE
+            } else {
+                PortAttr::SIZE
+            };
+            let (out_addr, out_len) = out_buf(inp, ram, heap, size);
+            let cmd = CmdQuery {
+                hdr,
+                out_addr: out_addr.into(),
+                out_len: out_len.into(),
+                port: if op == AqOpcode::QueryPort {
+                    inp.mostly_u8(PORT_NUM as u8)
+                } else {
+                    inp.mostly_u8(0)
+                },
+                ..Default::default()
+            };
+            put(cmd.as_slice());
+        }
+        AqOpcode::AllocUctx => {
+            let cmd = CmdHandle {
+                hdr,
+                handle: inp.mostly_u32(0).into(),
+                uctx: inp.mostly_u32(KERNEL_UCTX).into(),
+                ..Default::default()
+            };
+            put(cmd.as_slice());
+        }
+        AqOpcode::DeallocUctx | AqOpcode::AllocPd => {
+            let u = pick1(inp, &h.uctxs);
+            let cmd = CmdHandle {
+                hdr,
+                handle: u.into(),
+                uctx: claim(inp, h, u).into(),
+                ..Default::default()
+            };
+            put(cmd.as_slice());
+        }
+        AqOpcode::DeallocPd | AqOpcode::DeregMr | AqOpcode::DestroyCq | AqOpcode::DestroyQp => {
+            let list = match op {
+                AqOpcode::DeallocPd => &h.pds,
+                AqOpcode::DeregMr => &h.mrs,
+                AqOpcode::DestroyCq => &h.cqs,
+                _ => &h.qps,
+            };
+            let (handle, owner) = pick(inp, list);
+            let cmd = CmdHandle {
+                hdr,
+                handle: handle.into(),
+                uctx: claim(inp, h, owner).into(),
+                ..Default::default()
+            };
+            put(cmd.as_slice());
+        }
+        AqOpcode::DestroyEq => {
+            let cmd = CmdHandle {
+                hdr,
+                handle: pick1(inp, &h.eqs).into(),
+                uctx: inp.mostly_u32(KERNEL_UCTX).into(),
+                ..Default::default()
+            };
+            put(cmd.as_slice());
+        }
+        AqOpcode::RegMr => {
+            let (pd, owner) = pick(inp, &h.pds);
+            let len = 1 + inp.len_up_to(256 << 10);
+            let shift = if inp.chance(80) {
+                12
+            } else {
+                12 + inp.below(19) as u32
+            };
+            let first = u64::from(inp.u16()) % (1 << shift);
+            let layout = inp.pick(LAYOUTS);
+            let (list, _) = buffer(ram, heap, first + len, shift, layout);
+            let list = mutate_list(inp, list);
+            let iova = (u64::from(inp.u16()) << 30) + first;
+            let cmd = CmdRegMr {
+                hdr,
+                pdn: pd.into(),
+                access: access(inp).into(),
+                iova: inp.mostly_u64(iova).into(),
+                length: inp.mostly_u64(len).into(),
+                pages: list,
+                uctx: claim(inp, h, owner).into(),
+                ..Default::default()
+            };
+            put(cmd.as_slice());
+        }
+        AqOpcode::CreateCq => {
+            let u = pick1(inp, &h.uctxs);
+            let depth = {
+                let v = 1 + inp.below(12) as u8;
+                inp.mostly_u8(v)
+            };
+            let cmd = CmdCreateCq {
+                hdr,
+                uctx: u.into(),
+                eqn: pick1(inp, &h.eqs).into(),
+                depth_log2: depth,
+                ring: ring(inp, ram, heap, depth, 5),
+                ..Default::default()
+            };
+            put(cmd.as_slice());
+        }
+        AqOpcode::CreateEq => {
+            let depth = {
+                let v = 1 + inp.below(12) as u8;
+                inp.mostly_u8(v)
+            };
+            let cmd = CmdCreateEq {
+                hdr,
+                depth_log2: depth,
+                flags: {
+                    let v = inp.below(2) as u8;
+                    inp.mostly_u8(v)
+                },
+                msix_vector: {
+                    let v = inp.below(MSIX_VECTORS as usize) as u16;
+                    inp.mostly_u16(v)
+                }
+                .into(),
+                ring: ring(inp, ram, heap, depth, 4),
+                ..Default::default()
+            };
+            put(cmd.as_slice());
+        }
+        AqOpcode::CreateQp => {
+            let (pd, owner) = pick(inp, &h.pds);
+            // CQs of the PD's context, mostly.
+            let own: Vec<(u32, u32)> = h.cqs.iter().copied().filter(|&(_, u)| u == owner).collect();
+            let cqs = if own.is_empty() || inp.chance(10) {
+                &h.cqs
+            } else {
+                &own
+            };
+            let (scq, _) = pick(inp, cqs);
+            let (rcq, _) = pick(inp, cqs);
+            let sq_depth = {
+                let v = 1 + inp.below(10) as u8;
+                inp.mostly_u8(v)
+            };
+            let rq_depth = {
+                let v = 1 + inp.below(10) as u8;
+                inp.mostly_u8(v)
+            };
+            let max_send_sge = {
+                let v = inp.below(5) as u8;
+                inp.mostly_u8(v)
+            };
+            let max_recv_sge = {
+                let v = inp.below(5) as u8;
+                inp.mostly_u8(v)
+            };
+            let max_inline = {
+                let v = [0, 16, 64, 128][inp.below(4)];
+                inp.mostly_u32(v)
+            };
+            let need_sq = SendWqeHeader::SIZE
+                + (Sge::SIZE * usize::from(max_send_sge)).max(max_inline as usize);
+            let need_rq = RecvWqeHeader::SIZE + Sge::SIZE * usize::from(max_recv_sge);
+            let fit =
+                |need: usize, min: u32| (min..16).find(|s| need <= 1 << s).unwrap_or(min) as u8;
+            let sq_shift = {
+                let v = fit(need_sq, SEND_WQE_SHIFT_MIN);
+                inp.mostly_u8(v)
+            };
+            let rq_shift = {
+                let v = fit(need_rq, RECV_WQE_SHIFT_MIN);
+                inp.mostly_u8(v)
+            };
+            let cmd = CmdCreateQp {
+                hdr,
+                uctx: claim(inp, h, owner).into(),
+                pdn: pd.into(),
+                send_cqn: scq.into(),
+                recv_cqn: rcq.into(),
+                qp_type: inp.mostly_u8(QpType::Rc.into()),
+                sq_depth_log2: sq_depth,
+                rq_depth_log2: rq_depth,
+                sq_wqe_shift: sq_shift,
+                rq_wqe_shift: rq_shift,
+                max_send_sge,
+                max_recv_sge,
+                max_inline: max_inline.into(),
+                sq_ring: ring(inp, ram, heap, sq_depth, u32::from(sq_shift.min(12))),
+                rq_ring: ring(inp, ram, heap, rq_depth, u32::from(rq_shift.min(12))),
+                ..Default::default()
+            };
+            put(cmd.as_slice());
+        }
+        AqOpcode::ModifyQp | AqOpcode::QueryQp => {
+            let (qpn, owner) = pick(inp, &h.qps);
+            let (dest, _) = pick(inp, &h.qps);
+            // The driver's transitions (mask and target state), then oddities.
+            let steps: &[(u32, QpState)] = &[
+                (0x39, QpState::Init),
+                (0x12_9181, QpState::Rtr),
+                (0x1_2e01, QpState::Rts),
+                (0x1, QpState::Err),
+                (0x1, QpState::Reset),
+                (0x1, QpState::Sqd),
+                (0x1, QpState::Rts),
+                (0x3, QpState::Rts),
+            ];
+            let (mask, state) = if inp.chance(75) {
+                inp.pick(steps)
+            } else {
+                (inp.u32() & 0x1f_ffff, inp.pick(QpState::ALL))
+            };
+            let (out_addr, out_len) = if op == AqOpcode::QueryQp {
+                out_buf(inp, ram, heap, QpAttr::SIZE)
+            } else {
+                (0, 0)
+            };
+            let attr = QpAttr {
+                qp_state: inp.mostly_u8(state.into()),
+                cur_qp_state: inp.mostly_u8(0),
+                path_mtu: {
+                    let v = 1 + inp.below(5) as u8;
+                    inp.mostly_u8(v)
+                },
+                timeout: {
+                    let v = inp.below(32) as u8;
+                    inp.mostly_u8(v)
+                },
+                retry_cnt: {
+                    let v = inp.below(8) as u8;
+                    inp.mostly_u8(v)
+                },
+                rnr_retry: {
+                    let v = inp.below(8) as u8;
+                    inp.mostly_u8(v)
+                },
+                min_rnr_timer: {
+                    let v = inp.below(32) as u8;
+                    inp.mostly_u8(v)
+                },
+                max_rd_atomic: {
+                    let v = inp.below(17) as u8;
+                    inp.mostly_u8(v)
+                },
+                max_dest_rd_atomic: {
+                    let v = inp.below(17) as u8;
+                    inp.mostly_u8(v)
+                },
+                port_num: inp.mostly_u8(PORT_NUM as u8),
+                qp_access_flags: access(inp).into(),
+                dest_qp_num: inp.mostly_u32(dest).into(),
+                rq_psn: (inp.u32() & 0xff_ffff).into(),
+                sq_psn: (inp.u32() & 0xff_ffff).into(),
+                dlid: inp.mostly_u16(1).into(),
+                ..Default::default()
+            };
+            // QUERY_QP takes no attributes: mostly none.
+            let query = op == AqOpcode::QueryQp && !inp.chance(10);
+            let (mask, attr) = if query {
+                (0, QpAttr::default())
+            } else {
+                (mask, attr)
+            };
+            let cmd = CmdModifyQp {
+                hdr,
+                qpn: qpn.into(),
+                attr_mask: inp.mostly_u32(mask).into(),
+                attr,
+                out_addr: out_addr.into(),
+                out_len: out_len.into(),
+                uctx: claim(inp, h, owner).into(),
+                ..Default::default()
+            };
+            put(cmd.as_slice());
+        }
+    }
+    // Now and then a reserved or any other byte is set (cmd_id, bytes 4..8, is the driver's).
+    if inp.chance(4) {
+        let at = 8 + inp.below(120);
+        bytes[at] = inp.u8();
+    }
+    allow_cmd(ram, &bytes);
+    bytes
+}
+
+/// Records the objects a successful command created and forgets those it destroyed.
+fn record(h: &mut Handles, cmd: &[u8; 128], results: [u32; 4]) {
+    let u32_at =
+        |off: usize| u32::from_le_bytes([cmd[off], cmd[off + 1], cmd[off + 2], cmd[off + 3]]);
+    let handle = u32_at(8);
+    let r0 = results[0];
+    let Ok(op) = AqOpcode::try_from(cmd[0]) else {
+        return;
+    };
+    match op {
+        AqOpcode::AllocUctx => h.uctxs.push(r0),
+        AqOpcode::DeallocUctx => h.uctxs.retain(|&u| u != handle),
+        AqOpcode::AllocPd => h.pds.push((r0, u32_at(12))),
+        AqOpcode::DeallocPd => h.pds.retain(|&(p, _)| p != handle),
+        AqOpcode::RegMr => h.mrs.push((r0, u32_at(CmdRegMr::UCTX_OFF))),
+        AqOpcode::DeregMr => h.mrs.retain(|&(m, _)| m != handle),
+        AqOpcode::CreateCq => h.cqs.push((r0, u32_at(CmdCreateCq::UCTX_OFF))),
+        AqOpcode::DestroyCq => h.cqs.retain(|&(c, _)| c != handle),
+        AqOpcode::CreateEq => h.eqs.push(r0),
+        AqOpcode::DestroyEq => h.eqs.retain(|&e| e != handle),
+        AqOpcode::CreateQp => h.qps.push((r0, u32_at(CmdCreateQp::UCTX_OFF))),
+        AqOpcode::DestroyQp => h.qps.retain(|&(q, _)| q != handle),
+        _ => {}
+    }
+}
+
+/// The final well-formed requests: QUERY_DEVICE and QUERY_PORT answer with the device's
+/// identity.
+pub fn check_alive(
+    aq: &mut Aq,
+    dev: &mut super::glue::Dev,
+    aqram: &mut CanaryRam,
+    ram: &mut CanaryRam,
+    heap: &mut Heap,
+    lid: u16,
+) {
+    let out = heap.alloc_or_last(PAGE, PAGE);
+    ram.allow(out, PAGE);
+    let cmd = CmdQuery {
+        hdr: AqHeader {
+            opcode: AqOpcode::QueryDevice.into(),
+            ..Default::default()
+        },
+        out_addr: out.into(),
+        out_len: (DeviceAttr::SIZE as u32).into(),
+        ..Default::default()
+    };
+    let done = aq.run(dev, aqram, &cmd);
+    assert_eq!(
+        done.status,
+        AqStatus::Success,
+        "final QUERY_DEVICE: {done:?}"
+    );
+    let attr: DeviceAttr = ram.read_obj(out).expect("device_attr");
+    assert_eq!(
+        attr.vendor_id.to_native(),
+        PCI_VENDOR_ID,
+        "final QUERY_DEVICE vendor"
+    );
+    let cmd = CmdQuery {
+        hdr: AqHeader {
+            opcode: AqOpcode::QueryPort.into(),
+            ..Default::default()
+        },
+        out_addr: out.into(),
+        out_len: (PortAttr::SIZE as u32).into(),
+        port: PORT_NUM as u8,
+        ..Default::default()
+    };
+    let done = aq.run(dev, aqram, &cmd);
+    assert_eq!(done.status, AqStatus::Success, "final QUERY_PORT: {done:?}");
+    let port: PortAttr = ram.read_obj(out).expect("port_attr");
+    assert_eq!(port.lid.to_native(), lid, "final QUERY_PORT lid");
+}
+
+fn run(rig: &mut Rig, input: &[u8]) {
+    let mut inp = Input::new(input);
+    rig.begin();
+    let depth_log2 = 1 + inp.below(5) as u32;
+    let (dev, ram, aqram) = (&mut rig.world.devs[0], &mut rig.rams[0], &mut rig.aqs[0]);
+    let mut aq = aq::enable(dev, aqram, AQ_ADDR, ACQ_ADDR, depth_log2)
+        .expect("the device refused a valid admin queue");
+    let mut heap = Rig::heap(2);
+    let mut h = Handles {
+        uctxs: vec![KERNEL_UCTX],
+        ..Default::default()
+    };
+    let mut batches = 0;
+    while !inp.is_empty() && batches < 64 {
+        batches += 1;
+        let n = 1 + inp.below(aq.depth().min(4));
+        let cmds: Vec<[u8; 128]> = (0..n)
+            .map(|_| build(&mut inp, ram, &mut heap, &h))
+            .collect();
+        let extra = if inp.chance(3) {
+            inp.below(3) as u32
+        } else {
+            0
+        };
+        let done = aq.submit(dev, aqram, &cmds, extra);
+        for (cmd, d) in cmds.iter().zip(&done) {
+            if trace() {
+                eprintln!("admin: {:02x?} -> {d:?}", &cmd[..]);
+            }
+            let op = AqOpcode::try_from(cmd[0])
+                .map_or_else(|_| "unknown opcode".into(), |o| format!("{o:?}"));
+            stats::count("admin", format_args!("{op} {:?}", d.status));
+            if let Some(results) = d.ok() {
+                record(&mut h, cmd, results);
+            }
+        }
+    }
+    check_alive(&mut aq, dev, aqram, ram, &mut heap, 1);
+    rig.finish("admin");
+}

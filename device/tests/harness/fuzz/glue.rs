@@ -1,0 +1,168 @@
+//! The fuzz targets' only contact with the device's code: a fabric of in-process devices
+//! driven through `DeviceModel` (no socket), with guest RAM handed over as the vfio-user
+//! server hands it (`connected`, then DMA maps), MSI-X eventfds and the poller thread.
+//! When the device internals move, this file is the one to adapt.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
+use vrnic::fabric::{Fabric, PollerConfig, Pollers};
+use vrnic::guest_memory::{DmaMapRequest, GuestRam};
+use vrnic::model::RnicModel;
+use vrnic::pci::PciIds;
+use vrnic::rnic::RnicConfig;
+use vrnic::vfio_user::DeviceModel;
+use vrnic_hw::MSIX_VECTORS;
+
+/// vfio-user IRQ index of MSI-X.
+const IRQ_MSIX: u32 = 2;
+
+/// One device as its VMM sees it.
+pub struct Dev {
+    model: Box<dyn DeviceModel>,
+    ram: GuestRam,
+    irqs: Vec<EventFd>,
+}
+
+impl Dev {
+    /// A trapped read; the caller keeps to the region's size (the server checks that).
+    pub fn read(&mut self, region: u32, offset: u64, data: &mut [u8]) -> Result<(), i32> {
+        self.model.region_read(region, offset, data)
+    }
+
+    pub fn write(&mut self, region: u32, offset: u64, data: &[u8]) -> Result<(), i32> {
+        self.model.region_write(region, offset, data)
+    }
+
+    pub fn read32(&mut self, region: u32, offset: u64) -> u32 {
+        let mut b = [0u8; 4];
+        match self.read(region, offset, &mut b) {
+            Ok(()) => u32::from_le_bytes(b),
+            Err(e) => panic!("read of region {region} at {offset:#x} failed: errno {e}"),
+        }
+    }
+
+    pub fn write32(&mut self, region: u32, offset: u64, value: u32) {
+        if let Err(e) = self.write(region, offset, &value.to_le_bytes()) {
+            panic!("write of region {region} at {offset:#x} failed: errno {e}");
+        }
+    }
+
+    /// The size of region `index` (0 when absent).
+    pub fn region_size(&self, index: u32) -> u64 {
+        self.model.region_info(index).map_or(0, |r| r.size)
+    }
+
+    /// DMA_MAP as the server does it: the table changes, then the model is told.
+    pub fn map(&mut self, req: DmaMapRequest) -> bool {
+        let ok = self.ram.map(req).is_ok();
+        if ok {
+            self.model.dma_changed();
+        }
+        ok
+    }
+
+    pub fn unmap(&mut self, addr: u64, size: u64) -> bool {
+        let ok = self.ram.unmap(addr, size).is_ok();
+        if ok {
+            self.model.dma_changed();
+        }
+        ok
+    }
+
+    pub fn unmap_all(&mut self) {
+        if self.ram.unmap_all() > 0 {
+            self.model.dma_changed();
+        }
+    }
+
+    /// DEVICE_RESET (a function reset: registers, objects, config space).
+    pub fn reset(&mut self) {
+        self.model.reset();
+    }
+
+    /// Interrupts on `vector` since the last look; never blocks.
+    pub fn take_irqs(&self, vector: usize) -> u64 {
+        self.irqs
+            .get(vector)
+            .and_then(|e| e.read().ok())
+            .unwrap_or(0)
+    }
+
+    /// Drains every interrupt eventfd.
+    pub fn drain_irqs(&self) {
+        for e in &self.irqs {
+            let _ = e.read();
+        }
+    }
+}
+
+impl Drop for Dev {
+    fn drop(&mut self) {
+        self.ram.unmap_all();
+        self.model.disconnected();
+    }
+}
+
+/// `n` devices (LIDs 1..=n) of one fabric, each "connected" with an empty DMA table and an
+/// eventfd per MSI-X vector, plus the pollers (only when `poller` is set: the admin and
+/// register targets need none, as admin commands run in the doorbell write), one shard per
+/// device so that transfers between devices cross shards.
+pub struct World {
+    pub devs: Vec<Dev>,
+    fabric: Arc<Fabric>,
+    pollers: Option<Pollers>,
+}
+
+impl World {
+    pub fn new(n: usize, poller: bool) -> Self {
+        let configs = (0..n)
+            .map(|i| RnicConfig {
+                name: format!("fuzz{i}"),
+                socket: std::env::temp_dir().join(format!("vrnic-fuzz-unused-{i}.sock")),
+                lid: u16::try_from(i + 1).expect("lid"),
+                ids: PciIds::default(),
+            })
+            .collect();
+        let config = PollerConfig {
+            idle: Duration::from_micros(200),
+            give_way: false,
+            threads: Some(n),
+        };
+        let fabric = Fabric::new(configs, &config).expect("fabric");
+        let devs = fabric
+            .devices()
+            .iter()
+            .map(|rnic| {
+                let mut model: Box<dyn DeviceModel> = Box::new(RnicModel(rnic.clone()));
+                let ram = GuestRam::new();
+                model.connected(ram.clone());
+                let irqs: Vec<EventFd> = (0..MSIX_VECTORS)
+                    .map(|_| EventFd::new(EFD_NONBLOCK).expect("eventfd"))
+                    .collect();
+                let fds = irqs
+                    .iter()
+                    .map(|e| Some(e.try_clone().expect("dup eventfd")))
+                    .collect();
+                model.set_irqs(IRQ_MSIX, 0, fds).expect("SET_IRQS");
+                Dev { model, ram, irqs }
+            })
+            .collect();
+        let pollers = poller.then(|| fabric.start_pollers(config).expect("pollers"));
+        World {
+            devs,
+            fabric,
+            pollers,
+        }
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        self.devs.clear();
+        if let Some(p) = self.pollers.take() {
+            p.stop();
+        }
+    }
+}

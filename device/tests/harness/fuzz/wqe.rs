@@ -1,0 +1,1284 @@
+//! Target 4: doorbells and WQEs on a live device (the poller runs) with real guest memory.
+//! Each input sets up a context, PDs, MRs (contiguous, DIRECT, INDIRECT; some over the
+//! read-only or fd-less ranges), CQs and two RC QPs connected in loopback, then runs a
+//! sequence of operations: send and receive WQEs with known opcodes whose SGEs name live
+//! MRs (offsets and lengths at the edges, sometimes mutated), doorbells at or near the
+//! producer index, CQ arming, CQ/EQ polling, QP state changes, MR deregistration during
+//! traffic, raw WQE bytes.
+//!
+//! Oracles: every CQE that appears is well-formed (known status, vendor_err and, on
+//! success, opcode; a QP of this CQ; a wr_id that was posted); every EQE has a known type and
+//! zero reserved bytes; a sentinel QP pair in another context still completes an RDMA WRITE
+//! with the right bytes, and the admin queue still answers; the device never writes guest
+//! RAM outside the rings and MRs the input registered.
+
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::time::Instant;
+
+use vm_memory::ByteValued;
+use vrnic_hw::*;
+
+use super::admin::check_alive;
+use super::aq::{self, Aq, Done};
+use super::glue::Dev;
+use super::guest::{CanaryRam, PAGE};
+use super::input::Input;
+use super::objs::{buffer, describe, Heap, Layout, LAYOUTS};
+use super::rig::{Rig, ACQ_ADDR, AQ_ADDR, OUTSIDE_ADDRS};
+use super::stats;
+use crate::harness::TIMEOUT;
+
+thread_local! {
+    static RIG: RefCell<Option<Rig>> = const { RefCell::new(None) };
+}
+
+/// Runs one input (the function both runners call).
+pub fn run_one(input: &[u8]) {
+    RIG.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let rig = slot.get_or_insert_with(|| Rig::new(2, true));
+        run(rig, input);
+    });
+}
+
+/// Forgets the rig after a failure; the next input builds a new one.
+pub fn discard() {
+    RIG.with(|cell| {
+        if let Ok(mut slot) = cell.try_borrow_mut() {
+            std::mem::forget(slot.take());
+        }
+    });
+}
+
+const ACCESS_ALL: u32 = ACCESS_SUPPORTED_MASK & !(Access::RemoteAtomic as u32);
+
+#[derive(Debug, Clone)]
+struct Ring {
+    pages: Vec<u64>,
+    depth_log2: u32,
+    entry_shift: u32,
+}
+
+impl Ring {
+    fn depth(&self) -> u32 {
+        1 << self.depth_log2
+    }
+
+    fn entry(&self, index: u32) -> u64 {
+        let off = u64::from(index & (self.depth() - 1)) << self.entry_shift;
+        self.pages[(off / PAGE) as usize] + off % PAGE
+    }
+
+    fn phase(&self, ci: u32) -> u8 {
+        (((ci >> self.depth_log2) & 1) ^ 1) as u8
+    }
+}
+
+struct Cq {
+    cqn: u32,
+    /// Doorbell page (of `uctx`) and slot, as CREATE_CQ returned them.
+    page: u32,
+    slot: u32,
+    uctx: u32,
+    ring: Ring,
+    ci: u32,
+    arm_seq: u32,
+}
+
+struct Eq {
+    eqn: u32,
+    page: u32,
+    slot: u32,
+    ring: Ring,
+    ci: u32,
+}
+
+struct Qp {
+    qpn: u32,
+    uctx: u32,
+    page: u32,
+    slot: u32,
+    sq: Ring,
+    rq: Ring,
+    sq_pi: u32,
+    rq_pi: u32,
+    /// WQEs the device completed (from CQEs' wqe_index), as a driver tracks them to never
+    /// post more than the ring holds.
+    sq_done: u32,
+    rq_done: u32,
+    max_send_sge: u8,
+    max_recv_sge: u8,
+    max_inline: u32,
+    /// Indexes in `Ctx::cqs`.
+    cqs: [usize; 2],
+}
+
+#[derive(Debug, Clone)]
+struct Mr {
+    key: u32,
+    iova: u64,
+    len: u64,
+    pages: Vec<u64>,
+    first: u64,
+}
+
+impl Mr {
+    /// The guest-physical pieces of `[offset, offset + len)` of the MR.
+    fn pieces(&self, offset: u64, len: u64) -> Vec<(u64, u64)> {
+        let mut out = Vec::new();
+        let mut at = self.first + offset;
+        let end = at + len;
+        while at < end {
+            let n = (PAGE - at % PAGE).min(end - at);
+            out.push((self.pages[(at / PAGE) as usize] + at % PAGE, n));
+            at += n;
+        }
+        out
+    }
+}
+
+/// One input's world on the device.
+struct Ctx<'r> {
+    dev: &'r mut Dev,
+    ram: &'r mut CanaryRam,
+    aqram: &'r mut CanaryRam,
+    heap: Heap,
+    aq: Aq,
+    eqs: Vec<Eq>,
+    cqs: Vec<Cq>,
+    qps: Vec<Qp>,
+    mrs: Vec<Mr>,
+    /// The user context's two PDs.
+    pds: [u32; 2],
+    /// MRs of the responder's device when it is another one (None: this device's).
+    remote: Option<Vec<Mr>>,
+    /// Keys of deregistered MRs (still named by SGEs now and then).
+    stale_keys: Vec<u32>,
+    /// wr_ids that may legitimately appear in a CQE (0: a zeroed ring slot).
+    wr_ids: HashSet<u64>,
+    next_wr: u64,
+    cqes: u64,
+}
+
+fn admin_ok<T: ByteValued>(c: &mut Ctx, cmd: &T, what: &str) -> [u32; 4] {
+    let done: Done = c.aq.run(c.dev, c.aqram, cmd);
+    done.ok()
+        .unwrap_or_else(|| panic!("set-up command {what} failed: {done:?}"))
+}
+
+fn hdr(op: AqOpcode) -> AqHeader {
+    AqHeader {
+        opcode: op.into(),
+        ..Default::default()
+    }
+}
+
+fn handle_cmd(op: AqOpcode, handle: u32, uctx: u32) -> CmdHandle {
+    CmdHandle {
+        hdr: hdr(op),
+        handle: handle.into(),
+        uctx: uctx.into(),
+        ..Default::default()
+    }
+}
+
+/// A zeroed ring, contiguous or scattered, allowed for device writes.
+fn ring(c: &mut Ctx, depth_log2: u32, entry_shift: u32, layout: Layout) -> (PageList, Ring) {
+    let bytes = 1u64 << (depth_log2 + entry_shift);
+    let (list, pages) = buffer(c.ram, &mut c.heap, bytes, 12, layout);
+    for &p in &pages {
+        c.ram.write(p, &[0u8; PAGE as usize]);
+        c.ram.allow(p, PAGE);
+    }
+    (
+        list,
+        Ring {
+            pages,
+            depth_log2,
+            entry_shift,
+        },
+    )
+}
+
+fn create_eq(c: &mut Ctx, is_async: bool, vector: u16) {
+    let (list, ring) = ring(c, 6, 4, Layout::Contiguous);
+    let cmd = CmdCreateEq {
+        hdr: hdr(AqOpcode::CreateEq),
+        depth_log2: 6,
+        flags: if is_async { EQ_FLAG_ASYNC as u8 } else { 0 },
+        msix_vector: vector.into(),
+        ring: list,
+        ..Default::default()
+    };
+    let [eqn, slot, page, _] = admin_ok(c, &cmd, "CREATE_EQ");
+    c.eqs.push(Eq {
+        eqn,
+        page,
+        slot,
+        ring,
+        ci: 0,
+    });
+}
+
+/// A CQ of `uctx` whose events go to the completion EQ; returns its index in `c.cqs`.
+fn create_cq(c: &mut Ctx, uctx: u32, depth_log2: u32, layout: Layout) -> usize {
+    let (list, ring) = ring(c, depth_log2, 5, layout);
+    let cmd = CmdCreateCq {
+        hdr: hdr(AqOpcode::CreateCq),
+        uctx: uctx.into(),
+        eqn: c.eqs[1].eqn.into(),
+        depth_log2: depth_log2 as u8,
+        ring: list,
+        ..Default::default()
+    };
+    let [cqn, slot, page, _] = admin_ok(c, &cmd, "CREATE_CQ");
+    if super::admin::trace() {
+        eprintln!("wqe: CQ {cqn}: 2^{depth_log2} entries, {layout:?}, slot {slot} of page {page}");
+    }
+    c.cqs.push(Cq {
+        cqn,
+        page,
+        slot,
+        uctx,
+        ring,
+        ci: 0,
+        arm_seq: 0,
+    });
+    c.cqs.len() - 1
+}
+
+/// The smallest WQE size (log2) holding `header` + `body` bytes, within `min..=max`.
+fn wqe_shift(header: usize, body: usize, min: u32, max: u32) -> u32 {
+    (min..=max).find(|s| header + body <= 1 << s).unwrap_or(max)
+}
+
+#[derive(Clone, Copy)]
+struct Caps {
+    sq_depth_log2: u32,
+    rq_depth_log2: u32,
+    max_send_sge: u8,
+    max_recv_sge: u8,
+    max_inline: u32,
+    layout: Layout,
+}
+
+impl Caps {
+    fn from_input(inp: &mut Input) -> Self {
+        Caps {
+            sq_depth_log2: 2 + inp.below(5) as u32,
+            rq_depth_log2: 2 + inp.below(5) as u32,
+            max_send_sge: 1 + inp.below(4) as u8,
+            max_recv_sge: 1 + inp.below(4) as u8,
+            max_inline: [0, 16, 64, 200][inp.below(4)],
+            layout: inp.pick(LAYOUTS),
+        }
+    }
+}
+
+fn create_qp(c: &mut Ctx, uctx: u32, pd: u32, send_cq: usize, recv_cq: usize, caps: Caps) -> usize {
+    let sq_shift = wqe_shift(
+        SendWqeHeader::SIZE,
+        (Sge::SIZE * usize::from(caps.max_send_sge)).max(caps.max_inline as usize),
+        SEND_WQE_SHIFT_MIN,
+        SEND_WQE_SHIFT_MAX,
+    );
+    let rq_shift = wqe_shift(
+        RecvWqeHeader::SIZE,
+        Sge::SIZE * usize::from(caps.max_recv_sge),
+        RECV_WQE_SHIFT_MIN,
+        RECV_WQE_SHIFT_MAX,
+    );
+    let (sq_list, sq) = ring(c, caps.sq_depth_log2, sq_shift, caps.layout);
+    let (rq_list, rq) = ring(c, caps.rq_depth_log2, rq_shift, caps.layout);
+    let cmd = CmdCreateQp {
+        hdr: hdr(AqOpcode::CreateQp),
+        uctx: uctx.into(),
+        pdn: pd.into(),
+        send_cqn: c.cqs[send_cq].cqn.into(),
+        recv_cqn: c.cqs[recv_cq].cqn.into(),
+        qp_type: QpType::Rc.into(),
+        sq_depth_log2: caps.sq_depth_log2 as u8,
+        rq_depth_log2: caps.rq_depth_log2 as u8,
+        sq_wqe_shift: sq_shift as u8,
+        rq_wqe_shift: rq_shift as u8,
+        max_send_sge: caps.max_send_sge,
+        max_recv_sge: caps.max_recv_sge,
+        max_inline: caps.max_inline.into(),
+        sq_ring: sq_list,
+        rq_ring: rq_list,
+        ..Default::default()
+    };
+    let [qpn, slot, page, _] = admin_ok(c, &cmd, "CREATE_QP");
+    if super::admin::trace() {
+        eprintln!(
+            "wqe: QP {qpn}: SQ pages {:#x?} RQ pages {:x?}",
+            sq.pages, rq.pages
+        );
+    }
+    c.qps.push(Qp {
+        qpn,
+        uctx,
+        page,
+        slot,
+        sq,
+        rq,
+        sq_pi: 0,
+        rq_pi: 0,
+        sq_done: 0,
+        rq_done: 0,
+        max_send_sge: caps.max_send_sge,
+        max_recv_sge: caps.max_recv_sge,
+        max_inline: caps.max_inline,
+        cqs: [send_cq, recv_cq],
+    });
+    c.qps.len() - 1
+}
+
+fn modify(c: &mut Ctx, qp: usize, mask: u32, attr: QpAttr) -> Done {
+    let cmd = CmdModifyQp {
+        hdr: hdr(AqOpcode::ModifyQp),
+        qpn: c.qps[qp].qpn.into(),
+        attr_mask: mask.into(),
+        attr,
+        uctx: c.qps[qp].uctx.into(),
+        ..Default::default()
+    };
+    c.aq.run(c.dev, c.aqram, &cmd)
+}
+
+#[derive(Clone, Copy)]
+struct Conn {
+    access: u32,
+    mtu: u8,
+    retry_cnt: u8,
+    rnr_retry: u8,
+    min_rnr_timer: u8,
+    rd_atomic: u8,
+    dlid: u16,
+}
+
+impl Conn {
+    fn sentinel() -> Self {
+        Conn {
+            access: ACCESS_ALL,
+            mtu: Mtu::Size4096.into(),
+            retry_cnt: 7,
+            rnr_retry: 7,
+            min_rnr_timer: 1,
+            rd_atomic: 16,
+            dlid: 1,
+        }
+    }
+
+    fn from_input(inp: &mut Input, dlid: u16) -> Self {
+        Conn {
+            access: if !inp.mutate(10) {
+                ACCESS_ALL
+            } else {
+                u32::from(inp.u8()) & ACCESS_ALL
+            },
+            mtu: 1 + inp.below(5) as u8,
+            // Mostly a patient requester (7: retry RNR forever), as perftest configures.
+            retry_cnt: if inp.mutate(20) {
+                inp.below(8) as u8
+            } else {
+                7
+            },
+            rnr_retry: if inp.mutate(20) {
+                inp.below(7) as u8
+            } else {
+                7
+            },
+            min_rnr_timer: inp.below(4) as u8,
+            rd_atomic: 1 + inp.below(16) as u8,
+            dlid: if inp.mutate(5) {
+                inp.pick(&[0, 1, 2, 3, 0xffff])
+            } else {
+                dlid
+            },
+        }
+    }
+}
+
+/// RESET -> INIT -> RTR -> RTS towards `dest`; the outcome of each step (they may fail
+/// when the input moved the QP elsewhere first).
+fn connect(c: &mut Ctx, qp: usize, dest: u32, o: Conn) -> bool {
+    let ok = connect_steps(c, qp, dest, o);
+    if super::admin::trace() {
+        eprintln!("wqe: connect QP {} to {dest}: {ok}", c.qps[qp].qpn);
+    }
+    ok
+}
+
+fn connect_steps(c: &mut Ctx, qp: usize, dest: u32, o: Conn) -> bool {
+    use QpAttrMask::*;
+    let m = |bits: &[QpAttrMask]| bits.iter().fold(0u32, |a, b| a | *b as u32);
+    let init = QpAttr {
+        qp_state: QpState::Init.into(),
+        port_num: PORT_NUM as u8,
+        qp_access_flags: o.access.into(),
+        ..Default::default()
+    };
+    let rtr = QpAttr {
+        qp_state: QpState::Rtr.into(),
+        path_mtu: o.mtu,
+        dest_qp_num: dest.into(),
+        rq_psn: 0x200u32.into(),
+        max_dest_rd_atomic: o.rd_atomic,
+        min_rnr_timer: o.min_rnr_timer,
+        dlid: o.dlid.into(),
+        ..Default::default()
+    };
+    let rts = QpAttr {
+        qp_state: QpState::Rts.into(),
+        timeout: 8,
+        retry_cnt: o.retry_cnt,
+        rnr_retry: o.rnr_retry,
+        sq_psn: 0x200u32.into(),
+        max_rd_atomic: o.rd_atomic,
+        ..Default::default()
+    };
+    let steps = [
+        (m(&[State, PkeyIndex, Port, AccessFlags]), init),
+        (
+            m(&[
+                State,
+                Av,
+                PathMtu,
+                DestQpn,
+                RqPsn,
+                MaxDestRdAtomic,
+                MinRnrTimer,
+            ]),
+            rtr,
+        ),
+        (
+            m(&[State, Timeout, RetryCnt, RnrRetry, SqPsn, MaxQpRdAtomic]),
+            rts,
+        ),
+    ];
+    steps
+        .into_iter()
+        .all(|(mask, attr)| modify(c, qp, mask, attr).status == AqStatus::Success)
+}
+
+/// What REG_MR registers: `len` bytes from byte `first` of fresh pages in `layout`, or of
+/// the given pages (anywhere, mapped or not).
+struct MrReq {
+    uctx: u32,
+    pd: u32,
+    len: u64,
+    access: u32,
+    pages: Option<Vec<u64>>,
+    layout: Layout,
+    first: u64,
+}
+
+fn reg_mr(c: &mut Ctx, req: MrReq) -> Option<Mr> {
+    let MrReq {
+        uctx,
+        pd,
+        len,
+        access,
+        pages,
+        layout,
+        first,
+    } = req;
+    let n = (first + len).div_ceil(PAGE).max(1);
+    let (list, pages) = match pages {
+        Some(p) => {
+            let list = describe(c.ram, &mut c.heap, &p, 12, layout);
+            (list, p)
+        }
+        None => buffer(c.ram, &mut c.heap, n * PAGE, 12, layout),
+    };
+    for &p in &pages {
+        c.ram.allow(p, PAGE);
+    }
+    c.next_wr += 1;
+    let iova = 0x7f00_0000_0000u64 + (c.next_wr << 30) + first;
+    let cmd = CmdRegMr {
+        hdr: hdr(AqOpcode::RegMr),
+        pdn: pd.into(),
+        access: access.into(),
+        iova: iova.into(),
+        length: len.into(),
+        pages: list,
+        uctx: uctx.into(),
+        ..Default::default()
+    };
+    let done = c.aq.run(c.dev, c.aqram, &cmd);
+    let key = done.ok()?[0];
+    if super::admin::trace() {
+        eprintln!(
+            "wqe: MR {key:#x} pd {pd} iova {iova:#x} len {len:#x} first {first:#x} pages {:x?}",
+            &pages[..pages.len().min(4)]
+        );
+    }
+    Some(Mr {
+        key,
+        iova,
+        len,
+        pages,
+        first,
+    })
+}
+
+/// Rings word `word` of doorbell slot `slot` of page `page` (a trapped BAR2 write, which
+/// also wakes the poller).
+fn doorbell(dev: &mut Dev, page: u32, slot: u32, word: u32, value: u32) {
+    let offset =
+        u64::from(page) * u64::from(DB_PAGE_SIZE) + db_slot_offset(slot) + u64::from(word) * 4;
+    if offset + 4 <= u64::from(BAR_DB_SIZE) {
+        dev.write32(BAR_DB, offset, value);
+    }
+}
+
+/// SPEC "Posting work" for a QP doorbell: the producer index, then the slot's flag byte,
+/// then PAGE_FLAG (each a trapped BAR2 write; `flags` false leaves them out, as a buggy
+/// driver might).
+fn qp_doorbell(dev: &mut Dev, page: u32, slot: u32, word: u32, value: u32, flags: bool) {
+    doorbell(dev, page, slot, word, value);
+    if !flags {
+        return;
+    }
+    let base = u64::from(page) * u64::from(DB_PAGE_SIZE);
+    if base + u64::from(DB_PAGE_SIZE) <= u64::from(BAR_DB_SIZE) {
+        let _ = dev.write(BAR_DB, base + db_flag_offset(slot), &[1]);
+        dev.write32(BAR_DB, base + db_page::PAGE_FLAG, 1);
+    }
+}
+
+/// An SGE into a live MR (at its edges, sometimes past them or with a stale key).
+fn sge(inp: &mut Input, c: &Ctx) -> Sge {
+    if c.mrs.is_empty() || inp.mutate(2) {
+        return Sge {
+            addr: inp.u64().into(),
+            length: inp.u32().into(),
+            lkey: inp.u32().into(),
+        };
+    }
+    let mr = &c.mrs[inp.below(c.mrs.len())];
+    let offset = inp.len_up_to(mr.len);
+    let len = inp.len_up_to((mr.len - offset).min(64 << 10));
+    let key = if !c.stale_keys.is_empty() && inp.mutate(3) {
+        c.stale_keys[inp.below(c.stale_keys.len())]
+    } else {
+        mr.key
+    };
+    let sge = Sge {
+        addr: (mr.iova + offset).into(),
+        length: (len as u32).into(),
+        lkey: key.into(),
+    };
+    if !inp.mutate(8) {
+        return sge;
+    }
+    Sge {
+        addr: inp.mostly_u64(sge.addr.to_native()).into(),
+        length: inp.mostly_u32(sge.length.to_native()).into(),
+        lkey: inp.mostly_u32(key).into(),
+    }
+}
+
+fn new_wr_id(c: &mut Ctx) -> u64 {
+    c.next_wr += 1;
+    let id = 0x5700_0000_0000_0000 | c.next_wr;
+    c.wr_ids.insert(id);
+    id
+}
+
+fn post_send(inp: &mut Input, c: &mut Ctx, qp: usize) {
+    let opcodes = [
+        WrOpcode::RdmaWrite,
+        WrOpcode::RdmaWriteWithImm,
+        WrOpcode::Send,
+        WrOpcode::SendWithImm,
+        WrOpcode::RdmaRead,
+    ];
+    let opcode: u8 = if inp.mutate(2) {
+        inp.u8()
+    } else {
+        inp.pick(&opcodes).into()
+    };
+    let mut flags = u8::from(SendFlags::Signaled) * u8::from(inp.chance(80));
+    if inp.chance(10) {
+        flags |= u8::from(SendFlags::Fence);
+    }
+    if inp.chance(10) {
+        flags |= u8::from(SendFlags::Solicited);
+    }
+    let inline = inp.chance(15);
+    if inline {
+        flags |= u8::from(SendFlags::Inline);
+    }
+    let flags = if inp.mutate(5) {
+        inp.mostly_u8(flags)
+    } else {
+        flags
+    };
+    let max_sge = c.qps[qp].max_send_sge;
+    let num_sge = {
+        let v = inp.below(usize::from(max_sge) + 1) as u8;
+        inp.mostly_u8(v)
+    };
+    let mut body = Vec::new();
+    let mut inline_len = 0u32;
+    if inline {
+        let max_inline = c.qps[qp].max_inline;
+        inline_len = {
+            let v = inp.len_up_to(u64::from(max_inline)) as u32;
+            inp.mostly_u32(v)
+        };
+        body = vec![0xa5; inline_len.min(1024) as usize];
+    } else {
+        for _ in 0..num_sge.min(16) {
+            body.extend_from_slice(sge(inp, c).as_slice());
+        }
+    }
+    let remote = c.remote.as_ref().unwrap_or(&c.mrs);
+    let (remote_addr, rkey) = if remote.is_empty() || inp.mutate(5) {
+        (inp.u64(), inp.u32())
+    } else {
+        // The message's length (SGEs or inline), so that the remote range mostly fits.
+        let msg: u64 = if inline {
+            u64::from(inline_len)
+        } else {
+            body.chunks(Sge::SIZE)
+                .map(|s| u64::from(u32::from_le_bytes([s[8], s[9], s[10], s[11]])))
+                .sum()
+        };
+        let mr = &remote[inp.below(remote.len())];
+        let off = inp.len_up_to(mr.len.saturating_sub(msg));
+        let (addr, key) = (mr.iova + off, mr.key);
+        if inp.mutate(8) {
+            (inp.mostly_u64(addr), inp.mostly_u32(key))
+        } else {
+            (addr, key)
+        }
+    };
+    let wr_id = new_wr_id(c);
+    let header = SendWqeHeader {
+        opcode,
+        flags,
+        num_sge: if inline { inp.mostly_u8(0) } else { num_sge },
+        reserved0: if inp.mutate(2) { inp.u8() } else { 0 },
+        imm_data: inp.u32().to_le_bytes(),
+        wr_id: wr_id.into(),
+        remote_addr: remote_addr.into(),
+        rkey: rkey.into(),
+        inline_len: inline_len.into(),
+    };
+    let mut wqe = header.as_slice().to_vec();
+    wqe.extend_from_slice(&body);
+    if super::admin::trace() {
+        let sges: Vec<Sge> = body
+            .chunks_exact(Sge::SIZE)
+            .map(|b| Sge {
+                addr: u64::from_le_bytes(b[..8].try_into().unwrap_or_default()).into(),
+                length: u32::from_le_bytes(b[8..12].try_into().unwrap_or_default()).into(),
+                lkey: u32::from_le_bytes(b[12..16].try_into().unwrap_or_default()).into(),
+            })
+            .collect();
+        eprintln!("wqe: post on QP {}: {header:?} {sges:?}", c.qps[qp].qpn);
+    }
+    write_sq(c, qp, &wqe);
+}
+
+fn write_sq(c: &mut Ctx, qp: usize, bytes: &[u8]) {
+    let q = &mut c.qps[qp];
+    let stride = 1usize << q.sq.entry_shift;
+    let mut wqe = bytes.to_vec();
+    wqe.resize(stride, 0);
+    let at = q.sq.entry(q.sq_pi);
+    q.sq_pi = q.sq_pi.wrapping_add(1);
+    c.ram.write(at, &wqe);
+}
+
+fn post_recv(inp: &mut Input, c: &mut Ctx, qp: usize) {
+    let max_sge = c.qps[qp].max_recv_sge;
+    let num_sge = {
+        let v = inp.below(usize::from(max_sge) + 1) as u8;
+        inp.mostly_u8(v)
+    };
+    let wr_id = new_wr_id(c);
+    let header = RecvWqeHeader {
+        wr_id: wr_id.into(),
+        num_sge,
+        reserved0: if inp.mutate(2) {
+            [inp.u8(), 0, 0, 0, 0, 0, 0]
+        } else {
+            [0; 7]
+        },
+    };
+    let mut wqe = header.as_slice().to_vec();
+    for _ in 0..num_sge.min(16) {
+        wqe.extend_from_slice(sge(inp, c).as_slice());
+    }
+    let q = &mut c.qps[qp];
+    let stride = 1usize << q.rq.entry_shift;
+    wqe.resize(stride.max(wqe.len()), 0);
+    wqe.truncate(stride);
+    let at = q.rq.entry(q.rq_pi);
+    q.rq_pi = q.rq_pi.wrapping_add(1);
+    c.ram.write(at, &wqe);
+}
+
+/// A producer index near `pi`: itself mostly, else a little behind or ahead (up to past
+/// the ring), or anything.
+fn near(inp: &mut Input, pi: u32, depth: u32) -> u32 {
+    match inp.u8() % 20 {
+        0..=16 => pi,
+        17 => pi.wrapping_sub(1 + inp.below(2) as u32),
+        18 => pi.wrapping_add(1 + inp.below(depth as usize + 2) as u32),
+        _ => inp.u32(),
+    }
+}
+
+fn ring_sq(c: &mut Ctx, qp: usize, value: u32) {
+    let (page, slot) = (c.qps[qp].page, c.qps[qp].slot);
+    qp_doorbell(c.dev, page, slot, 0, value, true);
+}
+
+fn ring_rq(c: &mut Ctx, qp: usize, value: u32) {
+    let (page, slot) = (c.qps[qp].page, c.qps[qp].slot);
+    qp_doorbell(c.dev, page, slot, 1, value, true);
+}
+
+/// Consumes and checks every CQE present on CQ `i`; returns them.
+fn poll_cq(c: &mut Ctx, i: usize) -> Vec<Cqe> {
+    let mut out = Vec::new();
+    let qpns: Vec<u32> = c
+        .qps
+        .iter()
+        .filter(|q| q.cqs.contains(&i))
+        .map(|q| q.qpn)
+        .collect();
+    for _ in 0..c.cqs[i].ring.depth() {
+        let cq = &c.cqs[i];
+        let addr = cq.ring.entry(cq.ci);
+        let Some(owner) = c.ram.load::<u8>(addr + Cqe::OWNER_OFF as u64) else {
+            break;
+        };
+        if owner & 1 != cq.ring.phase(cq.ci) {
+            break;
+        }
+        let cqe: Cqe = c.ram.read_obj(addr).expect("CQE in RAM");
+        if super::admin::trace() {
+            eprintln!("wqe: CQ {} {cqe:?}", cq.cqn);
+        }
+        check_cqe(&cqe, &qpns, &c.wr_ids, cq.cqn);
+        stats::count(
+            "wqe",
+            format_args!(
+                "{:?}/{:?}",
+                WcStatus::try_from(cqe.status).unwrap_or(WcStatus::GeneralErr),
+                VendorErr::try_from(cqe.vendor_err).unwrap_or(VendorErr::None)
+            ),
+        );
+        if let Some(q) = c.qps.iter_mut().find(|q| q.qpn == cqe.qpn.to_native()) {
+            let (done, depth) = if cqe.opcode & 0x80 == 0 {
+                (&mut q.sq_done, q.sq.depth())
+            } else {
+                (&mut q.rq_done, q.rq.depth())
+            };
+            let idx = u32::from(cqe.wqe_index.to_native()) & (depth - 1);
+            let ahead = idx.wrapping_sub(*done & (depth - 1)) & (depth - 1);
+            *done = done.wrapping_add(ahead + 1);
+        }
+        let cq = &mut c.cqs[i];
+        cq.ci = cq.ci.wrapping_add(1);
+        let (page, slot, ci) = (cq.page, cq.slot, cq.ci);
+        doorbell(c.dev, page, slot, 0, ci);
+        c.cqes += 1;
+        out.push(cqe);
+    }
+    out
+}
+
+fn check_cqe(cqe: &Cqe, qpns: &[u32], wr_ids: &HashSet<u64>, cqn: u32) {
+    let status = WcStatus::try_from(cqe.status)
+        .unwrap_or_else(|s| panic!("CQ {cqn}: CQE status {s} is not a wc_status: {cqe:?}"));
+    let vendor = VendorErr::try_from(cqe.vendor_err)
+        .unwrap_or_else(|v| panic!("CQ {cqn}: CQE vendor_err {v} unknown: {cqe:?}"));
+    assert!(
+        qpns.contains(&cqe.qpn.to_native()),
+        "CQ {cqn}: CQE for QP {} which does not use this CQ: {cqe:?}",
+        cqe.qpn.to_native()
+    );
+    assert!(
+        wr_ids.contains(&cqe.wr_id.to_native()),
+        "CQ {cqn}: CQE with a wr_id never posted: {cqe:?}"
+    );
+    if status == WcStatus::Success {
+        assert!(
+            WcOpcode::try_from(cqe.opcode).is_ok(),
+            "CQ {cqn}: successful CQE with unknown opcode: {cqe:?}"
+        );
+        assert_eq!(
+            vendor,
+            VendorErr::None,
+            "CQ {cqn}: successful CQE with a vendor_err: {cqe:?}"
+        );
+    }
+}
+
+fn poll_eqs(c: &mut Ctx) {
+    for i in 0..c.eqs.len() {
+        for _ in 0..c.eqs[i].ring.depth() {
+            let eq = &c.eqs[i];
+            let addr = eq.ring.entry(eq.ci);
+            let Some(owner) = c.ram.load::<u8>(addr + Eqe::OWNER_OFF as u64) else {
+                break;
+            };
+            if owner & 1 != eq.ring.phase(eq.ci) {
+                break;
+            }
+            let eqe: Eqe = c.ram.read_obj(addr).expect("EQE in RAM");
+            if super::admin::trace() {
+                eprintln!("wqe: EQ {} {eqe:?}", eq.eqn);
+            }
+            assert!(
+                EventType::try_from(eqe.event_type).is_ok(),
+                "EQ {}: unknown event type: {eqe:?}",
+                eq.eqn
+            );
+            assert_eq!(
+                eqe.nonzero_reserved(),
+                None,
+                "EQ {}: EQE reserved bytes: {eqe:?}",
+                eq.eqn
+            );
+            stats::count(
+                "wqe",
+                format_args!(
+                    "event {:?}",
+                    EventType::try_from(eqe.event_type).unwrap_or(EventType::DeviceFatal)
+                ),
+            );
+            let eq = &mut c.eqs[i];
+            eq.ci = eq.ci.wrapping_add(1);
+            let (page, slot, ci) = (eq.page, eq.slot, eq.ci);
+            doorbell(c.dev, page, slot, 0, ci);
+        }
+    }
+}
+
+/// One device's user objects: a context, two PDs, two CQs shared by its QPs, its QPs and
+/// where each QP is connected (LID, QPN).
+struct Side {
+    cqs: [usize; 2],
+    qps: Vec<usize>,
+    peers: Vec<(u16, u32)>,
+}
+
+/// The sentinel QP (connected to a twin on the same device), its CQ and its MR.
+struct Sentinel {
+    qp: usize,
+    cq: usize,
+    mr: Mr,
+}
+
+/// Creates the EQs, a user context with two PDs and two CQs, `n` QPs and a few MRs.
+fn setup_side(inp: &mut Input, c: &mut Ctx, n: usize) -> Side {
+    create_eq(c, true, 0);
+    create_eq(c, false, 1);
+    let uctx = admin_ok(
+        c,
+        &handle_cmd(AqOpcode::AllocUctx, 0, KERNEL_UCTX),
+        "ALLOC_UCTX",
+    )[0];
+    let pd = admin_ok(c, &handle_cmd(AqOpcode::AllocPd, uctx, uctx), "ALLOC_PD")[0];
+    let other_pd = admin_ok(c, &handle_cmd(AqOpcode::AllocPd, uctx, uctx), "ALLOC_PD")[0];
+    c.pds = [pd, other_pd];
+    // Mostly deep enough not to overflow between polls; now and then tiny (CQ overflow).
+    let depth = |inp: &mut Input| if inp.mutate(10) { 2 } else { 8 };
+    let (d0, d1) = (depth(inp), depth(inp));
+    let cq0 = create_cq(c, uctx, d0, inp.pick(LAYOUTS));
+    let cq1 = create_cq(c, uctx, d1, inp.pick(LAYOUTS));
+    let qps = (0..n)
+        .map(|_| {
+            let caps = Caps::from_input(inp);
+            create_qp(c, uctx, pd, cq0, cq1, caps)
+        })
+        .collect();
+    let n_mrs = 1 + inp.below(4);
+    for _ in 0..n_mrs {
+        let len = 1 + inp.len_up_to(64 << 10);
+        let access = if !inp.mutate(15) {
+            ACCESS_ALL
+        } else {
+            u32::from(inp.u8()) & ACCESS_ALL
+        };
+        let first = if inp.chance(30) {
+            u64::from(inp.u16()) % PAGE
+        } else {
+            0
+        };
+        let layout = inp.pick(LAYOUTS);
+        let pages = inp.mutate(10).then(|| {
+            let n = (first + len).div_ceil(PAGE);
+            // Not in RAM: an MR over the input's own rings would let RDMA data overwrite
+            // them, which breaks the CQE oracles without any device fault.
+            let base = inp.pick(OUTSIDE_ADDRS);
+            (0..n).map(|i| base.wrapping_add(i * PAGE)).collect()
+        });
+        let in_pd = if inp.mutate(15) { other_pd } else { pd };
+        let req = MrReq {
+            uctx,
+            pd: in_pd,
+            len,
+            access,
+            pages,
+            layout,
+            first,
+        };
+        if let Some(mr) = reg_mr(c, req) {
+            c.mrs.push(mr);
+        }
+    }
+    Side {
+        cqs: [cq0, cq1],
+        qps,
+        peers: Vec::new(),
+    }
+}
+
+/// A sentinel QP pair in a context of its own on this device.
+fn setup_sentinel(c: &mut Ctx) -> Sentinel {
+    let s_uctx = admin_ok(
+        c,
+        &handle_cmd(AqOpcode::AllocUctx, 0, KERNEL_UCTX),
+        "ALLOC_UCTX",
+    )[0];
+    let s_pd = admin_ok(
+        c,
+        &handle_cmd(AqOpcode::AllocPd, s_uctx, s_uctx),
+        "ALLOC_PD",
+    )[0];
+    let s_cq = create_cq(c, s_uctx, 4, Layout::Contiguous);
+    let s_caps = Caps {
+        sq_depth_log2: 4,
+        rq_depth_log2: 4,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline: 0,
+        layout: Layout::Contiguous,
+    };
+    let s1 = create_qp(c, s_uctx, s_pd, s_cq, s_cq, s_caps);
+    let s2 = create_qp(c, s_uctx, s_pd, s_cq, s_cq, s_caps);
+    let (q1, q2) = (c.qps[s1].qpn, c.qps[s2].qpn);
+    assert!(connect(c, s1, q2, Conn::sentinel()), "sentinel QP connect");
+    assert!(connect(c, s2, q1, Conn::sentinel()), "sentinel QP connect");
+    let req = MrReq {
+        uctx: s_uctx,
+        pd: s_pd,
+        len: 2 * PAGE,
+        access: ACCESS_ALL,
+        pages: None,
+        layout: Layout::Contiguous,
+        first: 0,
+    };
+    let mr = reg_mr(c, req).expect("sentinel MR");
+    Sentinel {
+        qp: s1,
+        cq: s_cq,
+        mr,
+    }
+}
+
+/// The final well-formed request on the data path: an RDMA WRITE between the sentinel QPs
+/// completes successfully and moves the right bytes.
+fn check_sentinel(c: &mut Ctx, s: &Sentinel) {
+    let (s1, s_cq, mr) = (s.qp, s.cq, &s.mr);
+    let data: Vec<u8> = (0..256u32).map(|i| (i * 7 + 3) as u8).collect();
+    for (gpa, n) in mr.pieces(0, 256) {
+        let off = (gpa - mr.pages[0]) as usize;
+        c.ram.write(gpa, &data[off..off + n as usize]);
+    }
+    let wr_id = new_wr_id(c);
+    let header = SendWqeHeader {
+        opcode: WrOpcode::RdmaWrite.into(),
+        flags: SendFlags::Signaled.into(),
+        num_sge: 1,
+        wr_id: wr_id.into(),
+        remote_addr: (mr.iova + PAGE).into(),
+        rkey: mr.key.into(),
+        ..Default::default()
+    };
+    let sg = Sge {
+        addr: mr.iova.into(),
+        length: 256u32.into(),
+        lkey: mr.key.into(),
+    };
+    let mut wqe = header.as_slice().to_vec();
+    wqe.extend_from_slice(sg.as_slice());
+    write_sq(c, s1, &wqe);
+    let pi = c.qps[s1].sq_pi;
+    ring_sq(c, s1, pi);
+    let deadline = Instant::now() + TIMEOUT;
+    let cqe = loop {
+        if let Some(cqe) = poll_cq(c, s_cq).pop() {
+            break cqe;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the sentinel RDMA WRITE did not complete within {TIMEOUT:?}"
+        );
+        std::thread::yield_now();
+    };
+    assert_eq!(
+        (
+            WcStatus::try_from(cqe.status),
+            cqe.wr_id.to_native(),
+            WcOpcode::try_from(cqe.opcode)
+        ),
+        (Ok(WcStatus::Success), wr_id, Ok(WcOpcode::RdmaWrite)),
+        "sentinel CQE {cqe:?}"
+    );
+    let mut got = vec![0u8; 256];
+    for (gpa, n) in mr.pieces(PAGE, 256) {
+        let off = (gpa - mr.pages[1]) as usize;
+        assert!(c.ram.read(gpa, &mut got[off..off + n as usize]));
+    }
+    assert_eq!(got, data, "bytes the sentinel RDMA WRITE moved");
+}
+
+/// One operation of the input on one side.
+fn op(inp: &mut Input, c: &mut Ctx, side: &Side) {
+    let pick = inp.below(side.qps.len());
+    let qp = side.qps[pick];
+    let s = side;
+    match inp.u8() % 32 {
+        0..=9 | 26 => {
+            let q = &c.qps[qp];
+            let full = q.sq_pi.wrapping_sub(q.sq_done) >= q.sq.depth();
+            if full && !inp.mutate(5) {
+                return;
+            }
+            post_send(inp, c, qp);
+            if inp.chance(75) {
+                let pi = c.qps[qp].sq_pi;
+                ring_sq(c, qp, pi);
+            }
+        }
+        10..=14 => {
+            let q = &c.qps[qp];
+            let full = q.rq_pi.wrapping_sub(q.rq_done) >= q.rq.depth();
+            if full && !inp.mutate(5) {
+                return;
+            }
+            post_recv(inp, c, qp);
+            if inp.chance(75) {
+                let pi = c.qps[qp].rq_pi;
+                ring_rq(c, qp, pi);
+            }
+        }
+        15 | 16 => {
+            let v = near(inp, c.qps[qp].sq_pi, c.qps[qp].sq.depth());
+            let (page, slot) = (c.qps[qp].page, c.qps[qp].slot);
+            let flags = !inp.mutate(20);
+            qp_doorbell(c.dev, page, slot, 0, v, flags);
+        }
+        17 | 18 => {
+            let v = near(inp, c.qps[qp].rq_pi, c.qps[qp].rq.depth());
+            let (page, slot) = (c.qps[qp].page, c.qps[qp].slot);
+            let flags = !inp.mutate(20);
+            qp_doorbell(c.dev, page, slot, 1, v, flags);
+        }
+        19..=22 => {
+            for i in s.cqs {
+                poll_cq(c, i);
+            }
+            poll_eqs(c);
+        }
+        23 | 24 => {
+            let i = s.cqs[inp.below(2)];
+            let cmd: u32 = if inp.chance(80) {
+                inp.pick(&[CqArm::Next, CqArm::Solicited]).into()
+            } else {
+                inp.u8().into()
+            };
+            let cq = &mut c.cqs[i];
+            cq.arm_seq = cq.arm_seq.wrapping_add(1);
+            let arm = (cq.arm_seq << CQ_ARM_SEQ_SHIFT) | (cmd & CQ_ARM_CMD_MASK);
+            let (page, slot) = (cq.page, cq.slot);
+            doorbell(c.dev, page, slot, 1, inp.mostly_u32(arm));
+        }
+        25 if inp.mutate(50) => {
+            let state = inp.pick(&[QpState::Err, QpState::Reset, QpState::Sqd, QpState::Rts]);
+            let attr = QpAttr {
+                qp_state: state.into(),
+                ..Default::default()
+            };
+            let done = modify(c, qp, QpAttrMask::State as u32, attr);
+            if state == QpState::Reset && done.status == AqStatus::Success {
+                let q = &mut c.qps[qp];
+                (q.sq_pi, q.rq_pi, q.sq_done, q.rq_done) = (0, 0, 0, 0);
+                if inp.chance(70) {
+                    let (lid, dest) = s.peers[pick];
+                    let conn = Conn::from_input(inp, lid);
+                    connect(c, qp, dest, conn);
+                }
+            }
+        }
+        27 if !c.mrs.is_empty() => {
+            let i = inp.below(c.mrs.len());
+            let mr = c.mrs.remove(i);
+            let done = c.aq.run(
+                c.dev,
+                c.aqram,
+                &handle_cmd(AqOpcode::DeregMr, mr.key, c.qps[qp].uctx),
+            );
+            if done.status == AqStatus::Success {
+                c.stale_keys.push(mr.key);
+            } else {
+                c.mrs.push(mr);
+            }
+        }
+        28 if inp.mutate(50) => {
+            let stride = 1usize << c.qps[qp].sq.entry_shift;
+            let n = inp.below(stride + 1);
+            let raw = inp.bytes(n).to_vec();
+            let mut id = [0u8; 8];
+            for (i, b) in raw
+                .iter()
+                .skip(SendWqeHeader::WR_ID_OFF)
+                .take(8)
+                .enumerate()
+            {
+                id[i] = *b;
+            }
+            c.wr_ids.insert(u64::from_le_bytes(id));
+            write_sq(c, qp, &raw);
+            let pi = c.qps[qp].sq_pi;
+            ring_sq(c, qp, pi);
+        }
+        29 | 30 => {
+            // Give the poller a moment with the work posted so far.
+            for _ in 0..(1 + inp.below(50)) {
+                std::thread::yield_now();
+            }
+        }
+        _ => {
+            if let Some(mr) = {
+                let len = 1 + inp.len_up_to(16 << 10);
+                let uctx = c.qps[qp].uctx;
+                let pd = c.pds[usize::from(inp.mutate(15))];
+                let layout = inp.pick(LAYOUTS);
+                reg_mr(
+                    c,
+                    MrReq {
+                        uctx,
+                        pd,
+                        len,
+                        access: ACCESS_ALL,
+                        pages: None,
+                        layout,
+                        first: 0,
+                    },
+                )
+            } {
+                c.mrs.push(mr);
+            }
+        }
+    }
+}
+
+fn new_ctx<'r>(dev: &'r mut Dev, ram: &'r mut CanaryRam, aqram: &'r mut CanaryRam) -> Ctx<'r> {
+    let aq = aq::enable(dev, aqram, AQ_ADDR, ACQ_ADDR, 4)
+        .expect("the device refused a valid admin queue");
+    Ctx {
+        dev,
+        ram,
+        aqram,
+        heap: Rig::heap(2),
+        aq,
+        eqs: Vec::new(),
+        cqs: Vec::new(),
+        qps: Vec::new(),
+        mrs: Vec::new(),
+        pds: [0; 2],
+        remote: None,
+        stale_keys: Vec::new(),
+        wr_ids: HashSet::from([0]),
+        next_wr: 0,
+        cqes: 0,
+    }
+}
+
+fn finish_side(c: Ctx, side: &Side, lid: u16) {
+    let mut c = c;
+    for &i in &side.cqs {
+        poll_cq(&mut c, i);
+    }
+    poll_eqs(&mut c);
+    let Ctx {
+        mut aq,
+        dev,
+        ram,
+        aqram,
+        mut heap,
+        ..
+    } = c;
+    check_alive(&mut aq, dev, aqram, ram, &mut heap, lid);
+}
+
+fn run(rig: &mut Rig, input: &[u8]) {
+    let mut inp = Input::new(input);
+    rig.begin();
+    // Mostly two QPs on one device (loopback); otherwise one QP on each of two devices.
+    let two = inp.chance(35);
+    let mut parts = rig
+        .world
+        .devs
+        .iter_mut()
+        .zip(rig.rams.iter_mut())
+        .zip(rig.aqs.iter_mut());
+    let ((dev0, ram0), aq0) = parts.next().expect("device 0");
+    let ((dev1, ram1), aq1) = parts.next().expect("device 1");
+    let mut c0 = new_ctx(dev0, ram0, aq0);
+    let mut sides = Vec::new();
+    let mut c1 = None;
+    if two {
+        let mut c = new_ctx(dev1, ram1, aq1);
+        let mut a = setup_side(&mut inp, &mut c0, 1);
+        let mut b = setup_side(&mut inp, &mut c, 1);
+        let (qa, qb) = (c0.qps[a.qps[0]].qpn, c.qps[b.qps[0]].qpn);
+        a.peers.push((2, qb));
+        b.peers.push((1, qa));
+        let (ca, cb) = (Conn::from_input(&mut inp, 2), Conn::from_input(&mut inp, 1));
+        connect(&mut c0, a.qps[0], qb, ca);
+        connect(&mut c, b.qps[0], qa, cb);
+        c0.remote = Some(c.mrs.clone());
+        c.remote = Some(c0.mrs.clone());
+        sides.push(a);
+        sides.push(b);
+        c1 = Some(c);
+    } else {
+        let mut a = setup_side(&mut inp, &mut c0, 2);
+        let (qa, qb) = (c0.qps[a.qps[0]].qpn, c0.qps[a.qps[1]].qpn);
+        a.peers = vec![(1, qb), (1, qa)];
+        let (ca, cb) = (Conn::from_input(&mut inp, 1), Conn::from_input(&mut inp, 1));
+        connect(&mut c0, a.qps[0], qb, ca);
+        connect(&mut c0, a.qps[1], qa, cb);
+        sides.push(a);
+    }
+    let sentinel = setup_sentinel(&mut c0);
+    let mut ops = 0;
+    while !inp.is_empty() && ops < 96 {
+        ops += 1;
+        match c1.as_mut() {
+            Some(c) if inp.bool() => op(&mut inp, c, &sides[1]),
+            _ => op(&mut inp, &mut c0, &sides[0]),
+        }
+    }
+    check_sentinel(&mut c0, &sentinel);
+    // The poller has been over the user QPs meanwhile: check what they completed.
+    finish_side(c0, &sides[0], 1);
+    if let Some(c) = c1 {
+        finish_side(c, &sides[1], 2);
+    }
+    rig.finish("wqe");
+}
