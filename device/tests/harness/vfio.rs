@@ -205,7 +205,13 @@ pub fn send_message(stream: &mut UnixStream, bytes: &[u8], fds: &[RawFd]) -> io:
 /// header whose size is below the header or above what a server accepts is `InvalidData`.
 pub fn recv_message(stream: &mut UnixStream) -> io::Result<Option<RawReply>> {
     let mut hdr = [0u8; HEADER_SIZE];
-    let (n, file) = stream.recv_with_fd(&mut hdr)?;
+    // A signal (libFuzzer's timeout alarm, say) may interrupt the wait: try again.
+    let (n, file) = loop {
+        match stream.recv_with_fd(&mut hdr) {
+            Err(e) if e.errno() == libc::EINTR => continue,
+            other => break other?,
+        }
+    };
     if n == 0 {
         return Ok(None);
     }
