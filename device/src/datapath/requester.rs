@@ -57,9 +57,9 @@ pub fn service_qp(
     budget: &mut Budget,
 ) -> Progress {
     let mut progress = Progress::default();
-    for _ in 0..WQE_BUDGET {
-        let plan = plan(rnic, &mut rnic.lock(), qpn, now);
-        let transfer = match plan {
+    let mut next = plan(rnic, &mut rnic.lock(), qpn, now);
+    for done in 1..=WQE_BUDGET {
+        let transfer = match next {
             Plan::Idle => break,
             Plan::Worked => return Progress::worked(),
             Plan::Wait(at) => {
@@ -70,7 +70,9 @@ pub fn service_qp(
         };
         budget.bytes = budget.bytes.saturating_sub(transfer.chunk.max(1));
         let response = carry_out(peers, rnic, &transfer);
-        match finish(rnic, &mut rnic.lock(), *transfer, response, now) {
+        // One lock hold completes this WQE and resolves the next.
+        let mut st = rnic.lock();
+        match finish(rnic, &mut st, *transfer, response, now) {
             Step::Done => progress.worked = true,
             // Let the other QPs have their turn before the next chunk or after a failure.
             Step::Partial | Step::Failed => return Progress::worked(),
@@ -79,9 +81,10 @@ pub fn service_qp(
                 break;
             }
         }
-        if budget.bytes == 0 {
+        if budget.bytes == 0 || done == WQE_BUDGET {
             break;
         }
+        next = plan(rnic, &mut st, qpn, now);
     }
     progress
 }
@@ -313,9 +316,8 @@ enum Step {
 
 /// Applies the target's response to the QP, unless the QP forgot this work meanwhile.
 fn finish(rnic: &Rnic, st: &mut RnicState, t: Transfer, response: Response, now: Instant) -> Step {
-    let Some(mem) = st.mem() else {
-        return Step::Failed;
-    };
+    // The snapshot the transfer was resolved with: still valid (an unmap waits for it).
+    let mem = t.mem.clone();
     let Some(qp) = st.objects.qp_mut(t.qpn) else {
         return Step::Failed;
     };
