@@ -25,6 +25,10 @@ step "unit, harness and QEMU device tests"
 unset VRNIC_SKIP_QEMU_TESTS # provisioned above: the QEMU device test always runs here
 cargo test --workspace --release
 
+step "device core tests in a debug build (lock rules of device/src/rnic/lock_order.rs checked)"
+cargo test -p vrnic --lib --test admin_commands --test datapath_ops --test datapath_errors \
+	--test device_reset --test doorbell_pages
+
 step "kernel driver in a guest: probe, loopback verbs, rmmod with resources open"
 bash guest-driver/kernel/tests/guest-smoke.sh
 
