@@ -37,3 +37,34 @@ pub fn assert_no_device_lock(what: &str) {
     #[cfg(not(debug_assertions))]
     let _ = what;
 }
+
+#[cfg(all(test, debug_assertions))]
+mod tests {
+    use crate::rnic::testing::device_with_ram;
+
+    #[test]
+    #[should_panic(expected = "lock rule 1")]
+    fn taking_a_second_device_lock_breaks_rule_1() {
+        let (a, _) = device_with_ram(0x1000);
+        let (b, _) = device_with_ram(0x1000);
+        let _first = a.lock();
+        let _second = b.lock();
+    }
+
+    #[test]
+    #[should_panic(expected = "lock rule 3")]
+    fn waiting_for_the_fence_under_a_device_lock_breaks_rule_3() {
+        let (a, _) = device_with_ram(0x1000);
+        let _held = a.lock();
+        a.fence.wait();
+    }
+
+    #[test]
+    fn one_device_lock_after_another_is_fine() {
+        let (a, _) = device_with_ram(0x1000);
+        let (b, _) = device_with_ram(0x1000);
+        drop(a.lock());
+        drop(b.lock());
+        a.fence.wait();
+    }
+}
