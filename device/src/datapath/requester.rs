@@ -7,6 +7,7 @@ use super::responder::{respond, Request, Response};
 use super::{sge, Budget, Peers, Progress, CHUNK, WQE_BUDGET};
 use crate::guest_memory::RamSnapshot;
 use crate::objects::qp::{packets, psn_add, WaitReason, Waiting};
+use crate::objects::Qp;
 use crate::rnic::fence::InFlight;
 use crate::rnic::notify::{post_async, post_cqe};
 use crate::rnic::{Rnic, RnicState};
@@ -96,20 +97,35 @@ pub enum Look {
     WaitUntil(Instant),
 }
 
-pub fn look(rnic: &Rnic, qp: &crate::objects::Qp, now: Instant) -> Look {
-    let sq_pi = rnic
-        .doorbells
-        .slot_word(qp.db_page, qp.db_slot, DbQpSlot::SQ_PI_OFF);
-    let rq_pi = rnic
-        .doorbells
-        .slot_word(qp.db_page, qp.db_slot, DbQpSlot::RQ_PI_OFF);
-    let sq_pending = sq_pi != qp.sq.ci;
-    let overrun = sq_pi.wrapping_sub(qp.sq.ci) > qp.sq.ring.depth()
-        || rq_pi.wrapping_sub(qp.rq.ci) > qp.rq.ring.depth();
+/// A QP's producer indices as its driver last rang them.
+struct Rung {
+    sq_pi: u32,
+    rq_pi: u32,
+}
+
+impl Rung {
+    fn read(rnic: &Rnic, qp: &Qp) -> Self {
+        let word = |field| rnic.doorbells.slot_word(qp.db_page, qp.db_slot, field);
+        Rung {
+            sq_pi: word(DbQpSlot::SQ_PI_OFF),
+            rq_pi: word(DbQpSlot::RQ_PI_OFF),
+        }
+    }
+
+    /// A producer index beyond its ring: a doorbell error (SPEC "Posting work").
+    fn overrun(&self, qp: &Qp) -> bool {
+        self.sq_pi.wrapping_sub(qp.sq.ci) > qp.sq.ring.depth()
+            || self.rq_pi.wrapping_sub(qp.rq.ci) > qp.rq.ring.depth()
+    }
+}
+
+pub fn look(rnic: &Rnic, qp: &Qp, now: Instant) -> Look {
+    let rung = Rung::read(rnic, qp);
+    let sq_pending = rung.sq_pi != qp.sq.ci;
     match qp.state {
-        QpState::Err if sq_pending || rq_pi != qp.rq.ci => Look::Work,
+        QpState::Err if sq_pending || rung.rq_pi != qp.rq.ci => Look::Work,
         QpState::Err => Look::Idle,
-        _ if overrun => Look::Work,
+        _ if rung.overrun(qp) => Look::Work,
         QpState::Rts if sq_pending => match qp.waiting {
             Some(w) if now < w.retry_at => Look::WaitUntil(w.retry_at),
             _ => Look::Work,
@@ -126,15 +142,9 @@ fn plan(rnic: &Rnic, st: &mut RnicState, qpn: u32, now: Instant) -> Plan {
     let Some(qp) = st.objects.qp(qpn) else {
         return Plan::Idle;
     };
-    let sq_pi = rnic
-        .doorbells
-        .slot_word(qp.db_page, qp.db_slot, DbQpSlot::SQ_PI_OFF);
-    let rq_pi = rnic
-        .doorbells
-        .slot_word(qp.db_page, qp.db_slot, DbQpSlot::RQ_PI_OFF);
-    let overrun = sq_pi.wrapping_sub(qp.sq.ci) > qp.sq.ring.depth()
-        || rq_pi.wrapping_sub(qp.rq.ci) > qp.rq.ring.depth();
-    if overrun && qp.state != QpState::Err {
+    let rung = Rung::read(rnic, qp);
+    let Rung { sq_pi, rq_pi } = rung;
+    if rung.overrun(qp) && qp.state != QpState::Err {
         st.warn(
             rnic,
             format_args!("QP {qpn}: doorbell beyond the queue depth (sq_pi {sq_pi}, rq_pi {rq_pi}); moving to ERR"),
