@@ -76,6 +76,8 @@ fn run(
         ModifyQp => super::qp::modify_qp(rnic, st, &checked(cmd)?),
         QueryQp => super::qp::query_qp(st, mem, &checked(cmd)?),
         DestroyQp => super::qp::destroy_qp(rnic, st, &checked(cmd)?),
+        // Every device is in IB mode, whose GID table is fixed.
+        SetGid => Err(CmdError::general(AqStatus::NotSupported)),
     }
 }
 

@@ -12,7 +12,7 @@
 #include "vrnic_io.h"
 
 /* Version of the structs below. */
-#define VRNIC_UVERBS_ABI_VERSION 2
+#define VRNIC_UVERBS_ABI_VERSION 3
 
 /* Response of ibv_open_device (alloc_ucontext). */
 struct vrnic_alloc_ucontext_resp {
@@ -145,5 +145,17 @@ _Static_assert(__builtin_offsetof(struct vrnic_create_qp_resp, db_page) == 8, "v
 _Static_assert(__builtin_offsetof(struct vrnic_create_qp_resp, reserved0) == 12, "vrnic_create_qp_resp.reserved0 offset");
 _Static_assert(__builtin_offsetof(struct vrnic_create_qp_resp, db_mmap_key) == 16, "vrnic_create_qp_resp.db_mmap_key offset");
 _Static_assert(__builtin_offsetof(struct vrnic_create_qp_resp, kick_mmap_key) == 24, "vrnic_create_qp_resp.kick_mmap_key offset");
+
+/* Response of create_ah (RoCE mode): the destination MAC the kernel resolved for the AH's GID; the provider copies it into every ud_av built from the AH. IB mode: zero. */
+struct vrnic_create_ah_resp {
+	__u8 dmac[6]; /* 0: Destination MAC. */
+	__u8 reserved0[2]; /* 6: must be zero */
+};
+#define VRNIC_CREATE_AH_RESP_SIZE 8
+#define VRNIC_CREATE_AH_RESP_DMAC_OFF 0
+#define VRNIC_CREATE_AH_RESP_RESERVED0_OFF 6
+_Static_assert(sizeof(struct vrnic_create_ah_resp) == 8, "vrnic_create_ah_resp size");
+_Static_assert(__builtin_offsetof(struct vrnic_create_ah_resp, dmac) == 0, "vrnic_create_ah_resp.dmac offset");
+_Static_assert(__builtin_offsetof(struct vrnic_create_ah_resp, reserved0) == 6, "vrnic_create_ah_resp.reserved0 offset");
 
 #endif /* VRNIC_ABI_H */

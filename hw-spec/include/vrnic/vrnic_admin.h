@@ -29,6 +29,14 @@
 #define VRNIC_QPN_MAX 0xFFFFFF
 /* The kernel driver's own context (its first doorbell page is page 0). */
 #define VRNIC_KERNEL_UCTX 0
+/* GID table entries of a RoCE-mode port (IB mode: 1). */
+#define VRNIC_GID_TABLE_LEN 0x10
+/* The QPN peers use for a device's GSI QP. */
+#define VRNIC_GSI_QPN 1
+/* The well-known Q_Key of the GSI QP. */
+#define VRNIC_GSI_QKEY 0x80010000
+/* The kernel context's DMA lkey (see Kernel DMA key). */
+#define VRNIC_LOCAL_DMA_LKEY 0
 /* The device's only port. */
 #define VRNIC_PORT_NUM 1
 /* Access bits the device understands; REG_MR ignores optional bits above them (e.g. IBV_ACCESS_RELAXED_ORDERING), the driver strips them. */
@@ -54,6 +62,7 @@ enum vrnic_aq_opcode {
 	VRNIC_AQ_OPCODE_MODIFY_QP = 14, /* Change QP attributes and state (IBTA transitions). Moving to RESET sets both consumer indices to 0, zeroes the QP's doorbell slot and forgets every outstanding WQE: no CQE for them is written after the command completes. */
 	VRNIC_AQ_OPCODE_QUERY_QP = 15, /* Write the QP's qp_attr to out_addr. */
 	VRNIC_AQ_OPCODE_DESTROY_QP = 0x10, /* Destroy a QP (any state); its outstanding WQEs are dropped without completions. */
+	VRNIC_AQ_OPCODE_SET_GID = 0x11, /* RoCE mode: set or clear one entry of the port's GID table (cmd_set_gid). IB mode: NOT_SUPPORTED. */
 };
 
 /* Admin completion status. */
@@ -90,9 +99,10 @@ enum vrnic_access {
 
 /* QP transport types (values of ibv_qp_type). */
 enum vrnic_qp_type {
+	VRNIC_QP_TYPE_GSI = 1, /* RoCE mode only: the port's GSI QP (QP1): UD semantics, known to peers as GSI_QPN. Kernel context only (PERMISSION), one per device (BUSY), NOT_SUPPORTED in IB mode. */
 	VRNIC_QP_TYPE_RC = 2, /* Reliable connected. */
 	VRNIC_QP_TYPE_UC = 3, /* Unreliable connected (reserved). */
-	VRNIC_QP_TYPE_UD = 4, /* Unreliable datagram (reserved). */
+	VRNIC_QP_TYPE_UD = 4, /* Unreliable datagram: send WQEs carry a ud_av (sq_wqe_shift >= 7). */
 };
 
 /* QP states (values of ibv_qp_state). */
@@ -140,6 +150,19 @@ enum vrnic_qp_attr_mask {
 	VRNIC_QP_ATTR_MASK_DEST_QPN = 0x100000, /* dest_qp_num. */
 };
 #define VRNIC_QP_ATTR_MASK_ALL 0x1FFFFFu /* every bit above */
+
+/* GID entry types (values of ib_gid_type). */
+enum vrnic_gid_type {
+	VRNIC_GID_TYPE_IB = 0, /* InfiniBand GID (IB mode only; never set by SET_GID). */
+	VRNIC_GID_TYPE_ROCE_V1 = 1, /* RoCE v1 (not supported: BAD_FIELD). */
+	VRNIC_GID_TYPE_ROCE_V2 = 2, /* RoCE v2: UDP/IP encapsulation; an IPv4-mapped GID (::ffff:a.b.c.d) means IPv4. */
+};
+
+/* Port link layers (values of IB_LINK_LAYER_*). */
+enum vrnic_link_layer {
+	VRNIC_LINK_LAYER_INFINIBAND = 1, /* IB mode. */
+	VRNIC_LINK_LAYER_ETHERNET = 2, /* RoCE mode (RoCE v2). */
+};
 
 /* Port states (values of ibv_port_state). */
 enum vrnic_port_state {
@@ -354,10 +377,10 @@ struct vrnic_cmd_create_qp {
 	__le32 pdn; /* 12: Protection domain. */
 	__le32 send_cqn; /* 16: CQ for send completions. */
 	__le32 recv_cqn; /* 20: CQ for receive completions. */
-	__u8 qp_type; /* 24: Only RC in this version. */
+	__u8 qp_type; /* 24: RC, UD or GSI. */
 	__u8 sq_depth_log2; /* 25: log2 of the send queue depth; 1..log2(MAX_QP_WR). */
 	__u8 rq_depth_log2; /* 26: log2 of the receive queue depth; 1..log2(MAX_QP_WR). */
-	__u8 sq_wqe_shift; /* 27: log2 of the send WQE size, 6..10; must hold send_wqe_header + max(16 * max_send_sge, max_inline). */
+	__u8 sq_wqe_shift; /* 27: log2 of the send WQE size, 6..10; must hold send_wqe_header (+ ud_av for UD and GSI) + max(16 * max_send_sge, max_inline). */
 	__u8 rq_wqe_shift; /* 28: log2 of the receive WQE size, 5..9; must hold recv_wqe_header + 16 * max_recv_sge. */
 	__u8 max_send_sge; /* 29: 1..MAX_SGE. */
 	__u8 max_recv_sge; /* 30: 1..MAX_SGE. */
@@ -425,13 +448,13 @@ struct vrnic_qp_attr {
 	__le32 dest_qp_num; /* 16: Remote QPN (24 bits). */
 	__le32 rq_psn; /* 20: Expected receive PSN (24 bits). */
 	__le32 sq_psn; /* 24: Send PSN (24 bits). */
-	__le32 qkey; /* 28: Q_Key (UD, reserved). */
-	__le16 dlid; /* 32: Destination LID. */
+	__le32 qkey; /* 28: Q_Key (UD and GSI): incoming datagrams must carry it. */
+	__le16 dlid; /* 32: Destination LID (IB mode). */
 	__le16 pkey_index; /* 34: P_Key index (0). */
 	__u8 src_path_bits; /* 36: Source path bits. */
 	__u8 static_rate; /* 37: Static rate (ignored). */
-	__u8 is_global; /* 38: 1 if the GRH fields are valid. */
-	__u8 sgid_index; /* 39: GRH: source GID index. */
+	__u8 is_global; /* 38: 1 if the GRH fields are valid (required with AV in RoCE mode). */
+	__u8 sgid_index; /* 39: GRH: source GID index (RoCE mode: a valid entry). */
 	__u8 dgid[16]; /* 40: GRH: destination GID (network order). */
 	__le32 flow_label; /* 56: GRH: flow label (20 bits). */
 	__u8 hop_limit; /* 60: GRH: hop limit. */
@@ -509,7 +532,8 @@ struct vrnic_cmd_modify_qp {
 	__le64 out_addr; /* 80: QUERY_QP: guest address receiving a qp_attr. MODIFY_QP: 0. */
 	__le32 out_len; /* 88: QUERY_QP: bytes available at out_addr. */
 	__le32 uctx; /* 92: The context the caller acts for. */
-	__u8 reserved0[32]; /* 96: must be zero */
+	__u8 dmac[6]; /* 96: MODIFY_QP with AV in RoCE mode: destination MAC (resolved by the driver). Otherwise zero. */
+	__u8 reserved0[26]; /* 102: must be zero */
 };
 #define VRNIC_CMD_MODIFY_QP_SIZE 128
 #define VRNIC_CMD_MODIFY_QP_HDR_OFF 0
@@ -519,7 +543,8 @@ struct vrnic_cmd_modify_qp {
 #define VRNIC_CMD_MODIFY_QP_OUT_ADDR_OFF 80
 #define VRNIC_CMD_MODIFY_QP_OUT_LEN_OFF 88
 #define VRNIC_CMD_MODIFY_QP_UCTX_OFF 92
-#define VRNIC_CMD_MODIFY_QP_RESERVED0_OFF 96
+#define VRNIC_CMD_MODIFY_QP_DMAC_OFF 96
+#define VRNIC_CMD_MODIFY_QP_RESERVED0_OFF 102
 _Static_assert(sizeof(struct vrnic_cmd_modify_qp) == 128, "vrnic_cmd_modify_qp size");
 _Static_assert(__builtin_offsetof(struct vrnic_cmd_modify_qp, hdr) == 0, "vrnic_cmd_modify_qp.hdr offset");
 _Static_assert(__builtin_offsetof(struct vrnic_cmd_modify_qp, qpn) == 8, "vrnic_cmd_modify_qp.qpn offset");
@@ -528,12 +553,43 @@ _Static_assert(__builtin_offsetof(struct vrnic_cmd_modify_qp, attr) == 16, "vrni
 _Static_assert(__builtin_offsetof(struct vrnic_cmd_modify_qp, out_addr) == 80, "vrnic_cmd_modify_qp.out_addr offset");
 _Static_assert(__builtin_offsetof(struct vrnic_cmd_modify_qp, out_len) == 88, "vrnic_cmd_modify_qp.out_len offset");
 _Static_assert(__builtin_offsetof(struct vrnic_cmd_modify_qp, uctx) == 92, "vrnic_cmd_modify_qp.uctx offset");
-_Static_assert(__builtin_offsetof(struct vrnic_cmd_modify_qp, reserved0) == 96, "vrnic_cmd_modify_qp.reserved0 offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_modify_qp, dmac) == 96, "vrnic_cmd_modify_qp.dmac offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_modify_qp, reserved0) == 102, "vrnic_cmd_modify_qp.reserved0 offset");
+
+/* SET_GID: set (valid = 1) or clear (valid = 0) GID table entry `index`. Setting an entry that is already set replaces it. The kernel context only (PERMISSION). */
+struct vrnic_cmd_set_gid {
+	struct vrnic_aq_header hdr;
+	__u8 port; /* 8: Port number (1). */
+	__u8 index; /* 9: Entry, 0..GID_TABLE_LEN-1. */
+	__u8 gid_type; /* 10: ROCE_V2 (with valid = 1); 0 when clearing. */
+	__u8 valid; /* 11: 1: set the entry to gid; 0: clear it (gid must be zero). */
+	__le32 uctx; /* 12: The context the caller acts for (KERNEL_UCTX). */
+	__u8 gid[16]; /* 16: The GID, network order. */
+	__u8 reserved0[96]; /* 32: must be zero */
+};
+#define VRNIC_CMD_SET_GID_SIZE 128
+#define VRNIC_CMD_SET_GID_HDR_OFF 0
+#define VRNIC_CMD_SET_GID_PORT_OFF 8
+#define VRNIC_CMD_SET_GID_INDEX_OFF 9
+#define VRNIC_CMD_SET_GID_GID_TYPE_OFF 10
+#define VRNIC_CMD_SET_GID_VALID_OFF 11
+#define VRNIC_CMD_SET_GID_UCTX_OFF 12
+#define VRNIC_CMD_SET_GID_GID_OFF 16
+#define VRNIC_CMD_SET_GID_RESERVED0_OFF 32
+_Static_assert(sizeof(struct vrnic_cmd_set_gid) == 128, "vrnic_cmd_set_gid size");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_set_gid, hdr) == 0, "vrnic_cmd_set_gid.hdr offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_set_gid, port) == 8, "vrnic_cmd_set_gid.port offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_set_gid, index) == 9, "vrnic_cmd_set_gid.index offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_set_gid, gid_type) == 10, "vrnic_cmd_set_gid.gid_type offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_set_gid, valid) == 11, "vrnic_cmd_set_gid.valid offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_set_gid, uctx) == 12, "vrnic_cmd_set_gid.uctx offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_set_gid, gid) == 16, "vrnic_cmd_set_gid.gid offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_set_gid, reserved0) == 32, "vrnic_cmd_set_gid.reserved0 offset");
 
 /* Written by QUERY_DEVICE. */
 struct vrnic_device_attr {
 	__le64 fw_ver; /* 0: Device firmware version (major << 32 | minor << 16 | patch). */
-	__le64 node_guid; /* 8: Node GUID (network order bytes as a little-endian u64 field: the driver passes it through unchanged). */
+	__le64 node_guid; /* 8: Node GUID (network order bytes as a little-endian u64 field: the driver passes it through unchanged). RoCE mode: the EUI-64 of the MAC; IB mode: the configured GUID or a locally administered one (02:00:00:00:00:00:LID). */
 	__le64 sys_image_guid; /* 16: System image GUID (same encoding). */
 	__le64 max_mr_size; /* 24: Largest MR. */
 	__le64 page_size_cap; /* 32: Supported page sizes (PAGE_SIZE_CAP). */
@@ -608,24 +664,25 @@ _Static_assert(__builtin_offsetof(struct vrnic_device_attr, num_comp_vectors) ==
 _Static_assert(__builtin_offsetof(struct vrnic_device_attr, phys_port_cnt) == 108, "vrnic_device_attr.phys_port_cnt offset");
 _Static_assert(__builtin_offsetof(struct vrnic_device_attr, reserved0) == 109, "vrnic_device_attr.reserved0 offset");
 
-/* Written by QUERY_PORT. The port is always ACTIVE with the configured LID; no subnet manager is involved. */
+/* Written by QUERY_PORT. The device's port is always ACTIVE (IB mode: with the configured LID; no subnet manager is involved). In RoCE mode the driver reports the state of its paired network interface. */
 struct vrnic_port_attr {
 	__u8 state; /* 0: ACTIVE. */
 	__u8 max_mtu; /* 1: MTU_4096. */
 	__u8 active_mtu; /* 2: MTU_4096. */
 	__u8 phys_state; /* 3: 5 (LinkUp). */
-	__le16 lid; /* 4: Port LID. */
+	__le16 lid; /* 4: Port LID (RoCE mode: 0). */
 	__le16 sm_lid; /* 6: 0 (no SM). */
 	__le32 port_cap_flags; /* 8: 0. */
 	__le32 max_msg_sz; /* 12: MAX_MSG_SIZE. */
-	__le16 gid_tbl_len; /* 16: 1. */
+	__le16 gid_tbl_len; /* 16: IB mode 1; RoCE mode GID_TABLE_LEN. */
 	__le16 pkey_tbl_len; /* 18: 1 (P_Key 0xFFFF). */
 	__u8 active_width; /* 20: IB width code (2 = 4X). */
 	__u8 active_speed; /* 21: IB speed code (32 = EDR: 4X EDR is reported as 100 Gb/s). */
-	__u8 link_layer; /* 22: 1 (InfiniBand). */
+	__u8 link_layer; /* 22: INFINIBAND (IB mode) or ETHERNET (RoCE mode). */
 	__u8 lmc; /* 23: 0. */
-	__u8 gid[16]; /* 24: GID 0: fe80::/64 prefix and the node GUID, network order. */
-	__u8 reserved0[24]; /* 40: must be zero */
+	__u8 gid[16]; /* 24: IB mode: GID 0, fe80::/64 prefix and the node GUID, network order. RoCE mode: zero (the table is set with SET_GID). */
+	__u8 mac[6]; /* 40: RoCE mode: the device's MAC (the driver pairs with the network interface of this MAC). IB mode: zero. */
+	__u8 reserved0[18]; /* 46: must be zero */
 };
 #define VRNIC_PORT_ATTR_SIZE 64
 #define VRNIC_PORT_ATTR_STATE_OFF 0
@@ -643,7 +700,8 @@ struct vrnic_port_attr {
 #define VRNIC_PORT_ATTR_LINK_LAYER_OFF 22
 #define VRNIC_PORT_ATTR_LMC_OFF 23
 #define VRNIC_PORT_ATTR_GID_OFF 24
-#define VRNIC_PORT_ATTR_RESERVED0_OFF 40
+#define VRNIC_PORT_ATTR_MAC_OFF 40
+#define VRNIC_PORT_ATTR_RESERVED0_OFF 46
 _Static_assert(sizeof(struct vrnic_port_attr) == 64, "vrnic_port_attr size");
 _Static_assert(__builtin_offsetof(struct vrnic_port_attr, state) == 0, "vrnic_port_attr.state offset");
 _Static_assert(__builtin_offsetof(struct vrnic_port_attr, max_mtu) == 1, "vrnic_port_attr.max_mtu offset");
@@ -660,6 +718,7 @@ _Static_assert(__builtin_offsetof(struct vrnic_port_attr, active_speed) == 21, "
 _Static_assert(__builtin_offsetof(struct vrnic_port_attr, link_layer) == 22, "vrnic_port_attr.link_layer offset");
 _Static_assert(__builtin_offsetof(struct vrnic_port_attr, lmc) == 23, "vrnic_port_attr.lmc offset");
 _Static_assert(__builtin_offsetof(struct vrnic_port_attr, gid) == 24, "vrnic_port_attr.gid offset");
-_Static_assert(__builtin_offsetof(struct vrnic_port_attr, reserved0) == 40, "vrnic_port_attr.reserved0 offset");
+_Static_assert(__builtin_offsetof(struct vrnic_port_attr, mac) == 40, "vrnic_port_attr.mac offset");
+_Static_assert(__builtin_offsetof(struct vrnic_port_attr, reserved0) == 46, "vrnic_port_attr.reserved0 offset");
 
 #endif /* VRNIC_ADMIN_H */

@@ -10,6 +10,14 @@
 #include "vrnic_regs.h"
 #include "vrnic_admin.h"
 
+/* Offset of the SGEs or inline data in a UD or GSI send WQE (send_wqe_header + ud_av). */
+#define VRNIC_UD_PAYLOAD_OFFSET 0x50
+/* Smallest send WQE of a UD or GSI QP (128 bytes: header, ud_av and 3 SGEs). */
+#define VRNIC_UD_SEND_WQE_SHIFT_MIN 7
+/* Bytes at the start of every datagram receive buffer that receive the GRH. */
+#define VRNIC_GRH_SIZE 0x28
+/* Largest datagram payload (the port MTU). */
+#define VRNIC_UD_MAX_PAYLOAD 0x1000
 /* cqe.flags: completion of a receive WQE. */
 #define VRNIC_CQE_FLAG_RECV 1
 /* cqe.flags: the received message carried the solicited event bit. */
@@ -82,10 +90,18 @@ enum vrnic_wc_status {
 
 /* cqe.wc_flags bits (values of ibv_wc_flags). */
 enum vrnic_wc_flags {
-	VRNIC_WC_FLAGS_GRH = 1, /* A GRH is present (never set). */
+	VRNIC_WC_FLAGS_GRH = 1, /* Datagram receive: a GRH was written into the first 40 bytes. */
 	VRNIC_WC_FLAGS_WITH_IMM = 2, /* imm_data is valid. */
 };
 #define VRNIC_WC_FLAGS_ALL 0x3u /* every bit above */
+
+/* cqe.network_type: the network header of a received datagram (values of rdma_network_type). */
+enum vrnic_network_type {
+	VRNIC_NETWORK_TYPE_IB = 0, /* InfiniBand (IB mode; and every completion that is not a datagram receive). */
+	VRNIC_NETWORK_TYPE_ROCE_V1 = 1, /* Unused. */
+	VRNIC_NETWORK_TYPE_IPV4 = 2, /* RoCE v2 over IPv4: the GRH area holds an IPv4 header at offset 20. */
+	VRNIC_NETWORK_TYPE_IPV6 = 3, /* RoCE v2 over IPv6: the GRH area holds an IPv6 header. */
+};
 
 /* cqe.vendor_err: the device's precise reason for a non-SUCCESS status. */
 enum vrnic_vendor_err {
@@ -184,26 +200,50 @@ _Static_assert(sizeof(struct vrnic_atomic_seg) == 16, "vrnic_atomic_seg size");
 _Static_assert(__builtin_offsetof(struct vrnic_atomic_seg, compare_add) == 0, "vrnic_atomic_seg.compare_add offset");
 _Static_assert(__builtin_offsetof(struct vrnic_atomic_seg, swap) == 8, "vrnic_atomic_seg.swap offset");
 
-/* Reserved for UD QPs: follows send_wqe_header. */
-struct vrnic_ud_seg {
-	__le32 remote_qpn; /* 0: Destination QPN. */
-	__le32 remote_qkey; /* 4: Destination Q_Key. */
-	__le16 dlid; /* 8: Destination LID. */
-	__u8 sl; /* 10: Service level. */
-	__u8 reserved0[5]; /* 11: must be zero */
+/* Address vector of a UD or GSI send WQE: follows send_wqe_header (see Datagrams). */
+struct vrnic_ud_av {
+	__le32 remote_qpn; /* 0: Destination QPN (24 bits; GSI_QPN for the destination's GSI QP). */
+	__le32 remote_qkey; /* 4: Destination Q_Key (bit 31 set: use the QP's own qkey). */
+	__le16 dlid; /* 8: IB mode: destination LID. */
+	__u8 sl; /* 10: Service level (0..15). */
+	__u8 is_global; /* 11: 1: the GRH fields below are valid (required in RoCE mode). */
+	__u8 sgid_index; /* 12: GRH: source GID index. */
+	__u8 hop_limit; /* 13: GRH: hop limit. */
+	__u8 traffic_class; /* 14: GRH: traffic class. */
+	__u8 reserved0; /* 15: must be zero */
+	__le32 flow_label; /* 16: GRH: flow label (20 bits). */
+	__u8 dgid[16]; /* 20: GRH: destination GID, network order. */
+	__u8 dmac[6]; /* 36: RoCE mode: destination MAC (resolved by the driver). */
+	__u8 reserved1[6]; /* 42: must be zero */
 };
-#define VRNIC_UD_SEG_SIZE 16
-#define VRNIC_UD_SEG_REMOTE_QPN_OFF 0
-#define VRNIC_UD_SEG_REMOTE_QKEY_OFF 4
-#define VRNIC_UD_SEG_DLID_OFF 8
-#define VRNIC_UD_SEG_SL_OFF 10
-#define VRNIC_UD_SEG_RESERVED0_OFF 11
-_Static_assert(sizeof(struct vrnic_ud_seg) == 16, "vrnic_ud_seg size");
-_Static_assert(__builtin_offsetof(struct vrnic_ud_seg, remote_qpn) == 0, "vrnic_ud_seg.remote_qpn offset");
-_Static_assert(__builtin_offsetof(struct vrnic_ud_seg, remote_qkey) == 4, "vrnic_ud_seg.remote_qkey offset");
-_Static_assert(__builtin_offsetof(struct vrnic_ud_seg, dlid) == 8, "vrnic_ud_seg.dlid offset");
-_Static_assert(__builtin_offsetof(struct vrnic_ud_seg, sl) == 10, "vrnic_ud_seg.sl offset");
-_Static_assert(__builtin_offsetof(struct vrnic_ud_seg, reserved0) == 11, "vrnic_ud_seg.reserved0 offset");
+#define VRNIC_UD_AV_SIZE 48
+#define VRNIC_UD_AV_REMOTE_QPN_OFF 0
+#define VRNIC_UD_AV_REMOTE_QKEY_OFF 4
+#define VRNIC_UD_AV_DLID_OFF 8
+#define VRNIC_UD_AV_SL_OFF 10
+#define VRNIC_UD_AV_IS_GLOBAL_OFF 11
+#define VRNIC_UD_AV_SGID_INDEX_OFF 12
+#define VRNIC_UD_AV_HOP_LIMIT_OFF 13
+#define VRNIC_UD_AV_TRAFFIC_CLASS_OFF 14
+#define VRNIC_UD_AV_RESERVED0_OFF 15
+#define VRNIC_UD_AV_FLOW_LABEL_OFF 16
+#define VRNIC_UD_AV_DGID_OFF 20
+#define VRNIC_UD_AV_DMAC_OFF 36
+#define VRNIC_UD_AV_RESERVED1_OFF 42
+_Static_assert(sizeof(struct vrnic_ud_av) == 48, "vrnic_ud_av size");
+_Static_assert(__builtin_offsetof(struct vrnic_ud_av, remote_qpn) == 0, "vrnic_ud_av.remote_qpn offset");
+_Static_assert(__builtin_offsetof(struct vrnic_ud_av, remote_qkey) == 4, "vrnic_ud_av.remote_qkey offset");
+_Static_assert(__builtin_offsetof(struct vrnic_ud_av, dlid) == 8, "vrnic_ud_av.dlid offset");
+_Static_assert(__builtin_offsetof(struct vrnic_ud_av, sl) == 10, "vrnic_ud_av.sl offset");
+_Static_assert(__builtin_offsetof(struct vrnic_ud_av, is_global) == 11, "vrnic_ud_av.is_global offset");
+_Static_assert(__builtin_offsetof(struct vrnic_ud_av, sgid_index) == 12, "vrnic_ud_av.sgid_index offset");
+_Static_assert(__builtin_offsetof(struct vrnic_ud_av, hop_limit) == 13, "vrnic_ud_av.hop_limit offset");
+_Static_assert(__builtin_offsetof(struct vrnic_ud_av, traffic_class) == 14, "vrnic_ud_av.traffic_class offset");
+_Static_assert(__builtin_offsetof(struct vrnic_ud_av, reserved0) == 15, "vrnic_ud_av.reserved0 offset");
+_Static_assert(__builtin_offsetof(struct vrnic_ud_av, flow_label) == 16, "vrnic_ud_av.flow_label offset");
+_Static_assert(__builtin_offsetof(struct vrnic_ud_av, dgid) == 20, "vrnic_ud_av.dgid offset");
+_Static_assert(__builtin_offsetof(struct vrnic_ud_av, dmac) == 36, "vrnic_ud_av.dmac offset");
+_Static_assert(__builtin_offsetof(struct vrnic_ud_av, reserved1) == 42, "vrnic_ud_av.reserved1 offset");
 
 /* Start of every receive WQE. Followed, at offset 16, by num_sge sge entries. */
 struct vrnic_recv_wqe_header {
@@ -226,16 +266,22 @@ struct vrnic_cqe {
 	__le32 byte_len; /* 8: Receive: payload bytes placed. RDMA READ: bytes read. Otherwise the message length. */
 	__u8 imm_data[4]; /* 12: With WITH_IMM: immediate data, network order. */
 	__le32 qpn; /* 16: Local QP. */
-	__le32 src_qp; /* 20: Receive: the sending QP. */
+	__le32 src_qp; /* 20: Receive: the sending QP (GSI_QPN for a GSI QP). */
 	__le16 wqe_index; /* 24: Index (mod depth) of the WQE in its queue. */
 	__u8 opcode; /* 26: What completed. */
 	__u8 status; /* 27: Outcome. */
 	__u8 wc_flags; /* 28: enum wc_flags bits. */
 	__u8 vendor_err; /* 29: Detail for errors. */
 	__u8 flags; /* 30: Bit 0 CQE_FLAG_RECV: completion of a receive WQE (else of a send WQE). Bit 1 CQE_FLAG_SOLICITED: the message was solicited. */
-	__u8 owner; /* 31: Bit 0: phase. Written last. */
+	__u8 reserved0; /* 31: must be zero */
+	__le16 slid; /* 32: Datagram receive, IB mode: the sender's LID. Otherwise 0. */
+	__u8 sl; /* 34: Datagram receive: the sender's service level. */
+	__u8 network_type; /* 35: Datagram receive: the network header in the GRH area. */
+	__le16 pkey_index; /* 36: Datagram receive: P_Key index (0). */
+	__u8 reserved1[25]; /* 38: must be zero */
+	__u8 owner; /* 63: Bit 0: phase. Written last. */
 };
-#define VRNIC_CQE_SIZE 32
+#define VRNIC_CQE_SIZE 64
 #define VRNIC_CQE_WR_ID_OFF 0
 #define VRNIC_CQE_BYTE_LEN_OFF 8
 #define VRNIC_CQE_IMM_DATA_OFF 12
@@ -247,8 +293,14 @@ struct vrnic_cqe {
 #define VRNIC_CQE_WC_FLAGS_OFF 28
 #define VRNIC_CQE_VENDOR_ERR_OFF 29
 #define VRNIC_CQE_FLAGS_OFF 30
-#define VRNIC_CQE_OWNER_OFF 31
-_Static_assert(sizeof(struct vrnic_cqe) == 32, "vrnic_cqe size");
+#define VRNIC_CQE_RESERVED0_OFF 31
+#define VRNIC_CQE_SLID_OFF 32
+#define VRNIC_CQE_SL_OFF 34
+#define VRNIC_CQE_NETWORK_TYPE_OFF 35
+#define VRNIC_CQE_PKEY_INDEX_OFF 36
+#define VRNIC_CQE_RESERVED1_OFF 38
+#define VRNIC_CQE_OWNER_OFF 63
+_Static_assert(sizeof(struct vrnic_cqe) == 64, "vrnic_cqe size");
 _Static_assert(__builtin_offsetof(struct vrnic_cqe, wr_id) == 0, "vrnic_cqe.wr_id offset");
 _Static_assert(__builtin_offsetof(struct vrnic_cqe, byte_len) == 8, "vrnic_cqe.byte_len offset");
 _Static_assert(__builtin_offsetof(struct vrnic_cqe, imm_data) == 12, "vrnic_cqe.imm_data offset");
@@ -260,7 +312,13 @@ _Static_assert(__builtin_offsetof(struct vrnic_cqe, status) == 27, "vrnic_cqe.st
 _Static_assert(__builtin_offsetof(struct vrnic_cqe, wc_flags) == 28, "vrnic_cqe.wc_flags offset");
 _Static_assert(__builtin_offsetof(struct vrnic_cqe, vendor_err) == 29, "vrnic_cqe.vendor_err offset");
 _Static_assert(__builtin_offsetof(struct vrnic_cqe, flags) == 30, "vrnic_cqe.flags offset");
-_Static_assert(__builtin_offsetof(struct vrnic_cqe, owner) == 31, "vrnic_cqe.owner offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cqe, reserved0) == 31, "vrnic_cqe.reserved0 offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cqe, slid) == 32, "vrnic_cqe.slid offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cqe, sl) == 34, "vrnic_cqe.sl offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cqe, network_type) == 35, "vrnic_cqe.network_type offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cqe, pkey_index) == 36, "vrnic_cqe.pkey_index offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cqe, reserved1) == 38, "vrnic_cqe.reserved1 offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cqe, owner) == 63, "vrnic_cqe.owner offset");
 
 /* Event queue entry, written by the device. */
 struct vrnic_eqe {

@@ -77,6 +77,8 @@ static inline const char *vrnic_aq_opcode_name(unsigned int value)
 		return "QUERY_QP";
 	case VRNIC_AQ_OPCODE_DESTROY_QP:
 		return "DESTROY_QP";
+	case VRNIC_AQ_OPCODE_SET_GID:
+		return "SET_GID";
 	default:
 		return "UNKNOWN";
 	}
@@ -147,6 +149,8 @@ static inline const char *vrnic_access_name(unsigned int value)
 static inline const char *vrnic_qp_type_name(unsigned int value)
 {
 	switch (value) {
+	case VRNIC_QP_TYPE_GSI:
+		return "GSI";
 	case VRNIC_QP_TYPE_RC:
 		return "RC";
 	case VRNIC_QP_TYPE_UC:
@@ -243,6 +247,32 @@ static inline const char *vrnic_qp_attr_mask_name(unsigned int value)
 		return "CAP";
 	case VRNIC_QP_ATTR_MASK_DEST_QPN:
 		return "DEST_QPN";
+	default:
+		return "UNKNOWN";
+	}
+}
+
+static inline const char *vrnic_gid_type_name(unsigned int value)
+{
+	switch (value) {
+	case VRNIC_GID_TYPE_IB:
+		return "IB";
+	case VRNIC_GID_TYPE_ROCE_V1:
+		return "ROCE_V1";
+	case VRNIC_GID_TYPE_ROCE_V2:
+		return "ROCE_V2";
+	default:
+		return "UNKNOWN";
+	}
+}
+
+static inline const char *vrnic_link_layer_name(unsigned int value)
+{
+	switch (value) {
+	case VRNIC_LINK_LAYER_INFINIBAND:
+		return "INFINIBAND";
+	case VRNIC_LINK_LAYER_ETHERNET:
+		return "ETHERNET";
 	default:
 		return "UNKNOWN";
 	}
@@ -383,6 +413,22 @@ static inline const char *vrnic_wc_flags_name(unsigned int value)
 		return "GRH";
 	case VRNIC_WC_FLAGS_WITH_IMM:
 		return "WITH_IMM";
+	default:
+		return "UNKNOWN";
+	}
+}
+
+static inline const char *vrnic_network_type_name(unsigned int value)
+{
+	switch (value) {
+	case VRNIC_NETWORK_TYPE_IB:
+		return "IB";
+	case VRNIC_NETWORK_TYPE_ROCE_V1:
+		return "ROCE_V1";
+	case VRNIC_NETWORK_TYPE_IPV4:
+		return "IPV4";
+	case VRNIC_NETWORK_TYPE_IPV6:
+		return "IPV6";
 	default:
 		return "UNKNOWN";
 	}

@@ -215,18 +215,20 @@ enum vrnic_cq_arm {
 #define VRNIC_BAR0_MAX_MR_SIZE_HI_READABLE_MASK 0xFFFFFFFFu
 #define VRNIC_BAR0_MAX_MR_SIZE_HI_RESERVED_MASK 0x0u
 
-/* Port 1 summary (the device has one port). LID is the value configured when the device was started. (ro, reset 0x50000) */
+/* Port 1 summary (the device has one port), fixed when the device was started: its link mode, and in IB mode its LID. (ro, reset 0x50000) */
 #define VRNIC_BAR0_PORT_INFO_OFF 0x04C
 #define VRNIC_BAR0_PORT_INFO_RESET 0x50000u
-#define VRNIC_BAR0_PORT_INFO_LID_SHIFT 0 /* ro: Port LID. */
+#define VRNIC_BAR0_PORT_INFO_LID_SHIFT 0 /* ro: Port LID (IB mode); 0 in RoCE mode. */
 #define VRNIC_BAR0_PORT_INFO_LID_MASK 0xFFFFu
 #define VRNIC_BAR0_PORT_INFO_MTU_SHIFT 16 /* ro: Active MTU (enum mtu). */
 #define VRNIC_BAR0_PORT_INFO_MTU_MASK 0xF0000u
+#define VRNIC_BAR0_PORT_INFO_LINK_ETH_SHIFT 20 /* ro: 1: RoCE mode (Ethernet link layer, RoCE v2, GIDs set by the driver with SET_GID). 0: IB mode (InfiniBand link layer, fixed LID and GID 0). */
+#define VRNIC_BAR0_PORT_INFO_LINK_ETH_MASK 0x100000u
 #define VRNIC_BAR0_PORT_INFO_WRITABLE_MASK 0x0u
 #define VRNIC_BAR0_PORT_INFO_W1C_MASK 0x0u
 #define VRNIC_BAR0_PORT_INFO_W1S_MASK 0x0u
-#define VRNIC_BAR0_PORT_INFO_READABLE_MASK 0xFFFFFu
-#define VRNIC_BAR0_PORT_INFO_RESERVED_MASK 0xFFF00000u
+#define VRNIC_BAR0_PORT_INFO_READABLE_MASK 0x1FFFFFu
+#define VRNIC_BAR0_PORT_INFO_RESERVED_MASK 0xFFE00000u
 
 /* Device control. (rw, reset 0) */
 #define VRNIC_BAR0_DEV_CTRL_OFF 0x100

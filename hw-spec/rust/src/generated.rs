@@ -561,20 +561,23 @@ pub mod bar0 {
         readable: MAX_MR_SIZE_HI_READABLE_MASK,
         reserved: MAX_MR_SIZE_HI_RESERVED_MASK,
     };
-    /// Port 1 summary (the device has one port). LID is the value configured when the device was started.
+    /// Port 1 summary (the device has one port), fixed when the device was started: its link mode, and in IB mode its LID.
     pub const PORT_INFO: u64 = 0x4C;
     pub const PORT_INFO_RESET: u32 = 0x50000;
-    /// Port LID. (ro)
+    /// Port LID (IB mode); 0 in RoCE mode. (ro)
     pub const PORT_INFO_LID_SHIFT: u32 = 0;
     pub const PORT_INFO_LID_MASK: u32 = 0xFFFF;
     /// Active MTU (enum mtu). (ro)
     pub const PORT_INFO_MTU_SHIFT: u32 = 16;
     pub const PORT_INFO_MTU_MASK: u32 = 0xF0000;
+    /// 1: RoCE mode (Ethernet link layer, RoCE v2, GIDs set by the driver with SET_GID). 0: IB mode (InfiniBand link layer, fixed LID and GID 0). (ro)
+    pub const PORT_INFO_LINK_ETH_SHIFT: u32 = 20;
+    pub const PORT_INFO_LINK_ETH_MASK: u32 = 0x100000;
     pub const PORT_INFO_WRITABLE_MASK: u32 = 0x0;
     pub const PORT_INFO_W1C_MASK: u32 = 0x0;
     pub const PORT_INFO_W1S_MASK: u32 = 0x0;
-    pub const PORT_INFO_READABLE_MASK: u32 = 0xFFFFF;
-    pub const PORT_INFO_RESERVED_MASK: u32 = 0xFFF00000;
+    pub const PORT_INFO_READABLE_MASK: u32 = 0x1FFFFF;
+    pub const PORT_INFO_RESERVED_MASK: u32 = 0xFFE00000;
     /// How a write changes `PORT_INFO`.
     pub const PORT_INFO_MASKS: RegMasks = RegMasks {
         writable: PORT_INFO_WRITABLE_MASK,
@@ -809,6 +812,12 @@ pub mod bar0 {
         ("CAPS", "UD", CAPS_UD_MASK, RegAccess::Ro),
         ("PORT_INFO", "LID", PORT_INFO_LID_MASK, RegAccess::Ro),
         ("PORT_INFO", "MTU", PORT_INFO_MTU_MASK, RegAccess::Ro),
+        (
+            "PORT_INFO",
+            "LINK_ETH",
+            PORT_INFO_LINK_ETH_MASK,
+            RegAccess::Ro,
+        ),
         ("DEV_CTRL", "ENABLE", DEV_CTRL_ENABLE_MASK, RegAccess::Rw),
         ("DEV_CTRL", "RESET", DEV_CTRL_RESET_MASK, RegAccess::Rw1s),
         ("DEV_STATUS", "READY", DEV_STATUS_READY_MASK, RegAccess::Ro),
@@ -1133,6 +1142,18 @@ pub const QPN_MAX: u32 = 0xFFFFFF;
 /// The kernel driver's own context (its first doorbell page is page 0).
 pub const KERNEL_UCTX: u32 = 0;
 
+/// GID table entries of a RoCE-mode port (IB mode: 1).
+pub const GID_TABLE_LEN: u32 = 0x10;
+
+/// The QPN peers use for a device's GSI QP.
+pub const GSI_QPN: u32 = 1;
+
+/// The well-known Q_Key of the GSI QP.
+pub const GSI_QKEY: u32 = 0x80010000;
+
+/// The kernel context's DMA lkey (see Kernel DMA key).
+pub const LOCAL_DMA_LKEY: u32 = 0;
+
 /// The device's only port.
 pub const PORT_NUM: u32 = 1;
 
@@ -1178,6 +1199,8 @@ pub enum AqOpcode {
     QueryQp = 15,
     /// Destroy a QP (any state); its outstanding WQEs are dropped without completions.
     DestroyQp = 0x10,
+    /// RoCE mode: set or clear one entry of the port's GID table (cmd_set_gid). IB mode: NOT_SUPPORTED.
+    SetGid = 0x11,
 }
 
 impl AqOpcode {
@@ -1199,6 +1222,7 @@ impl AqOpcode {
         AqOpcode::ModifyQp,
         AqOpcode::QueryQp,
         AqOpcode::DestroyQp,
+        AqOpcode::SetGid,
     ];
 
     /// The spec's name of the value (as `vrnic_aq_opcode_name()` in C returns it).
@@ -1220,6 +1244,7 @@ impl AqOpcode {
             AqOpcode::ModifyQp => "MODIFY_QP",
             AqOpcode::QueryQp => "QUERY_QP",
             AqOpcode::DestroyQp => "DESTROY_QP",
+            AqOpcode::SetGid => "SET_GID",
         }
     }
 }
@@ -1246,6 +1271,7 @@ impl TryFrom<u8> for AqOpcode {
             14 => Ok(AqOpcode::ModifyQp),
             15 => Ok(AqOpcode::QueryQp),
             0x10 => Ok(AqOpcode::DestroyQp),
+            0x11 => Ok(AqOpcode::SetGid),
             other => Err(other),
         }
     }
@@ -1475,21 +1501,24 @@ impl From<Access> for u32 {
 #[repr(u8)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum QpType {
+    /// RoCE mode only: the port's GSI QP (QP1): UD semantics, known to peers as GSI_QPN. Kernel context only (PERMISSION), one per device (BUSY), NOT_SUPPORTED in IB mode.
+    Gsi = 1,
     /// Reliable connected.
     Rc = 2,
     /// Unreliable connected (reserved).
     Uc = 3,
-    /// Unreliable datagram (reserved).
+    /// Unreliable datagram: send WQEs carry a ud_av (sq_wqe_shift >= 7).
     Ud = 4,
 }
 
 impl QpType {
     /// Every value, in declaration order.
-    pub const ALL: &[QpType] = &[QpType::Rc, QpType::Uc, QpType::Ud];
+    pub const ALL: &[QpType] = &[QpType::Gsi, QpType::Rc, QpType::Uc, QpType::Ud];
 
     /// The spec's name of the value (as `vrnic_qp_type_name()` in C returns it).
     pub const fn name(self) -> &'static str {
         match self {
+            QpType::Gsi => "GSI",
             QpType::Rc => "RC",
             QpType::Uc => "UC",
             QpType::Ud => "UD",
@@ -1503,6 +1532,7 @@ impl TryFrom<u8> for QpType {
     /// Checked conversion: an unknown value is returned as the error.
     fn try_from(value: u8) -> Result<Self, Self::Error> {
         match value {
+            1 => Ok(QpType::Gsi),
             2 => Ok(QpType::Rc),
             3 => Ok(QpType::Uc),
             4 => Ok(QpType::Ud),
@@ -1832,6 +1862,94 @@ impl TryFrom<u32> for QpAttrMask {
 impl From<QpAttrMask> for u32 {
     fn from(value: QpAttrMask) -> Self {
         value as u32
+    }
+}
+
+/// GID entry types (values of ib_gid_type).
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GidType {
+    /// InfiniBand GID (IB mode only; never set by SET_GID).
+    Ib = 0,
+    /// RoCE v1 (not supported: BAD_FIELD).
+    RoceV1 = 1,
+    /// RoCE v2: UDP/IP encapsulation; an IPv4-mapped GID (::ffff:a.b.c.d) means IPv4.
+    RoceV2 = 2,
+}
+
+impl GidType {
+    /// Every value, in declaration order.
+    pub const ALL: &[GidType] = &[GidType::Ib, GidType::RoceV1, GidType::RoceV2];
+
+    /// The spec's name of the value (as `vrnic_gid_type_name()` in C returns it).
+    pub const fn name(self) -> &'static str {
+        match self {
+            GidType::Ib => "IB",
+            GidType::RoceV1 => "ROCE_V1",
+            GidType::RoceV2 => "ROCE_V2",
+        }
+    }
+}
+
+impl TryFrom<u8> for GidType {
+    type Error = u8;
+
+    /// Checked conversion: an unknown value is returned as the error.
+    fn try_from(value: u8) -> Result<Self, Self::Error> {
+        match value {
+            0 => Ok(GidType::Ib),
+            1 => Ok(GidType::RoceV1),
+            2 => Ok(GidType::RoceV2),
+            other => Err(other),
+        }
+    }
+}
+
+impl From<GidType> for u8 {
+    fn from(value: GidType) -> Self {
+        value as u8
+    }
+}
+
+/// Port link layers (values of IB_LINK_LAYER_*).
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LinkLayer {
+    /// IB mode.
+    Infiniband = 1,
+    /// RoCE mode (RoCE v2).
+    Ethernet = 2,
+}
+
+impl LinkLayer {
+    /// Every value, in declaration order.
+    pub const ALL: &[LinkLayer] = &[LinkLayer::Infiniband, LinkLayer::Ethernet];
+
+    /// The spec's name of the value (as `vrnic_link_layer_name()` in C returns it).
+    pub const fn name(self) -> &'static str {
+        match self {
+            LinkLayer::Infiniband => "INFINIBAND",
+            LinkLayer::Ethernet => "ETHERNET",
+        }
+    }
+}
+
+impl TryFrom<u8> for LinkLayer {
+    type Error = u8;
+
+    /// Checked conversion: an unknown value is returned as the error.
+    fn try_from(value: u8) -> Result<Self, Self::Error> {
+        match value {
+            1 => Ok(LinkLayer::Infiniband),
+            2 => Ok(LinkLayer::Ethernet),
+            other => Err(other),
+        }
+    }
+}
+
+impl From<LinkLayer> for u8 {
+    fn from(value: LinkLayer) -> Self {
+        value as u8
     }
 }
 
@@ -2395,13 +2513,13 @@ pub struct CmdCreateQp {
     pub send_cqn: Le32,
     /// CQ for receive completions.
     pub recv_cqn: Le32,
-    /// Only RC in this version. (enum `QpType`)
+    /// RC, UD or GSI. (enum `QpType`)
     pub qp_type: u8,
     /// log2 of the send queue depth; 1..log2(MAX_QP_WR).
     pub sq_depth_log2: u8,
     /// log2 of the receive queue depth; 1..log2(MAX_QP_WR).
     pub rq_depth_log2: u8,
-    /// log2 of the send WQE size, 6..10; must hold send_wqe_header + max(16 * max_send_sge, max_inline).
+    /// log2 of the send WQE size, 6..10; must hold send_wqe_header (+ ud_av for UD and GSI) + max(16 * max_send_sge, max_inline).
     pub sq_wqe_shift: u8,
     /// log2 of the receive WQE size, 5..9; must hold recv_wqe_header + 16 * max_recv_sge.
     pub rq_wqe_shift: u8,
@@ -2537,9 +2655,9 @@ pub struct QpAttr {
     pub rq_psn: Le32,
     /// Send PSN (24 bits).
     pub sq_psn: Le32,
-    /// Q_Key (UD, reserved).
+    /// Q_Key (UD and GSI): incoming datagrams must carry it.
     pub qkey: Le32,
-    /// Destination LID.
+    /// Destination LID (IB mode).
     pub dlid: Le16,
     /// P_Key index (0).
     pub pkey_index: Le16,
@@ -2547,9 +2665,9 @@ pub struct QpAttr {
     pub src_path_bits: u8,
     /// Static rate (ignored).
     pub static_rate: u8,
-    /// 1 if the GRH fields are valid.
+    /// 1 if the GRH fields are valid (required with AV in RoCE mode).
     pub is_global: u8,
-    /// GRH: source GID index.
+    /// GRH: source GID index (RoCE mode: a valid entry).
     pub sgid_index: u8,
     /// GRH: destination GID (network order).
     pub dgid: [u8; 16],
@@ -2667,8 +2785,10 @@ pub struct CmdModifyQp {
     pub out_len: Le32,
     /// The context the caller acts for.
     pub uctx: Le32,
+    /// MODIFY_QP with AV in RoCE mode: destination MAC (resolved by the driver). Otherwise zero.
+    pub dmac: [u8; 6],
     /// Reserved, must be zero.
-    pub reserved0: [u8; 32],
+    pub reserved0: [u8; 26],
 }
 
 impl Default for CmdModifyQp {
@@ -2692,7 +2812,8 @@ impl CmdModifyQp {
     pub const OUT_ADDR_OFF: usize = 80;
     pub const OUT_LEN_OFF: usize = 88;
     pub const UCTX_OFF: usize = 92;
-    pub const RESERVED0_OFF: usize = 96;
+    pub const DMAC_OFF: usize = 96;
+    pub const RESERVED0_OFF: usize = 102;
 
     /// The first reserved field (searching nested structs too) that is not zero, as
     /// (field name, byte offset in this struct).
@@ -2718,7 +2839,75 @@ const _: () = assert!(std::mem::offset_of!(CmdModifyQp, attr) == 16);
 const _: () = assert!(std::mem::offset_of!(CmdModifyQp, out_addr) == 80);
 const _: () = assert!(std::mem::offset_of!(CmdModifyQp, out_len) == 88);
 const _: () = assert!(std::mem::offset_of!(CmdModifyQp, uctx) == 92);
-const _: () = assert!(std::mem::offset_of!(CmdModifyQp, reserved0) == 96);
+const _: () = assert!(std::mem::offset_of!(CmdModifyQp, dmac) == 96);
+const _: () = assert!(std::mem::offset_of!(CmdModifyQp, reserved0) == 102);
+
+/// SET_GID: set (valid = 1) or clear (valid = 0) GID table entry `index`. Setting an entry that is already set replaces it. The kernel context only (PERMISSION).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CmdSetGid {
+    pub hdr: AqHeader,
+    /// Port number (1).
+    pub port: u8,
+    /// Entry, 0..GID_TABLE_LEN-1.
+    pub index: u8,
+    /// ROCE_V2 (with valid = 1); 0 when clearing. (enum `GidType`)
+    pub gid_type: u8,
+    /// 1: set the entry to gid; 0: clear it (gid must be zero).
+    pub valid: u8,
+    /// The context the caller acts for (KERNEL_UCTX).
+    pub uctx: Le32,
+    /// The GID, network order.
+    pub gid: [u8; 16],
+    /// Reserved, must be zero.
+    pub reserved0: [u8; 96],
+}
+
+impl Default for CmdSetGid {
+    fn default() -> Self {
+        // SAFETY: the struct holds only integers and arrays of integers, for which all-zero
+        // bytes are a valid value.
+        unsafe { std::mem::zeroed() }
+    }
+}
+
+// SAFETY: repr(C), integer fields only, no padding (the asserts below check every offset
+// and the size), so every byte pattern is a valid value.
+unsafe impl ByteValued for CmdSetGid {}
+
+impl CmdSetGid {
+    pub const SIZE: usize = 128;
+    pub const HDR_OFF: usize = 0;
+    pub const PORT_OFF: usize = 8;
+    pub const INDEX_OFF: usize = 9;
+    pub const GID_TYPE_OFF: usize = 10;
+    pub const VALID_OFF: usize = 11;
+    pub const UCTX_OFF: usize = 12;
+    pub const GID_OFF: usize = 16;
+    pub const RESERVED0_OFF: usize = 32;
+
+    /// The first reserved field (searching nested structs too) that is not zero, as
+    /// (field name, byte offset in this struct).
+    pub fn nonzero_reserved(&self) -> Option<(&'static str, usize)> {
+        if let Some((field, offset)) = self.hdr.nonzero_reserved() {
+            return Some((field, Self::HDR_OFF + offset));
+        }
+        if self.reserved0.iter().any(|b| *b != 0) {
+            return Some(("reserved0", Self::RESERVED0_OFF));
+        }
+        None
+    }
+}
+
+const _: () = assert!(std::mem::size_of::<CmdSetGid>() == 128);
+const _: () = assert!(std::mem::offset_of!(CmdSetGid, hdr) == 0);
+const _: () = assert!(std::mem::offset_of!(CmdSetGid, port) == 8);
+const _: () = assert!(std::mem::offset_of!(CmdSetGid, index) == 9);
+const _: () = assert!(std::mem::offset_of!(CmdSetGid, gid_type) == 10);
+const _: () = assert!(std::mem::offset_of!(CmdSetGid, valid) == 11);
+const _: () = assert!(std::mem::offset_of!(CmdSetGid, uctx) == 12);
+const _: () = assert!(std::mem::offset_of!(CmdSetGid, gid) == 16);
+const _: () = assert!(std::mem::offset_of!(CmdSetGid, reserved0) == 32);
 
 /// Written by QUERY_DEVICE.
 #[repr(C)]
@@ -2726,7 +2915,7 @@ const _: () = assert!(std::mem::offset_of!(CmdModifyQp, reserved0) == 96);
 pub struct DeviceAttr {
     /// Device firmware version (major << 32 | minor << 16 | patch).
     pub fw_ver: Le64,
-    /// Node GUID (network order bytes as a little-endian u64 field: the driver passes it through unchanged).
+    /// Node GUID (network order bytes as a little-endian u64 field: the driver passes it through unchanged). RoCE mode: the EUI-64 of the MAC; IB mode: the configured GUID or a locally administered one (02:00:00:00:00:00:LID).
     pub node_guid: Le64,
     /// System image GUID (same encoding).
     pub sys_image_guid: Le64,
@@ -2849,7 +3038,7 @@ const _: () = assert!(std::mem::offset_of!(DeviceAttr, num_comp_vectors) == 104)
 const _: () = assert!(std::mem::offset_of!(DeviceAttr, phys_port_cnt) == 108);
 const _: () = assert!(std::mem::offset_of!(DeviceAttr, reserved0) == 109);
 
-/// Written by QUERY_PORT. The port is always ACTIVE with the configured LID; no subnet manager is involved.
+/// Written by QUERY_PORT. The device's port is always ACTIVE (IB mode: with the configured LID; no subnet manager is involved). In RoCE mode the driver reports the state of its paired network interface.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PortAttr {
@@ -2861,7 +3050,7 @@ pub struct PortAttr {
     pub active_mtu: u8,
     /// 5 (LinkUp).
     pub phys_state: u8,
-    /// Port LID.
+    /// Port LID (RoCE mode: 0).
     pub lid: Le16,
     /// 0 (no SM).
     pub sm_lid: Le16,
@@ -2869,7 +3058,7 @@ pub struct PortAttr {
     pub port_cap_flags: Le32,
     /// MAX_MSG_SIZE.
     pub max_msg_sz: Le32,
-    /// 1.
+    /// IB mode 1; RoCE mode GID_TABLE_LEN.
     pub gid_tbl_len: Le16,
     /// 1 (P_Key 0xFFFF).
     pub pkey_tbl_len: Le16,
@@ -2877,14 +3066,16 @@ pub struct PortAttr {
     pub active_width: u8,
     /// IB speed code (32 = EDR: 4X EDR is reported as 100 Gb/s).
     pub active_speed: u8,
-    /// 1 (InfiniBand).
+    /// INFINIBAND (IB mode) or ETHERNET (RoCE mode). (enum `LinkLayer`)
     pub link_layer: u8,
     /// 0.
     pub lmc: u8,
-    /// GID 0: fe80::/64 prefix and the node GUID, network order.
+    /// IB mode: GID 0, fe80::/64 prefix and the node GUID, network order. RoCE mode: zero (the table is set with SET_GID).
     pub gid: [u8; 16],
+    /// RoCE mode: the device's MAC (the driver pairs with the network interface of this MAC). IB mode: zero.
+    pub mac: [u8; 6],
     /// Reserved, must be zero.
-    pub reserved0: [u8; 24],
+    pub reserved0: [u8; 18],
 }
 
 impl Default for PortAttr {
@@ -2916,7 +3107,8 @@ impl PortAttr {
     pub const LINK_LAYER_OFF: usize = 22;
     pub const LMC_OFF: usize = 23;
     pub const GID_OFF: usize = 24;
-    pub const RESERVED0_OFF: usize = 40;
+    pub const MAC_OFF: usize = 40;
+    pub const RESERVED0_OFF: usize = 46;
 
     /// The first reserved field (searching nested structs too) that is not zero, as
     /// (field name, byte offset in this struct).
@@ -2944,9 +3136,22 @@ const _: () = assert!(std::mem::offset_of!(PortAttr, active_speed) == 21);
 const _: () = assert!(std::mem::offset_of!(PortAttr, link_layer) == 22);
 const _: () = assert!(std::mem::offset_of!(PortAttr, lmc) == 23);
 const _: () = assert!(std::mem::offset_of!(PortAttr, gid) == 24);
-const _: () = assert!(std::mem::offset_of!(PortAttr, reserved0) == 40);
+const _: () = assert!(std::mem::offset_of!(PortAttr, mac) == 40);
+const _: () = assert!(std::mem::offset_of!(PortAttr, reserved0) == 46);
 
 // ---- Data path: queues, WQEs, CQEs, EQEs (io.toml) ----
+
+/// Offset of the SGEs or inline data in a UD or GSI send WQE (send_wqe_header + ud_av).
+pub const UD_PAYLOAD_OFFSET: u32 = 0x50;
+
+/// Smallest send WQE of a UD or GSI QP (128 bytes: header, ud_av and 3 SGEs).
+pub const UD_SEND_WQE_SHIFT_MIN: u32 = 7;
+
+/// Bytes at the start of every datagram receive buffer that receive the GRH.
+pub const GRH_SIZE: u32 = 0x28;
+
+/// Largest datagram payload (the port MTU).
+pub const UD_MAX_PAYLOAD: u32 = 0x1000;
 
 /// cqe.flags: completion of a receive WQE.
 pub const CQE_FLAG_RECV: u32 = 1;
@@ -3324,7 +3529,7 @@ impl From<WcStatus> for u8 {
 #[repr(u8)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum WcFlags {
-    /// A GRH is present (never set).
+    /// Datagram receive: a GRH was written into the first 40 bytes.
     Grh = 1,
     /// imm_data is valid.
     WithImm = 2,
@@ -3345,7 +3550,7 @@ impl WcFlags {
 
 /// The bits of [`WcFlags`] as plain `u8` masks, and their union `ALL`.
 pub mod wc_flags {
-    /// A GRH is present (never set).
+    /// Datagram receive: a GRH was written into the first 40 bytes.
     pub const GRH: u8 = 1 << 0;
     /// imm_data is valid.
     pub const WITH_IMM: u8 = 1 << 1;
@@ -3368,6 +3573,61 @@ impl TryFrom<u8> for WcFlags {
 
 impl From<WcFlags> for u8 {
     fn from(value: WcFlags) -> Self {
+        value as u8
+    }
+}
+
+/// cqe.network_type: the network header of a received datagram (values of rdma_network_type).
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum NetworkType {
+    /// InfiniBand (IB mode; and every completion that is not a datagram receive).
+    Ib = 0,
+    /// Unused.
+    RoceV1 = 1,
+    /// RoCE v2 over IPv4: the GRH area holds an IPv4 header at offset 20.
+    Ipv4 = 2,
+    /// RoCE v2 over IPv6: the GRH area holds an IPv6 header.
+    Ipv6 = 3,
+}
+
+impl NetworkType {
+    /// Every value, in declaration order.
+    pub const ALL: &[NetworkType] = &[
+        NetworkType::Ib,
+        NetworkType::RoceV1,
+        NetworkType::Ipv4,
+        NetworkType::Ipv6,
+    ];
+
+    /// The spec's name of the value (as `vrnic_network_type_name()` in C returns it).
+    pub const fn name(self) -> &'static str {
+        match self {
+            NetworkType::Ib => "IB",
+            NetworkType::RoceV1 => "ROCE_V1",
+            NetworkType::Ipv4 => "IPV4",
+            NetworkType::Ipv6 => "IPV6",
+        }
+    }
+}
+
+impl TryFrom<u8> for NetworkType {
+    type Error = u8;
+
+    /// Checked conversion: an unknown value is returned as the error.
+    fn try_from(value: u8) -> Result<Self, Self::Error> {
+        match value {
+            0 => Ok(NetworkType::Ib),
+            1 => Ok(NetworkType::RoceV1),
+            2 => Ok(NetworkType::Ipv4),
+            3 => Ok(NetworkType::Ipv6),
+            other => Err(other),
+        }
+    }
+}
+
+impl From<NetworkType> for u8 {
+    fn from(value: NetworkType) -> Self {
         value as u8
     }
 }
@@ -3738,23 +3998,39 @@ const _: () = assert!(std::mem::size_of::<AtomicSeg>() == 16);
 const _: () = assert!(std::mem::offset_of!(AtomicSeg, compare_add) == 0);
 const _: () = assert!(std::mem::offset_of!(AtomicSeg, swap) == 8);
 
-/// Reserved for UD QPs: follows send_wqe_header.
+/// Address vector of a UD or GSI send WQE: follows send_wqe_header (see Datagrams).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct UdSeg {
-    /// Destination QPN.
+pub struct UdAv {
+    /// Destination QPN (24 bits; GSI_QPN for the destination's GSI QP).
     pub remote_qpn: Le32,
-    /// Destination Q_Key.
+    /// Destination Q_Key (bit 31 set: use the QP's own qkey).
     pub remote_qkey: Le32,
-    /// Destination LID.
+    /// IB mode: destination LID.
     pub dlid: Le16,
-    /// Service level.
+    /// Service level (0..15).
     pub sl: u8,
+    /// 1: the GRH fields below are valid (required in RoCE mode).
+    pub is_global: u8,
+    /// GRH: source GID index.
+    pub sgid_index: u8,
+    /// GRH: hop limit.
+    pub hop_limit: u8,
+    /// GRH: traffic class.
+    pub traffic_class: u8,
     /// Reserved, must be zero.
-    pub reserved0: [u8; 5],
+    pub reserved0: u8,
+    /// GRH: flow label (20 bits).
+    pub flow_label: Le32,
+    /// GRH: destination GID, network order.
+    pub dgid: [u8; 16],
+    /// RoCE mode: destination MAC (resolved by the driver).
+    pub dmac: [u8; 6],
+    /// Reserved, must be zero.
+    pub reserved1: [u8; 6],
 }
 
-impl Default for UdSeg {
+impl Default for UdAv {
     fn default() -> Self {
         // SAFETY: the struct holds only integers and arrays of integers, for which all-zero
         // bytes are a valid value.
@@ -3764,32 +4040,51 @@ impl Default for UdSeg {
 
 // SAFETY: repr(C), integer fields only, no padding (the asserts below check every offset
 // and the size), so every byte pattern is a valid value.
-unsafe impl ByteValued for UdSeg {}
+unsafe impl ByteValued for UdAv {}
 
-impl UdSeg {
-    pub const SIZE: usize = 16;
+impl UdAv {
+    pub const SIZE: usize = 48;
     pub const REMOTE_QPN_OFF: usize = 0;
     pub const REMOTE_QKEY_OFF: usize = 4;
     pub const DLID_OFF: usize = 8;
     pub const SL_OFF: usize = 10;
-    pub const RESERVED0_OFF: usize = 11;
+    pub const IS_GLOBAL_OFF: usize = 11;
+    pub const SGID_INDEX_OFF: usize = 12;
+    pub const HOP_LIMIT_OFF: usize = 13;
+    pub const TRAFFIC_CLASS_OFF: usize = 14;
+    pub const RESERVED0_OFF: usize = 15;
+    pub const FLOW_LABEL_OFF: usize = 16;
+    pub const DGID_OFF: usize = 20;
+    pub const DMAC_OFF: usize = 36;
+    pub const RESERVED1_OFF: usize = 42;
 
     /// The first reserved field (searching nested structs too) that is not zero, as
     /// (field name, byte offset in this struct).
     pub fn nonzero_reserved(&self) -> Option<(&'static str, usize)> {
-        if self.reserved0.iter().any(|b| *b != 0) {
+        if self.reserved0 != 0 {
             return Some(("reserved0", Self::RESERVED0_OFF));
+        }
+        if self.reserved1.iter().any(|b| *b != 0) {
+            return Some(("reserved1", Self::RESERVED1_OFF));
         }
         None
     }
 }
 
-const _: () = assert!(std::mem::size_of::<UdSeg>() == 16);
-const _: () = assert!(std::mem::offset_of!(UdSeg, remote_qpn) == 0);
-const _: () = assert!(std::mem::offset_of!(UdSeg, remote_qkey) == 4);
-const _: () = assert!(std::mem::offset_of!(UdSeg, dlid) == 8);
-const _: () = assert!(std::mem::offset_of!(UdSeg, sl) == 10);
-const _: () = assert!(std::mem::offset_of!(UdSeg, reserved0) == 11);
+const _: () = assert!(std::mem::size_of::<UdAv>() == 48);
+const _: () = assert!(std::mem::offset_of!(UdAv, remote_qpn) == 0);
+const _: () = assert!(std::mem::offset_of!(UdAv, remote_qkey) == 4);
+const _: () = assert!(std::mem::offset_of!(UdAv, dlid) == 8);
+const _: () = assert!(std::mem::offset_of!(UdAv, sl) == 10);
+const _: () = assert!(std::mem::offset_of!(UdAv, is_global) == 11);
+const _: () = assert!(std::mem::offset_of!(UdAv, sgid_index) == 12);
+const _: () = assert!(std::mem::offset_of!(UdAv, hop_limit) == 13);
+const _: () = assert!(std::mem::offset_of!(UdAv, traffic_class) == 14);
+const _: () = assert!(std::mem::offset_of!(UdAv, reserved0) == 15);
+const _: () = assert!(std::mem::offset_of!(UdAv, flow_label) == 16);
+const _: () = assert!(std::mem::offset_of!(UdAv, dgid) == 20);
+const _: () = assert!(std::mem::offset_of!(UdAv, dmac) == 36);
+const _: () = assert!(std::mem::offset_of!(UdAv, reserved1) == 42);
 
 /// Start of every receive WQE. Followed, at offset 16, by num_sge sge entries.
 #[repr(C)]
@@ -3848,7 +4143,7 @@ pub struct Cqe {
     pub imm_data: [u8; 4],
     /// Local QP.
     pub qpn: Le32,
-    /// Receive: the sending QP.
+    /// Receive: the sending QP (GSI_QPN for a GSI QP).
     pub src_qp: Le32,
     /// Index (mod depth) of the WQE in its queue.
     pub wqe_index: Le16,
@@ -3862,6 +4157,18 @@ pub struct Cqe {
     pub vendor_err: u8,
     /// Bit 0 CQE_FLAG_RECV: completion of a receive WQE (else of a send WQE). Bit 1 CQE_FLAG_SOLICITED: the message was solicited.
     pub flags: u8,
+    /// Reserved, must be zero.
+    pub reserved0: u8,
+    /// Datagram receive, IB mode: the sender's LID. Otherwise 0.
+    pub slid: Le16,
+    /// Datagram receive: the sender's service level.
+    pub sl: u8,
+    /// Datagram receive: the network header in the GRH area. (enum `NetworkType`)
+    pub network_type: u8,
+    /// Datagram receive: P_Key index (0).
+    pub pkey_index: Le16,
+    /// Reserved, must be zero.
+    pub reserved1: [u8; 25],
     /// Bit 0: phase. Written last.
     pub owner: u8,
 }
@@ -3879,7 +4186,7 @@ impl Default for Cqe {
 unsafe impl ByteValued for Cqe {}
 
 impl Cqe {
-    pub const SIZE: usize = 32;
+    pub const SIZE: usize = 64;
     pub const WR_ID_OFF: usize = 0;
     pub const BYTE_LEN_OFF: usize = 8;
     pub const IMM_DATA_OFF: usize = 12;
@@ -3891,17 +4198,28 @@ impl Cqe {
     pub const WC_FLAGS_OFF: usize = 28;
     pub const VENDOR_ERR_OFF: usize = 29;
     pub const FLAGS_OFF: usize = 30;
-    pub const OWNER_OFF: usize = 31;
+    pub const RESERVED0_OFF: usize = 31;
+    pub const SLID_OFF: usize = 32;
+    pub const SL_OFF: usize = 34;
+    pub const NETWORK_TYPE_OFF: usize = 35;
+    pub const PKEY_INDEX_OFF: usize = 36;
+    pub const RESERVED1_OFF: usize = 38;
+    pub const OWNER_OFF: usize = 63;
 
     /// The first reserved field (searching nested structs too) that is not zero, as
     /// (field name, byte offset in this struct).
     pub fn nonzero_reserved(&self) -> Option<(&'static str, usize)> {
-        let _ = self;
+        if self.reserved0 != 0 {
+            return Some(("reserved0", Self::RESERVED0_OFF));
+        }
+        if self.reserved1.iter().any(|b| *b != 0) {
+            return Some(("reserved1", Self::RESERVED1_OFF));
+        }
         None
     }
 }
 
-const _: () = assert!(std::mem::size_of::<Cqe>() == 32);
+const _: () = assert!(std::mem::size_of::<Cqe>() == 64);
 const _: () = assert!(std::mem::offset_of!(Cqe, wr_id) == 0);
 const _: () = assert!(std::mem::offset_of!(Cqe, byte_len) == 8);
 const _: () = assert!(std::mem::offset_of!(Cqe, imm_data) == 12);
@@ -3913,7 +4231,13 @@ const _: () = assert!(std::mem::offset_of!(Cqe, status) == 27);
 const _: () = assert!(std::mem::offset_of!(Cqe, wc_flags) == 28);
 const _: () = assert!(std::mem::offset_of!(Cqe, vendor_err) == 29);
 const _: () = assert!(std::mem::offset_of!(Cqe, flags) == 30);
-const _: () = assert!(std::mem::offset_of!(Cqe, owner) == 31);
+const _: () = assert!(std::mem::offset_of!(Cqe, reserved0) == 31);
+const _: () = assert!(std::mem::offset_of!(Cqe, slid) == 32);
+const _: () = assert!(std::mem::offset_of!(Cqe, sl) == 34);
+const _: () = assert!(std::mem::offset_of!(Cqe, network_type) == 35);
+const _: () = assert!(std::mem::offset_of!(Cqe, pkey_index) == 36);
+const _: () = assert!(std::mem::offset_of!(Cqe, reserved1) == 38);
+const _: () = assert!(std::mem::offset_of!(Cqe, owner) == 63);
 
 /// Event queue entry, written by the device.
 #[repr(C)]
@@ -3985,7 +4309,7 @@ const _: () = assert!(std::mem::offset_of!(Eqe, owner) == 15);
 // ---- Kernel <-> provider ABI (uverbs udata) (abi.toml) ----
 
 /// Version of the structs below.
-pub const UVERBS_ABI_VERSION: u32 = 2;
+pub const UVERBS_ABI_VERSION: u32 = 3;
 
 /// Response of ibv_open_device (alloc_ucontext).
 #[repr(C)]
@@ -4287,6 +4611,47 @@ const _: () = assert!(std::mem::offset_of!(CreateQpResp, db_page) == 8);
 const _: () = assert!(std::mem::offset_of!(CreateQpResp, reserved0) == 12);
 const _: () = assert!(std::mem::offset_of!(CreateQpResp, db_mmap_key) == 16);
 const _: () = assert!(std::mem::offset_of!(CreateQpResp, kick_mmap_key) == 24);
+
+/// Response of create_ah (RoCE mode): the destination MAC the kernel resolved for the AH's GID; the provider copies it into every ud_av built from the AH. IB mode: zero.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CreateAhResp {
+    /// Destination MAC.
+    pub dmac: [u8; 6],
+    /// Reserved, must be zero.
+    pub reserved0: [u8; 2],
+}
+
+impl Default for CreateAhResp {
+    fn default() -> Self {
+        // SAFETY: the struct holds only integers and arrays of integers, for which all-zero
+        // bytes are a valid value.
+        unsafe { std::mem::zeroed() }
+    }
+}
+
+// SAFETY: repr(C), integer fields only, no padding (the asserts below check every offset
+// and the size), so every byte pattern is a valid value.
+unsafe impl ByteValued for CreateAhResp {}
+
+impl CreateAhResp {
+    pub const SIZE: usize = 8;
+    pub const DMAC_OFF: usize = 0;
+    pub const RESERVED0_OFF: usize = 6;
+
+    /// The first reserved field (searching nested structs too) that is not zero, as
+    /// (field name, byte offset in this struct).
+    pub fn nonzero_reserved(&self) -> Option<(&'static str, usize)> {
+        if self.reserved0.iter().any(|b| *b != 0) {
+            return Some(("reserved0", Self::RESERVED0_OFF));
+        }
+        None
+    }
+}
+
+const _: () = assert!(std::mem::size_of::<CreateAhResp>() == 8);
+const _: () = assert!(std::mem::offset_of!(CreateAhResp, dmac) == 0);
+const _: () = assert!(std::mem::offset_of!(CreateAhResp, reserved0) == 6);
 
 /// Every struct size (`name`) and field offset (`name.field`), measured on the Rust types;
 /// the layout test compares it with the C headers.
@@ -4611,8 +4976,27 @@ pub const LAYOUT: &[(&str, usize)] = &[
         std::mem::offset_of!(CmdModifyQp, uctx),
     ),
     (
+        "cmd_modify_qp.dmac",
+        std::mem::offset_of!(CmdModifyQp, dmac),
+    ),
+    (
         "cmd_modify_qp.reserved0",
         std::mem::offset_of!(CmdModifyQp, reserved0),
+    ),
+    ("cmd_set_gid", std::mem::size_of::<CmdSetGid>()),
+    ("cmd_set_gid.hdr", std::mem::offset_of!(CmdSetGid, hdr)),
+    ("cmd_set_gid.port", std::mem::offset_of!(CmdSetGid, port)),
+    ("cmd_set_gid.index", std::mem::offset_of!(CmdSetGid, index)),
+    (
+        "cmd_set_gid.gid_type",
+        std::mem::offset_of!(CmdSetGid, gid_type),
+    ),
+    ("cmd_set_gid.valid", std::mem::offset_of!(CmdSetGid, valid)),
+    ("cmd_set_gid.uctx", std::mem::offset_of!(CmdSetGid, uctx)),
+    ("cmd_set_gid.gid", std::mem::offset_of!(CmdSetGid, gid)),
+    (
+        "cmd_set_gid.reserved0",
+        std::mem::offset_of!(CmdSetGid, reserved0),
     ),
     ("device_attr", std::mem::size_of::<DeviceAttr>()),
     (
@@ -4754,6 +5138,7 @@ pub const LAYOUT: &[(&str, usize)] = &[
     ),
     ("port_attr.lmc", std::mem::offset_of!(PortAttr, lmc)),
     ("port_attr.gid", std::mem::offset_of!(PortAttr, gid)),
+    ("port_attr.mac", std::mem::offset_of!(PortAttr, mac)),
     (
         "port_attr.reserved0",
         std::mem::offset_of!(PortAttr, reserved0),
@@ -4805,15 +5190,23 @@ pub const LAYOUT: &[(&str, usize)] = &[
         std::mem::offset_of!(AtomicSeg, compare_add),
     ),
     ("atomic_seg.swap", std::mem::offset_of!(AtomicSeg, swap)),
-    ("ud_seg", std::mem::size_of::<UdSeg>()),
-    ("ud_seg.remote_qpn", std::mem::offset_of!(UdSeg, remote_qpn)),
+    ("ud_av", std::mem::size_of::<UdAv>()),
+    ("ud_av.remote_qpn", std::mem::offset_of!(UdAv, remote_qpn)),
+    ("ud_av.remote_qkey", std::mem::offset_of!(UdAv, remote_qkey)),
+    ("ud_av.dlid", std::mem::offset_of!(UdAv, dlid)),
+    ("ud_av.sl", std::mem::offset_of!(UdAv, sl)),
+    ("ud_av.is_global", std::mem::offset_of!(UdAv, is_global)),
+    ("ud_av.sgid_index", std::mem::offset_of!(UdAv, sgid_index)),
+    ("ud_av.hop_limit", std::mem::offset_of!(UdAv, hop_limit)),
     (
-        "ud_seg.remote_qkey",
-        std::mem::offset_of!(UdSeg, remote_qkey),
+        "ud_av.traffic_class",
+        std::mem::offset_of!(UdAv, traffic_class),
     ),
-    ("ud_seg.dlid", std::mem::offset_of!(UdSeg, dlid)),
-    ("ud_seg.sl", std::mem::offset_of!(UdSeg, sl)),
-    ("ud_seg.reserved0", std::mem::offset_of!(UdSeg, reserved0)),
+    ("ud_av.reserved0", std::mem::offset_of!(UdAv, reserved0)),
+    ("ud_av.flow_label", std::mem::offset_of!(UdAv, flow_label)),
+    ("ud_av.dgid", std::mem::offset_of!(UdAv, dgid)),
+    ("ud_av.dmac", std::mem::offset_of!(UdAv, dmac)),
+    ("ud_av.reserved1", std::mem::offset_of!(UdAv, reserved1)),
     ("recv_wqe_header", std::mem::size_of::<RecvWqeHeader>()),
     (
         "recv_wqe_header.wr_id",
@@ -4839,6 +5232,12 @@ pub const LAYOUT: &[(&str, usize)] = &[
     ("cqe.wc_flags", std::mem::offset_of!(Cqe, wc_flags)),
     ("cqe.vendor_err", std::mem::offset_of!(Cqe, vendor_err)),
     ("cqe.flags", std::mem::offset_of!(Cqe, flags)),
+    ("cqe.reserved0", std::mem::offset_of!(Cqe, reserved0)),
+    ("cqe.slid", std::mem::offset_of!(Cqe, slid)),
+    ("cqe.sl", std::mem::offset_of!(Cqe, sl)),
+    ("cqe.network_type", std::mem::offset_of!(Cqe, network_type)),
+    ("cqe.pkey_index", std::mem::offset_of!(Cqe, pkey_index)),
+    ("cqe.reserved1", std::mem::offset_of!(Cqe, reserved1)),
     ("cqe.owner", std::mem::offset_of!(Cqe, owner)),
     ("eqe", std::mem::size_of::<Eqe>()),
     ("eqe.event_type", std::mem::offset_of!(Eqe, event_type)),
@@ -4992,6 +5391,15 @@ pub const LAYOUT: &[(&str, usize)] = &[
         "create_qp_resp.kick_mmap_key",
         std::mem::offset_of!(CreateQpResp, kick_mmap_key),
     ),
+    ("create_ah_resp", std::mem::size_of::<CreateAhResp>()),
+    (
+        "create_ah_resp.dmac",
+        std::mem::offset_of!(CreateAhResp, dmac),
+    ),
+    (
+        "create_ah_resp.reserved0",
+        std::mem::offset_of!(CreateAhResp, reserved0),
+    ),
 ];
 
 /// Every enum value's name as `vrnic_<enum>_name()` in `vrnic_names.h` returns it: (enum,
@@ -5022,6 +5430,7 @@ pub const NAMES: &[(&str, u64, &str)] = &[
     ("aq_opcode", 14, AqOpcode::ModifyQp.name()),
     ("aq_opcode", 15, AqOpcode::QueryQp.name()),
     ("aq_opcode", 0x10, AqOpcode::DestroyQp.name()),
+    ("aq_opcode", 0x11, AqOpcode::SetGid.name()),
     ("aq_opcode", 0, "UNKNOWN"),
     ("aq_status", 0, AqStatus::Success.name()),
     ("aq_status", 1, AqStatus::BadOpcode.name()),
@@ -5045,6 +5454,7 @@ pub const NAMES: &[(&str, u64, &str)] = &[
     ("access", 4, Access::RemoteRead.name()),
     ("access", 8, Access::RemoteAtomic.name()),
     ("access", 0, "UNKNOWN"),
+    ("qp_type", 1, QpType::Gsi.name()),
     ("qp_type", 2, QpType::Rc.name()),
     ("qp_type", 3, QpType::Uc.name()),
     ("qp_type", 4, QpType::Ud.name()),
@@ -5085,6 +5495,13 @@ pub const NAMES: &[(&str, u64, &str)] = &[
     ("qp_attr_mask", 0x80000, QpAttrMask::Cap.name()),
     ("qp_attr_mask", 0x100000, QpAttrMask::DestQpn.name()),
     ("qp_attr_mask", 0, "UNKNOWN"),
+    ("gid_type", 0, GidType::Ib.name()),
+    ("gid_type", 1, GidType::RoceV1.name()),
+    ("gid_type", 2, GidType::RoceV2.name()),
+    ("gid_type", 3, "UNKNOWN"),
+    ("link_layer", 1, LinkLayer::Infiniband.name()),
+    ("link_layer", 2, LinkLayer::Ethernet.name()),
+    ("link_layer", 0, "UNKNOWN"),
     ("port_state", 1, PortState::Down.name()),
     ("port_state", 2, PortState::Init.name()),
     ("port_state", 3, PortState::Armed.name()),
@@ -5137,6 +5554,11 @@ pub const NAMES: &[(&str, u64, &str)] = &[
     ("wc_flags", 1, WcFlags::Grh.name()),
     ("wc_flags", 2, WcFlags::WithImm.name()),
     ("wc_flags", 0, "UNKNOWN"),
+    ("network_type", 0, NetworkType::Ib.name()),
+    ("network_type", 1, NetworkType::RoceV1.name()),
+    ("network_type", 2, NetworkType::Ipv4.name()),
+    ("network_type", 3, NetworkType::Ipv6.name()),
+    ("network_type", 4, "UNKNOWN"),
     ("vendor_err", 0, VendorErr::None.name()),
     ("vendor_err", 1, VendorErr::BadLkey.name()),
     ("vendor_err", 2, VendorErr::BadRkey.name()),
@@ -5534,6 +5956,10 @@ pub const VALUES: &[(&str, u64)] = &[
     ("BAR0_PORT_INFO_LID_MASK", bar0::PORT_INFO_LID_MASK as u64),
     ("BAR0_PORT_INFO_MTU_MASK", bar0::PORT_INFO_MTU_MASK as u64),
     (
+        "BAR0_PORT_INFO_LINK_ETH_MASK",
+        bar0::PORT_INFO_LINK_ETH_MASK as u64,
+    ),
+    (
         "BAR0_PORT_INFO_WRITABLE_MASK",
         bar0::PORT_INFO_WRITABLE_MASK as u64,
     ),
@@ -5827,6 +6253,10 @@ pub const VALUES: &[(&str, u64)] = &[
     ("QPN_MIN", QPN_MIN as u64),
     ("QPN_MAX", QPN_MAX as u64),
     ("KERNEL_UCTX", KERNEL_UCTX as u64),
+    ("GID_TABLE_LEN", GID_TABLE_LEN as u64),
+    ("GSI_QPN", GSI_QPN as u64),
+    ("GSI_QKEY", GSI_QKEY as u64),
+    ("LOCAL_DMA_LKEY", LOCAL_DMA_LKEY as u64),
     ("PORT_NUM", PORT_NUM as u64),
     ("ACCESS_SUPPORTED_MASK", ACCESS_SUPPORTED_MASK as u64),
     ("EQ_FLAG_ASYNC", EQ_FLAG_ASYNC as u64),
@@ -5846,6 +6276,7 @@ pub const VALUES: &[(&str, u64)] = &[
     ("AQ_OPCODE_MODIFY_QP", AqOpcode::ModifyQp as u64),
     ("AQ_OPCODE_QUERY_QP", AqOpcode::QueryQp as u64),
     ("AQ_OPCODE_DESTROY_QP", AqOpcode::DestroyQp as u64),
+    ("AQ_OPCODE_SET_GID", AqOpcode::SetGid as u64),
     ("AQ_STATUS_SUCCESS", AqStatus::Success as u64),
     ("AQ_STATUS_BAD_OPCODE", AqStatus::BadOpcode as u64),
     ("AQ_STATUS_BAD_FIELD", AqStatus::BadField as u64),
@@ -5866,6 +6297,7 @@ pub const VALUES: &[(&str, u64)] = &[
     ("ACCESS_REMOTE_READ", Access::RemoteRead as u64),
     ("ACCESS_REMOTE_ATOMIC", Access::RemoteAtomic as u64),
     ("ACCESS_ALL", access::ALL as u64),
+    ("QP_TYPE_GSI", QpType::Gsi as u64),
     ("QP_TYPE_RC", QpType::Rc as u64),
     ("QP_TYPE_UC", QpType::Uc as u64),
     ("QP_TYPE_UD", QpType::Ud as u64),
@@ -5915,10 +6347,19 @@ pub const VALUES: &[(&str, u64)] = &[
     ("QP_ATTR_MASK_CAP", QpAttrMask::Cap as u64),
     ("QP_ATTR_MASK_DEST_QPN", QpAttrMask::DestQpn as u64),
     ("QP_ATTR_MASK_ALL", qp_attr_mask::ALL as u64),
+    ("GID_TYPE_IB", GidType::Ib as u64),
+    ("GID_TYPE_ROCE_V1", GidType::RoceV1 as u64),
+    ("GID_TYPE_ROCE_V2", GidType::RoceV2 as u64),
+    ("LINK_LAYER_INFINIBAND", LinkLayer::Infiniband as u64),
+    ("LINK_LAYER_ETHERNET", LinkLayer::Ethernet as u64),
     ("PORT_STATE_DOWN", PortState::Down as u64),
     ("PORT_STATE_INIT", PortState::Init as u64),
     ("PORT_STATE_ARMED", PortState::Armed as u64),
     ("PORT_STATE_ACTIVE", PortState::Active as u64),
+    ("UD_PAYLOAD_OFFSET", UD_PAYLOAD_OFFSET as u64),
+    ("UD_SEND_WQE_SHIFT_MIN", UD_SEND_WQE_SHIFT_MIN as u64),
+    ("GRH_SIZE", GRH_SIZE as u64),
+    ("UD_MAX_PAYLOAD", UD_MAX_PAYLOAD as u64),
     ("CQE_FLAG_RECV", CQE_FLAG_RECV as u64),
     ("CQE_FLAG_SOLICITED", CQE_FLAG_SOLICITED as u64),
     ("SEND_WQE_SHIFT_MIN", SEND_WQE_SHIFT_MIN as u64),
@@ -5993,6 +6434,10 @@ pub const VALUES: &[(&str, u64)] = &[
     ("WC_FLAGS_GRH", WcFlags::Grh as u64),
     ("WC_FLAGS_WITH_IMM", WcFlags::WithImm as u64),
     ("WC_FLAGS_ALL", wc_flags::ALL as u64),
+    ("NETWORK_TYPE_IB", NetworkType::Ib as u64),
+    ("NETWORK_TYPE_ROCE_V1", NetworkType::RoceV1 as u64),
+    ("NETWORK_TYPE_IPV4", NetworkType::Ipv4 as u64),
+    ("NETWORK_TYPE_IPV6", NetworkType::Ipv6 as u64),
     ("VENDOR_ERR_NONE", VendorErr::None as u64),
     ("VENDOR_ERR_BAD_LKEY", VendorErr::BadLkey as u64),
     ("VENDOR_ERR_BAD_RKEY", VendorErr::BadRkey as u64),

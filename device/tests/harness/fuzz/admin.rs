@@ -479,6 +479,26 @@ fn build(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, h: &Handles) -> 
             };
             put(cmd.as_slice());
         }
+        AqOpcode::SetGid => {
+            let mut gid = [0u8; 16];
+            for b in gid.iter_mut() {
+                *b = inp.u8();
+            }
+            let cmd = CmdSetGid {
+                hdr,
+                port: inp.mostly_u8(PORT_NUM as u8),
+                index: {
+                    let v = inp.below(GID_TABLE_LEN as usize + 1) as u8;
+                    inp.mostly_u8(v)
+                },
+                gid_type: inp.mostly_u8(u8::from(GidType::RoceV2)),
+                valid: inp.mostly_u8(1),
+                uctx: inp.mostly_u32(KERNEL_UCTX).into(),
+                gid,
+                ..Default::default()
+            };
+            put(cmd.as_slice());
+        }
     }
     // Now and then a reserved or any other byte is set (cmd_id, bytes 4..8, is the driver's).
     if inp.chance(4) {
