@@ -157,6 +157,8 @@ static void vrnic_set_attrs(struct vrnic_dev *dev,
 	a->atomic_cap = IB_ATOMIC_NONE;
 	a->masked_atomic_cap = IB_ATOMIC_NONE;
 	a->max_pkeys = 1;
+	/* An AH is driver memory (vrnic_ah.c): the device sets no limit. */
+	a->max_ah = INT_MAX;
 	a->device_cap_flags = IB_DEVICE_PORT_ACTIVE_EVENT |
 			      IB_DEVICE_RC_RNR_NAK_GEN;
 	if (dev->roce) {
