@@ -272,6 +272,7 @@ static const struct ib_device_ops vrnic_ib_ops = {
 static const struct ib_device_ops vrnic_roce_ops = {
 	.add_gid = vrnic_add_gid,
 	.del_gid = vrnic_del_gid,
+	.get_dma_mr = vrnic_get_dma_mr,
 	.poll_cq = vrnic_poll_cq,
 	.post_recv = vrnic_post_recv,
 	.post_send = vrnic_post_send,
