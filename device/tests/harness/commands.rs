@@ -427,7 +427,7 @@ impl FakeDriver {
         layout: Layout,
         eqn: u32,
     ) -> (CmdCreateCq, Ring) {
-        let ring = self.alloc_ring(depth_log2, 5, layout);
+        let ring = self.alloc_ring(depth_log2, Cqe::SIZE.trailing_zeros(), layout);
         let cmd = CmdCreateCq {
             hdr: header(AqOpcode::CreateCq),
             uctx: uctx.into(),
