@@ -256,7 +256,7 @@ fn resolve(
         } else {
             0
         };
-        let len = sge::check(&st.objects, qp.pdn, &sges, access).map_err(fail)?;
+        let len = sge::check(&st.objects, sge::Owner::of(qp), &sges, access).map_err(fail)?;
         let offset = offset.min(len);
         let chunk = (len - offset).min(CHUNK);
         (len, sge::pieces(&st.objects, &sges, offset, chunk))

@@ -393,7 +393,12 @@ fn receive_buffers(
         return Err(bad_wqe);
     }
     let sges = sge::read(mem, addr + RecvWqeHeader::SIZE as u64, n).map_err(|_| dma_fault())?;
-    let capacity = sge::check(&st.objects, qp.pdn, &sges, u32::from(Access::LocalWrite))?;
+    let capacity = sge::check(
+        &st.objects,
+        sge::Owner::of(qp),
+        &sges,
+        u32::from(Access::LocalWrite),
+    )?;
     if req.len > capacity {
         return Err(ReceiveError::TooShort);
     }
