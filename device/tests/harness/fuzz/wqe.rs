@@ -96,6 +96,10 @@ struct Eq {
 
 struct Qp {
     qpn: u32,
+    /// RC or UD.
+    kind: QpType,
+    /// UD: the (LID, QPN) its datagrams go to.
+    ud_peer: (u16, u32),
     uctx: u32,
     page: u32,
     slot: u32,
@@ -261,11 +265,13 @@ struct Caps {
     max_recv_sge: u8,
     max_inline: u32,
     layout: Layout,
+    kind: QpType,
 }
 
 impl Caps {
-    fn from_input(inp: &mut Input) -> Self {
+    fn from_input(inp: &mut Input, kind: QpType) -> Self {
         Caps {
+            kind,
             sq_depth_log2: 2 + inp.below(5) as u32,
             rq_depth_log2: 2 + inp.below(5) as u32,
             max_send_sge: 1 + inp.below(4) as u8,
@@ -277,10 +283,15 @@ impl Caps {
 }
 
 fn create_qp(c: &mut Ctx, uctx: u32, pd: u32, send_cq: usize, recv_cq: usize, caps: Caps) -> usize {
+    // A UD WQE carries its ud_av before the payload.
+    let (header, min) = match caps.kind {
+        QpType::Ud => (UD_PAYLOAD_OFFSET as usize, UD_SEND_WQE_SHIFT_MIN),
+        _ => (SendWqeHeader::SIZE, SEND_WQE_SHIFT_MIN),
+    };
     let sq_shift = wqe_shift(
-        SendWqeHeader::SIZE,
+        header,
         (Sge::SIZE * usize::from(caps.max_send_sge)).max(caps.max_inline as usize),
-        SEND_WQE_SHIFT_MIN,
+        min,
         SEND_WQE_SHIFT_MAX,
     );
     let rq_shift = wqe_shift(
@@ -297,7 +308,7 @@ fn create_qp(c: &mut Ctx, uctx: u32, pd: u32, send_cq: usize, recv_cq: usize, ca
         pdn: pd.into(),
         send_cqn: c.cqs[send_cq].cqn.into(),
         recv_cqn: c.cqs[recv_cq].cqn.into(),
-        qp_type: QpType::Rc.into(),
+        qp_type: caps.kind.into(),
         sq_depth_log2: caps.sq_depth_log2 as u8,
         rq_depth_log2: caps.rq_depth_log2 as u8,
         sq_wqe_shift: sq_shift as u8,
@@ -318,6 +329,8 @@ fn create_qp(c: &mut Ctx, uctx: u32, pd: u32, send_cq: usize, recv_cq: usize, ca
     }
     c.qps.push(Qp {
         qpn,
+        kind: caps.kind,
+        ud_peer: (0, 0),
         uctx,
         page,
         slot,
@@ -356,7 +369,12 @@ struct Conn {
     min_rnr_timer: u8,
     rd_atomic: u8,
     dlid: u16,
+    /// UD: the QP's Q_Key.
+    qkey: u32,
 }
+
+/// The Q_Key of the inputs' UD QPs.
+const UD_QKEY: u32 = 0x0123_4567;
 
 impl Conn {
     fn sentinel() -> Self {
@@ -368,6 +386,7 @@ impl Conn {
             min_rnr_timer: 1,
             rd_atomic: 16,
             dlid: 1,
+            qkey: UD_QKEY,
         }
     }
 
@@ -397,6 +416,7 @@ impl Conn {
             } else {
                 dlid
             },
+            qkey: if inp.mutate(10) { inp.u32() } else { UD_QKEY },
         }
     }
 }
@@ -404,11 +424,53 @@ impl Conn {
 /// RESET -> INIT -> RTR -> RTS towards `dest`; the outcome of each step (they may fail
 /// when the input moved the QP elsewhere first).
 fn connect(c: &mut Ctx, qp: usize, dest: u32, o: Conn) -> bool {
-    let ok = connect_steps(c, qp, dest, o);
+    let ok = match c.qps[qp].kind {
+        QpType::Ud => {
+            // A datagram QP has no connection: its sends name (dlid, dest) in every WQE.
+            c.qps[qp].ud_peer = (o.dlid, dest);
+            ud_steps(c, qp, o)
+        }
+        _ => connect_steps(c, qp, dest, o),
+    };
     if super::admin::trace() {
         eprintln!("wqe: connect QP {} to {dest}: {ok}", c.qps[qp].qpn);
     }
     ok
+}
+
+/// RESET -> INIT (P_Key index, port, Q_Key) -> RTR -> RTS (SQ PSN) of a UD QP.
+fn ud_steps(c: &mut Ctx, qp: usize, o: Conn) -> bool {
+    use QpAttrMask::*;
+    let m = |bits: &[QpAttrMask]| bits.iter().fold(0u32, |a, b| a | *b as u32);
+    let steps = [
+        (
+            m(&[State, PkeyIndex, Port, Qkey]),
+            QpAttr {
+                qp_state: QpState::Init.into(),
+                port_num: PORT_NUM as u8,
+                qkey: o.qkey.into(),
+                ..Default::default()
+            },
+        ),
+        (
+            m(&[State]),
+            QpAttr {
+                qp_state: QpState::Rtr.into(),
+                ..Default::default()
+            },
+        ),
+        (
+            m(&[State, SqPsn]),
+            QpAttr {
+                qp_state: QpState::Rts.into(),
+                sq_psn: 0x200u32.into(),
+                ..Default::default()
+            },
+        ),
+    ];
+    steps
+        .into_iter()
+        .all(|(mask, attr)| modify(c, qp, mask, attr).status == AqStatus::Success)
 }
 
 fn connect_steps(c: &mut Ctx, qp: usize, dest: u32, o: Conn) -> bool {
@@ -590,17 +652,22 @@ fn new_wr_id(c: &mut Ctx) -> u64 {
 }
 
 fn post_send(inp: &mut Input, c: &mut Ctx, qp: usize) {
-    let opcodes = [
-        WrOpcode::RdmaWrite,
-        WrOpcode::RdmaWriteWithImm,
-        WrOpcode::Send,
-        WrOpcode::SendWithImm,
-        WrOpcode::RdmaRead,
-    ];
+    let ud = c.qps[qp].kind == QpType::Ud;
+    let opcodes: &[WrOpcode] = if ud {
+        &[WrOpcode::Send, WrOpcode::SendWithImm]
+    } else {
+        &[
+            WrOpcode::RdmaWrite,
+            WrOpcode::RdmaWriteWithImm,
+            WrOpcode::Send,
+            WrOpcode::SendWithImm,
+            WrOpcode::RdmaRead,
+        ]
+    };
     let opcode: u8 = if inp.mutate(2) {
         inp.u8()
     } else {
-        inp.pick(&opcodes).into()
+        inp.pick(opcodes).into()
     };
     let mut flags = u8::from(SendFlags::Signaled) * u8::from(inp.chance(80));
     if inp.chance(10) {
@@ -634,11 +701,18 @@ fn post_send(inp: &mut Input, c: &mut Ctx, qp: usize) {
         body = vec![0xa5; inline_len.min(1024) as usize];
     } else {
         for _ in 0..num_sge.min(16) {
-            body.extend_from_slice(sge(inp, c).as_slice());
+            let mut sge = sge(inp, c);
+            if ud && !inp.mutate(10) {
+                // Mostly within the MTU (UD_MAX_PAYLOAD over at most four SGEs).
+                sge.length = sge.length.to_native().min(1024).into();
+            }
+            body.extend_from_slice(sge.as_slice());
         }
     }
     let remote = c.remote.as_ref().unwrap_or(&c.mrs);
-    let (remote_addr, rkey) = if remote.is_empty() || inp.mutate(5) {
+    let (remote_addr, rkey) = if ud && !inp.mutate(10) {
+        (0, 0)
+    } else if remote.is_empty() || inp.mutate(5) {
         (inp.u64(), inp.u32())
     } else {
         // The message's length (SGEs or inline), so that the remote range mostly fits.
@@ -671,6 +745,9 @@ fn post_send(inp: &mut Input, c: &mut Ctx, qp: usize) {
         inline_len: inline_len.into(),
     };
     let mut wqe = header.as_slice().to_vec();
+    if ud {
+        wqe.extend_from_slice(ud_av(inp, c.qps[qp].ud_peer).as_slice());
+    }
     wqe.extend_from_slice(&body);
     if super::admin::trace() {
         let sges: Vec<Sge> = body
@@ -684,6 +761,34 @@ fn post_send(inp: &mut Input, c: &mut Ctx, qp: usize) {
         eprintln!("wqe: post on QP {}: {header:?} {sges:?}", c.qps[qp].qpn);
     }
     write_sq(c, qp, &wqe);
+}
+
+/// The address vector of a UD send to `(dlid, qpn)`: mostly right, now and then with
+/// another QPN, Q_Key (bit 31: the QP's own), a GRH or spoiled fields.
+fn ud_av(inp: &mut Input, (dlid, qpn): (u16, u32)) -> UdAv {
+    let global = inp.chance(20);
+    let qkey = if inp.chance(20) { 1 << 31 } else { UD_QKEY };
+    let mut av = UdAv {
+        remote_qpn: inp.mostly_u32(qpn).into(),
+        remote_qkey: inp.mostly_u32(qkey).into(),
+        dlid: inp.mostly_u16(dlid).into(),
+        sl: inp.mostly_u8(0),
+        is_global: inp.mostly_u8(u8::from(global)),
+        hop_limit: inp.u8(),
+        traffic_class: inp.u8(),
+        flow_label: inp.u32().into(),
+        ..Default::default()
+    };
+    if global {
+        av.dgid[0] = 0xfe;
+        av.dgid[1] = 0x80;
+        av.dgid[15] = inp.u8();
+    }
+    if inp.mutate(5) {
+        av.reserved0 = inp.u8();
+        av.sgid_index = inp.u8();
+    }
+    av
 }
 
 fn write_sq(c: &mut Ctx, qp: usize, bytes: &[u8]) {
@@ -769,10 +874,15 @@ fn poll_cq(c: &mut Ctx, i: usize) -> Vec<Cqe> {
             eprintln!("wqe: CQ {} {cqe:?}", cq.cqn);
         }
         check_cqe(&cqe, &qpns, &c.wr_ids, cq.cqn);
+        let ud = c
+            .qps
+            .iter()
+            .any(|q| q.qpn == cqe.qpn.to_native() && q.kind == QpType::Ud);
         stats::count(
             "wqe",
             format_args!(
-                "{:?}/{:?}",
+                "{}{:?}/{:?}",
+                if ud { "UD " } else { "" },
                 WcStatus::try_from(cqe.status).unwrap_or(WcStatus::GeneralErr),
                 VendorErr::try_from(cqe.vendor_err).unwrap_or(VendorErr::None)
             ),
@@ -810,6 +920,15 @@ fn check_cqe(cqe: &Cqe, qpns: &[u32], wr_ids: &HashSet<u64>, cqn: u32) {
     assert!(
         wr_ids.contains(&cqe.wr_id.to_native()),
         "CQ {cqn}: CQE with a wr_id never posted: {cqe:?}"
+    );
+    assert_eq!(
+        cqe.nonzero_reserved(),
+        None,
+        "CQ {cqn}: CQE with reserved bytes set: {cqe:?}"
+    );
+    assert!(
+        NetworkType::try_from(cqe.network_type).is_ok(),
+        "CQ {cqn}: CQE with an unknown network_type: {cqe:?}"
     );
     if status == WcStatus::Success {
         assert!(
@@ -881,7 +1000,7 @@ struct Sentinel {
 }
 
 /// Creates the EQs, a user context with two PDs and two CQs, `n` QPs and a few MRs.
-fn setup_side(inp: &mut Input, c: &mut Ctx, n: usize) -> Side {
+fn setup_side(inp: &mut Input, c: &mut Ctx, n: usize, kind: QpType) -> Side {
     create_eq(c, true, 0);
     create_eq(c, false, 1);
     let uctx = admin_ok(
@@ -899,7 +1018,7 @@ fn setup_side(inp: &mut Input, c: &mut Ctx, n: usize) -> Side {
     let cq1 = create_cq(c, uctx, d1, inp.pick(LAYOUTS));
     let qps = (0..n)
         .map(|_| {
-            let caps = Caps::from_input(inp);
+            let caps = Caps::from_input(inp, kind);
             create_qp(c, uctx, pd, cq0, cq1, caps)
         })
         .collect();
@@ -965,6 +1084,7 @@ fn setup_sentinel(c: &mut Ctx) -> Sentinel {
         max_recv_sge: 1,
         max_inline: 0,
         layout: Layout::Contiguous,
+        kind: QpType::Rc,
     };
     let s1 = create_qp(c, s_uctx, s_pd, s_cq, s_cq, s_caps);
     let s2 = create_qp(c, s_uctx, s_pd, s_cq, s_cq, s_caps);
@@ -1229,7 +1349,13 @@ fn run(rig: &mut Rig, input: &[u8]) {
     let mut inp = Input::new(input);
     rig.begin();
     // Mostly two QPs on one device (loopback); otherwise one QP on each of two devices.
+    // RC QPs mostly; otherwise UD QPs sending each other datagrams.
     let two = inp.chance(35);
+    let kind = if inp.chance(25) {
+        QpType::Ud
+    } else {
+        QpType::Rc
+    };
     let mut parts = rig
         .world
         .devs
@@ -1243,8 +1369,8 @@ fn run(rig: &mut Rig, input: &[u8]) {
     let mut c1 = None;
     if two {
         let mut c = new_ctx(dev1, ram1, aq1);
-        let mut a = setup_side(&mut inp, &mut c0, 1);
-        let mut b = setup_side(&mut inp, &mut c, 1);
+        let mut a = setup_side(&mut inp, &mut c0, 1, kind);
+        let mut b = setup_side(&mut inp, &mut c, 1, kind);
         let (qa, qb) = (c0.qps[a.qps[0]].qpn, c.qps[b.qps[0]].qpn);
         a.peers.push((2, qb));
         b.peers.push((1, qa));
@@ -1257,7 +1383,7 @@ fn run(rig: &mut Rig, input: &[u8]) {
         sides.push(b);
         c1 = Some(c);
     } else {
-        let mut a = setup_side(&mut inp, &mut c0, 2);
+        let mut a = setup_side(&mut inp, &mut c0, 2, kind);
         let (qa, qb) = (c0.qps[a.qps[0]].qpn, c0.qps[a.qps[1]].qpn);
         a.peers = vec![(1, qb), (1, qa)];
         let (ca, cb) = (Conn::from_input(&mut inp, 1), Conn::from_input(&mut inp, 1));
