@@ -21,7 +21,7 @@ use vrnic_hw::*;
 
 use super::admin::check_alive;
 use super::aq::{self, Aq, Done};
-use super::glue::Dev;
+use super::glue::{self, Dev};
 use super::guest::{CanaryRam, PAGE};
 use super::input::Input;
 use super::objs::{buffer, describe, Heap, Layout, LAYOUTS};
@@ -30,25 +30,49 @@ use super::stats;
 use crate::harness::TIMEOUT;
 
 thread_local! {
-    static RIG: RefCell<Option<Rig>> = const { RefCell::new(None) };
+    /// Two IB-mode devices, and two RoCE-mode ones: an input's first byte picks the pair.
+    static RIGS: RefCell<[Option<Rig>; 2]> = const { RefCell::new([None, None]) };
 }
 
 /// Runs one input (the function both runners call).
 pub fn run_one(input: &[u8]) {
-    RIG.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        let rig = slot.get_or_insert_with(|| Rig::new(2, true));
-        run(rig, input);
+    RIGS.with(|cell| {
+        let mut rigs = cell.borrow_mut();
+        let roce = input.first().is_some_and(|b| b & 1 == 1);
+        let rig = rigs[usize::from(roce)].get_or_insert_with(|| {
+            let links = match roce {
+                true => vec![glue::roce(0), glue::roce(1)],
+                false => vec![glue::ib(0), glue::ib(1)],
+            };
+            Rig::with_links(links, true)
+        });
+        run(rig, input.get(1..).unwrap_or_default(), roce);
     });
 }
 
-/// Forgets the rig after a failure; the next input builds a new one.
+/// Forgets the rigs after a failure; the next input builds new ones.
 pub fn discard() {
-    RIG.with(|cell| {
-        if let Ok(mut slot) = cell.try_borrow_mut() {
-            std::mem::forget(slot.take());
+    RIGS.with(|cell| {
+        if let Ok(mut rigs) = cell.try_borrow_mut() {
+            for slot in rigs.iter_mut() {
+                std::mem::forget(slot.take());
+            }
         }
     });
+}
+
+/// RoCE rigs: device `n` (1-based, as IB LIDs are) holds GID 0 ::ffff:10.0.0.n; the
+/// inputs name peers by that number in both modes.
+fn gid_of(n: u16) -> [u8; 16] {
+    let mut g = [0u8; 16];
+    g[10] = 0xff;
+    g[11] = 0xff;
+    g[12..].copy_from_slice(&[10, 0, 0, n as u8]);
+    g
+}
+
+fn is_datagram(kind: QpType) -> bool {
+    matches!(kind, QpType::Ud | QpType::Gsi)
 }
 
 const ACCESS_ALL: u32 = ACCESS_SUPPORTED_MASK & !(Access::RemoteAtomic as u32);
@@ -96,9 +120,9 @@ struct Eq {
 
 struct Qp {
     qpn: u32,
-    /// RC or UD.
+    /// RC, UD or GSI.
     kind: QpType,
-    /// UD: the (LID, QPN) its datagrams go to.
+    /// UD and GSI: the (device number, QPN) its datagrams go to.
     ud_peer: (u16, u32),
     uctx: u32,
     page: u32,
@@ -162,6 +186,8 @@ struct Ctx<'r> {
     /// wr_ids that may legitimately appear in a CQE (0: a zeroed ring slot).
     wr_ids: HashSet<u64>,
     next_wr: u64,
+    /// The devices are in RoCE mode: peers are named by GID.
+    roce: bool,
     cqes: u64,
 }
 
@@ -284,9 +310,9 @@ impl Caps {
 
 fn create_qp(c: &mut Ctx, uctx: u32, pd: u32, send_cq: usize, recv_cq: usize, caps: Caps) -> usize {
     // A UD WQE carries its ud_av before the payload.
-    let (header, min) = match caps.kind {
-        QpType::Ud => (UD_PAYLOAD_OFFSET as usize, UD_SEND_WQE_SHIFT_MIN),
-        _ => (SendWqeHeader::SIZE, SEND_WQE_SHIFT_MIN),
+    let (header, min) = match is_datagram(caps.kind) {
+        true => (UD_PAYLOAD_OFFSET as usize, UD_SEND_WQE_SHIFT_MIN),
+        false => (SendWqeHeader::SIZE, SEND_WQE_SHIFT_MIN),
     };
     let sq_shift = wqe_shift(
         header,
@@ -424,13 +450,13 @@ impl Conn {
 /// RESET -> INIT -> RTR -> RTS towards `dest`; the outcome of each step (they may fail
 /// when the input moved the QP elsewhere first).
 fn connect(c: &mut Ctx, qp: usize, dest: u32, o: Conn) -> bool {
-    let ok = match c.qps[qp].kind {
-        QpType::Ud => {
+    let ok = match is_datagram(c.qps[qp].kind) {
+        true => {
             // A datagram QP has no connection: its sends name (dlid, dest) in every WQE.
             c.qps[qp].ud_peer = (o.dlid, dest);
             ud_steps(c, qp, o)
         }
-        _ => connect_steps(c, qp, dest, o),
+        false => connect_steps(c, qp, dest, o),
     };
     if super::admin::trace() {
         eprintln!("wqe: connect QP {} to {dest}: {ok}", c.qps[qp].qpn);
@@ -490,6 +516,10 @@ fn connect_steps(c: &mut Ctx, qp: usize, dest: u32, o: Conn) -> bool {
         max_dest_rd_atomic: o.rd_atomic,
         min_rnr_timer: o.min_rnr_timer,
         dlid: o.dlid.into(),
+        // RoCE mode: the peer by GRH (MODIFY_QP refuses an AV without one).
+        is_global: u8::from(c.roce),
+        dgid: if c.roce { gid_of(o.dlid) } else { [0; 16] },
+        hop_limit: 64,
         ..Default::default()
     };
     let rts = QpAttr {
@@ -652,7 +682,7 @@ fn new_wr_id(c: &mut Ctx) -> u64 {
 }
 
 fn post_send(inp: &mut Input, c: &mut Ctx, qp: usize) {
-    let ud = c.qps[qp].kind == QpType::Ud;
+    let ud = is_datagram(c.qps[qp].kind);
     let opcodes: &[WrOpcode] = if ud {
         &[WrOpcode::Send, WrOpcode::SendWithImm]
     } else {
@@ -746,7 +776,7 @@ fn post_send(inp: &mut Input, c: &mut Ctx, qp: usize) {
     };
     let mut wqe = header.as_slice().to_vec();
     if ud {
-        wqe.extend_from_slice(ud_av(inp, c.qps[qp].ud_peer).as_slice());
+        wqe.extend_from_slice(ud_av(inp, c.qps[qp].ud_peer, c.roce).as_slice());
     }
     wqe.extend_from_slice(&body);
     if super::admin::trace() {
@@ -765,8 +795,13 @@ fn post_send(inp: &mut Input, c: &mut Ctx, qp: usize) {
 
 /// The address vector of a UD send to `(dlid, qpn)`: mostly right, now and then with
 /// another QPN, Q_Key (bit 31: the QP's own), a GRH or spoiled fields.
-fn ud_av(inp: &mut Input, (dlid, qpn): (u16, u32)) -> UdAv {
-    let global = inp.chance(20);
+fn ud_av(inp: &mut Input, (dlid, qpn): (u16, u32), roce: bool) -> UdAv {
+    // RoCE mode needs the GRH; IB mode takes one now and then.
+    let global = if roce {
+        !inp.mutate(10)
+    } else {
+        inp.chance(20)
+    };
     let qkey = if inp.chance(20) { 1 << 31 } else { UD_QKEY };
     let mut av = UdAv {
         remote_qpn: inp.mostly_u32(qpn).into(),
@@ -779,7 +814,9 @@ fn ud_av(inp: &mut Input, (dlid, qpn): (u16, u32)) -> UdAv {
         flow_label: inp.u32().into(),
         ..Default::default()
     };
-    if global {
+    if global && roce {
+        av.dgid = gid_of(dlid);
+    } else if global {
         av.dgid[0] = 0xfe;
         av.dgid[1] = 0x80;
         av.dgid[15] = inp.u8();
@@ -874,15 +911,20 @@ fn poll_cq(c: &mut Ctx, i: usize) -> Vec<Cqe> {
             eprintln!("wqe: CQ {} {cqe:?}", cq.cqn);
         }
         check_cqe(&cqe, &qpns, &c.wr_ids, cq.cqn);
-        let ud = c
+        let kind = c
             .qps
             .iter()
-            .any(|q| q.qpn == cqe.qpn.to_native() && q.kind == QpType::Ud);
+            .find(|q| q.qpn == cqe.qpn.to_native())
+            .map_or(QpType::Rc, |q| q.kind);
         stats::count(
             "wqe",
             format_args!(
                 "{}{:?}/{:?}",
-                if ud { "UD " } else { "" },
+                match kind {
+                    QpType::Ud => "UD ",
+                    QpType::Gsi => "GSI ",
+                    _ => "",
+                },
                 WcStatus::try_from(cqe.status).unwrap_or(WcStatus::GeneralErr),
                 VendorErr::try_from(cqe.vendor_err).unwrap_or(VendorErr::None)
             ),
@@ -1306,10 +1348,17 @@ fn op(inp: &mut Input, c: &mut Ctx, side: &Side) {
     }
 }
 
-fn new_ctx<'r>(dev: &'r mut Dev, ram: &'r mut CanaryRam, aqram: &'r mut CanaryRam) -> Ctx<'r> {
+/// The input's world on device number `n` (1 or 2); a RoCE device gets its GID 0.
+fn new_ctx<'r>(
+    dev: &'r mut Dev,
+    ram: &'r mut CanaryRam,
+    aqram: &'r mut CanaryRam,
+    roce: bool,
+    n: u16,
+) -> Ctx<'r> {
     let aq = aq::enable(dev, aqram, AQ_ADDR, ACQ_ADDR, 4)
         .expect("the device refused a valid admin queue");
-    Ctx {
+    let mut c = Ctx {
         dev,
         ram,
         aqram,
@@ -1325,11 +1374,44 @@ fn new_ctx<'r>(dev: &'r mut Dev, ram: &'r mut CanaryRam, aqram: &'r mut CanaryRa
         wr_ids: HashSet::from([0]),
         next_wr: 0,
         cqes: 0,
+        roce,
+    };
+    if roce {
+        let cmd = CmdSetGid {
+            hdr: hdr(AqOpcode::SetGid),
+            port: PORT_NUM as u8,
+            index: 0,
+            gid_type: GidType::RoceV2.into(),
+            valid: 1,
+            uctx: KERNEL_UCTX.into(),
+            gid: gid_of(n),
+            ..Default::default()
+        };
+        admin_ok(&mut c, &cmd, "SET_GID");
     }
+    c
+}
+
+/// Now and then a GSI QP of the kernel context on a RoCE device (on the side's PD and
+/// CQs, which the kernel may use), sending to the peer device's QPN 1.
+fn maybe_add_gsi(inp: &mut Input, c: &mut Ctx, side: &mut Side, peer: u16) {
+    if !c.roce || !inp.chance(50) {
+        return;
+    }
+    let caps = Caps::from_input(inp, QpType::Gsi);
+    let gsi = create_qp(c, KERNEL_UCTX, c.pds[0], side.cqs[0], side.cqs[1], caps);
+    let conn = Conn {
+        qkey: GSI_QKEY,
+        ..Conn::from_input(inp, peer)
+    };
+    connect(c, gsi, GSI_QPN, conn);
+    side.qps.push(gsi);
+    side.peers.push((peer, GSI_QPN));
 }
 
 fn finish_side(c: Ctx, side: &Side, lid: u16) {
     let mut c = c;
+    let lid = if c.roce { 0 } else { lid };
     for &i in &side.cqs {
         poll_cq(&mut c, i);
     }
@@ -1345,7 +1427,7 @@ fn finish_side(c: Ctx, side: &Side, lid: u16) {
     check_alive(&mut aq, dev, aqram, ram, &mut heap, lid);
 }
 
-fn run(rig: &mut Rig, input: &[u8]) {
+fn run(rig: &mut Rig, input: &[u8], roce: bool) {
     let mut inp = Input::new(input);
     rig.begin();
     // Mostly two QPs on one device (loopback); otherwise one QP on each of two devices.
@@ -1364,11 +1446,11 @@ fn run(rig: &mut Rig, input: &[u8]) {
         .zip(rig.aqs.iter_mut());
     let ((dev0, ram0), aq0) = parts.next().expect("device 0");
     let ((dev1, ram1), aq1) = parts.next().expect("device 1");
-    let mut c0 = new_ctx(dev0, ram0, aq0);
+    let mut c0 = new_ctx(dev0, ram0, aq0, roce, 1);
     let mut sides = Vec::new();
     let mut c1 = None;
     if two {
-        let mut c = new_ctx(dev1, ram1, aq1);
+        let mut c = new_ctx(dev1, ram1, aq1, roce, 2);
         let mut a = setup_side(&mut inp, &mut c0, 1, kind);
         let mut b = setup_side(&mut inp, &mut c, 1, kind);
         let (qa, qb) = (c0.qps[a.qps[0]].qpn, c.qps[b.qps[0]].qpn);
@@ -1377,6 +1459,10 @@ fn run(rig: &mut Rig, input: &[u8]) {
         let (ca, cb) = (Conn::from_input(&mut inp, 2), Conn::from_input(&mut inp, 1));
         connect(&mut c0, a.qps[0], qb, ca);
         connect(&mut c, b.qps[0], qa, cb);
+        if kind == QpType::Ud {
+            maybe_add_gsi(&mut inp, &mut c0, &mut a, 2);
+            maybe_add_gsi(&mut inp, &mut c, &mut b, 1);
+        }
         c0.remote = Some(c.mrs.clone());
         c.remote = Some(c0.mrs.clone());
         sides.push(a);
@@ -1389,6 +1475,9 @@ fn run(rig: &mut Rig, input: &[u8]) {
         let (ca, cb) = (Conn::from_input(&mut inp, 1), Conn::from_input(&mut inp, 1));
         connect(&mut c0, a.qps[0], qb, ca);
         connect(&mut c0, a.qps[1], qa, cb);
+        if kind == QpType::Ud {
+            maybe_add_gsi(&mut inp, &mut c0, &mut a, 1);
+        }
         sides.push(a);
     }
     let sentinel = setup_sentinel(&mut c0);
