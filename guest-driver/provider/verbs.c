@@ -294,8 +294,8 @@ static void vrnic_fill_caps(struct vrnic_qp *qp, struct ibv_qp_cap *cap)
  *   The SGE count and inline size are then raised to what the WQE holds
  *   (bounded by the device limits) and reported back as the actual caps.
  */
-static int vrnic_size_queues(struct vrnic_context *ctx, struct vrnic_qp *qp,
-			     const struct ibv_qp_cap *req)
+int vrnic_size_queues(struct vrnic_context *ctx, struct vrnic_qp *qp,
+		      const struct ibv_qp_cap *req)
 {
 	uint32_t size, min_shift;
 

@@ -452,6 +452,44 @@ static void test_ud_send_and_recv(void)
 	CHECK(ud_qp.rq.ci == START + 1);
 }
 
+/* Queue geometry (README "Decisions"): UD send WQEs hold a ud_av. */
+static void test_queue_sizes(void)
+{
+	struct vrnic_context lim = { .max_sge = 16, .max_inline = 256,
+				     .max_qp_wr = 4096 };
+	struct ibv_qp_cap cap = { .max_send_wr = 1, .max_recv_wr = 500,
+				  .max_send_sge = 1, .max_recv_sge = 1 };
+	struct vrnic_qp q = {};
+
+	/* ibv_ud_pingpong: the smallest UD WQE, 128 bytes: 3 SGEs or 48 B. */
+	q.datagram = true;
+	CHECK(vrnic_size_queues(&lim, &q, &cap) == 0);
+	CHECK(q.sq.depth == 2 && q.rq.depth == 512);
+	CHECK(q.sq.wqe_shift == VRNIC_UD_SEND_WQE_SHIFT_MIN);
+	CHECK(q.sq.max_sge == 3 && q.max_inline == 48);
+	CHECK(q.rq.wqe_shift == 5 && q.rq.max_sge == 1);
+
+	/* rsockets' datagram QP: 64 inline bytes after the 80-byte head. */
+	cap.max_inline_data = 64;
+	cap.max_recv_sge = 2;
+	CHECK(vrnic_size_queues(&lim, &q, &cap) == 0);
+	CHECK(q.sq.wqe_shift == 8 && q.max_inline == 176 && q.sq.max_sge == 11);
+	CHECK(q.rq.wqe_shift == 6 && q.rq.max_sge == 3);
+
+	/* rsockets' stream QP (RC): 2 SGEs, 64 inline -> 128 bytes, 96 inline. */
+	q.datagram = false;
+	cap = (struct ibv_qp_cap){ .max_send_wr = 384, .max_recv_wr = 384,
+				   .max_send_sge = 2, .max_recv_sge = 1,
+				   .max_inline_data = 64 };
+	CHECK(vrnic_size_queues(&lim, &q, &cap) == 0);
+	CHECK(q.sq.depth == 512 && q.sq.wqe_shift == 7);
+	CHECK(q.max_inline == 96 && q.sq.max_sge == 6);
+
+	/* Beyond the device's inline limit. */
+	cap.max_inline_data = 257;
+	CHECK(vrnic_size_queues(&lim, &q, &cap) == EINVAL);
+}
+
 static void test_arm(void)
 {
 	CHECK(vrnic_req_notify_cq(&cq.ibv_cq, 0) == 0);
@@ -467,6 +505,7 @@ int main(void)
 	test_send_errors_and_inline();
 	test_recv_and_clean();
 	test_ud_send_and_recv();
+	test_queue_sizes();
 	test_arm();
 	if (failures) {
 		fprintf(stderr, "datapath_test: %d failure(s)\n", failures);
