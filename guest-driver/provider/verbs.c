@@ -538,14 +538,15 @@ struct ibv_ah *vrnic_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
 		errno = ret;
 		return NULL;
 	}
+	/* The same AV the kernel builds for its own AHs (vrnic_ah.c). */
 	ah->av.dlid = attr->dlid;
-	ah->av.sl = attr->sl;
-	ah->av.is_global = attr->is_global;
+	ah->av.sl = attr->sl & 0xf;
+	ah->av.is_global = !!attr->is_global;
 	if (attr->is_global) {
 		ah->av.sgid_index = attr->grh.sgid_index;
 		ah->av.hop_limit = attr->grh.hop_limit;
 		ah->av.traffic_class = attr->grh.traffic_class;
-		ah->av.flow_label = attr->grh.flow_label;
+		ah->av.flow_label = attr->grh.flow_label & 0xfffff;
 		memcpy(ah->av.dgid, attr->grh.dgid.raw, sizeof(ah->av.dgid));
 	}
 	memcpy(ah->av.dmac, resp.drv_payload.dmac, sizeof(ah->av.dmac));
