@@ -23,6 +23,7 @@ use gids::{DeviceId, GidDirectory, GidTable, Gids};
 use irqs::{IrqLines, PendingIrqs};
 use link::LinkMode;
 use regs::Registers;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard};
 use vrnic_hw::MSIX_TABLE_OFF;
 use waker::Waker;
@@ -67,6 +68,9 @@ pub struct Rnic {
     /// The device's index in its fabric, and the fabric's GID directory.
     pub id: DeviceId,
     gid_directory: Arc<GidDirectory>,
+    /// Datagrams this device sent that found no route, or that came here and found no
+    /// taker (SPEC "Datagrams": dropped, as on a wire).
+    pub datagrams_dropped: AtomicU64,
     waker: Arc<Waker>,
     state: Mutex<RnicState>,
 }
@@ -184,6 +188,7 @@ impl Rnic {
             fence: Arc::new(DmaFence::default()),
             id,
             gid_directory,
+            datagrams_dropped: AtomicU64::new(0),
             state: Mutex::new(state),
             waker,
         }))
