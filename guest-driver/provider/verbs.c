@@ -294,8 +294,8 @@ static void vrnic_fill_caps(struct vrnic_qp *qp, struct ibv_qp_cap *cap)
  *   The SGE count and inline size are then raised to what the WQE holds
  *   (bounded by the device limits) and reported back as the actual caps.
  */
-static int vrnic_size_queues(struct vrnic_context *ctx, struct vrnic_qp *qp,
-			     const struct ibv_qp_cap *req)
+int vrnic_size_queues(struct vrnic_context *ctx, struct vrnic_qp *qp,
+		      const struct ibv_qp_cap *req)
 {
 	uint32_t size, min_shift;
 
@@ -538,14 +538,15 @@ struct ibv_ah *vrnic_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
 		errno = ret;
 		return NULL;
 	}
+	/* The same AV the kernel builds for its own AHs (vrnic_ah.c). */
 	ah->av.dlid = attr->dlid;
-	ah->av.sl = attr->sl;
-	ah->av.is_global = attr->is_global;
+	ah->av.sl = attr->sl & 0xf;
+	ah->av.is_global = !!attr->is_global;
 	if (attr->is_global) {
 		ah->av.sgid_index = attr->grh.sgid_index;
 		ah->av.hop_limit = attr->grh.hop_limit;
 		ah->av.traffic_class = attr->grh.traffic_class;
-		ah->av.flow_label = attr->grh.flow_label;
+		ah->av.flow_label = attr->grh.flow_label & 0xfffff;
 		memcpy(ah->av.dgid, attr->grh.dgid.raw, sizeof(ah->av.dgid));
 	}
 	memcpy(ah->av.dmac, resp.drv_payload.dmac, sizeof(ah->av.dmac));

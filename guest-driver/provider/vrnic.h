@@ -180,6 +180,8 @@ int vrnic_insert_qp(struct vrnic_context *ctx, struct vrnic_qp *qp);
 void vrnic_remove_qp(struct vrnic_context *ctx, struct vrnic_qp *qp);
 
 /* verbs.c */
+int vrnic_size_queues(struct vrnic_context *ctx, struct vrnic_qp *qp,
+		      const struct ibv_qp_cap *req);
 int vrnic_query_device(struct ibv_context *ibctx,
 		       const struct ibv_query_device_ex_input *input,
 		       struct ibv_device_attr_ex *attr, size_t attr_size);
