@@ -1,7 +1,9 @@
 //! The command line and the TOML configuration file of `vrnic serve`.
 
+use crate::addr::Mac;
 use crate::fabric::PollerConfig;
 use crate::pci::PciIds;
+use crate::rnic::link::LinkMode;
 use crate::rnic::RnicConfig;
 use serde::Deserialize;
 use std::path::PathBuf;
@@ -11,15 +13,22 @@ pub const USAGE: &str = "\
 vrnic: a virtual RDMA NIC served to QEMU guests over vfio-user
 
 Usage:
-  vrnic serve --device NAME,socket=PATH,lid=N[,vendor=ID,device=ID,subsystem-vendor=ID,subsystem=ID] ...
+  vrnic serve --device NAME,socket=PATH,lid=N[,guid=GUID][,IDS] ...        (IB mode)
+              --device NAME,socket=PATH,link=eth,mac=MAC[,IDS] ...     (RoCE v2 mode)
+              IDS: vendor=ID,device=ID,subsystem-vendor=ID,subsystem=ID
               [--config FILE] [--poll-idle-us N] [--poll-always] [--pollers N]
   vrnic --help
 
 Options:
   --device SPEC       Serve one device (repeatable). NAME names it in logs; socket is the
-                      vfio-user UNIX socket QEMU connects to; lid is its InfiniBand LID
-                      (1..65535, unique). IDs are hex (0x1234) or decimal PCI IDs; the
-                      defaults are the hw-spec's (1234:7652, subsystem 1234:0001).
+                      vfio-user UNIX socket QEMU connects to. link=ib (the default): an
+                      InfiniBand port with LID lid (1..65535, unique) and node GUID guid
+                      (0x0123456789abcdef; default 02:00:00:00:00:00 and the LID).
+                      link=eth: a RoCE v2 port with the unicast MAC mac (aa:bb:cc:dd:ee:ff,
+                      unique); its GUID is the MAC's EUI-64 and the guest's driver pairs
+                      it with the network interface of that MAC. IDs are hex (0x1234) or
+                      decimal PCI IDs; the defaults are the hw-spec's (1234:7652,
+                      subsystem 1234:0001).
   --config FILE       Read devices (and poll_idle_us) from a TOML file:
                         poll_idle_us = 1000
                         poll_always = false
@@ -27,6 +36,11 @@ Options:
                         name = \"rnic0\"
                         socket = \"/run/vrnic/rnic0.sock\"
                         lid = 1
+                        [[device]]
+                        name = \"rnic1\"
+                        socket = \"/run/vrnic/rnic1.sock\"
+                        link = \"eth\"
+                        mac = \"02:00:00:00:00:01\"
   --poll-idle-us N    How long the doorbell poller keeps polling after the last work before
                       it sleeps until a driver kicks it (default 1000).
   --poll-always       Keep idle polling even when the host has no core to spare. By default
@@ -79,6 +93,10 @@ pub enum CliError {
     DuplicateSocket(String, String, String),
     #[error("two devices are named {0}")]
     DuplicateName(String),
+    #[error("devices {0} and {1} both use LID {2}")]
+    DuplicateLid(String, String, u16),
+    #[error("devices {0} and {1} both use MAC {2}")]
+    DuplicateMac(String, String, Mac),
 }
 
 /// Parses the arguments after the program name.
@@ -143,6 +161,15 @@ fn check(devices: &[RnicConfig]) -> Result<(), CliError> {
             if a.name == b.name {
                 return Err(CliError::DuplicateName(a.name.clone()));
             }
+            match (a.link, b.link) {
+                (LinkMode::Ib { lid: x, .. }, LinkMode::Ib { lid: y, .. }) if x == y => {
+                    return Err(CliError::DuplicateLid(a.name.clone(), b.name.clone(), x));
+                }
+                (LinkMode::Eth { mac: x }, LinkMode::Eth { mac: y }) if x == y => {
+                    return Err(CliError::DuplicateMac(a.name.clone(), b.name.clone(), x));
+                }
+                _ => {}
+            }
             if a.socket == b.socket {
                 return Err(CliError::DuplicateSocket(
                     a.name.clone(),
@@ -162,7 +189,91 @@ fn parse_id(text: &str) -> Option<u16> {
     }
 }
 
-/// `NAME,socket=PATH,lid=N[,vendor=..,device=..,subsystem-vendor=..,subsystem=..]`
+/// A node GUID: 16 hex digits (optionally 0x-prefixed) or eight colon-separated hex bytes;
+/// never zero.
+fn parse_guid(text: &str) -> Result<u64, String> {
+    let bad =
+        || format!("guid: `{text}` is not a GUID (0x0123456789abcdef or 01:23:45:67:89:ab:cd:ef)");
+    let hex: String = if text.contains(':') {
+        let parts: Vec<&str> = text.split(':').collect();
+        if parts.len() != 8 || parts.iter().any(|p| p.len() != 2) {
+            return Err(bad());
+        }
+        parts.concat()
+    } else {
+        let digits = text
+            .strip_prefix("0x")
+            .or_else(|| text.strip_prefix("0X"))
+            .unwrap_or(text);
+        if digits.len() != 16 {
+            return Err(bad());
+        }
+        digits.into()
+    };
+    match u64::from_str_radix(&hex, 16) {
+        Ok(0) => Err(format!("guid: `{text}` is zero")),
+        Ok(g) => Ok(g),
+        Err(_) => Err(bad()),
+    }
+}
+
+/// The keys of one device, from `--device` or a `[[device]]` entry, before they are checked
+/// against each other.
+#[derive(Default)]
+struct DeviceKeys {
+    socket: Option<PathBuf>,
+    link: Option<String>,
+    lid: Option<u16>,
+    mac: Option<String>,
+    guid: Option<String>,
+    ids: PciIds,
+}
+
+impl DeviceKeys {
+    /// The device these keys describe (SPEC "Link modes"): `link=ib` (the default) needs a
+    /// LID and may have a GUID; `link=eth` needs a unicast MAC and has neither.
+    fn finish(self, name: &str) -> Result<RnicConfig, String> {
+        let socket = self.socket.ok_or("socket=PATH is required")?;
+        let link = match self.link.as_deref().unwrap_or("ib") {
+            "ib" => {
+                if self.mac.is_some() {
+                    return Err("mac is for link=eth (an IB device has a LID)".into());
+                }
+                let lid = self
+                    .lid
+                    .ok_or("lid=N is required (or link=eth,mac=MAC for RoCE)")?;
+                if lid == 0 {
+                    return Err("lid: 0 is reserved; use 1..65535".into());
+                }
+                let guid = self.guid.as_deref().map(parse_guid).transpose()?;
+                LinkMode::Ib { lid, guid }
+            }
+            "eth" => {
+                if self.lid.is_some() {
+                    return Err("lid is for link=ib (a RoCE device has LID 0)".into());
+                }
+                if self.guid.is_some() {
+                    return Err(
+                        "guid is for link=ib (a RoCE device's GUID is its MAC's EUI-64)".into(),
+                    );
+                }
+                let mac = self.mac.ok_or("link=eth needs mac=MAC")?;
+                let mac = Mac::parse_unicast(&mac).map_err(|e| format!("mac: {e}"))?;
+                LinkMode::Eth { mac }
+            }
+            other => return Err(format!("link: `{other}` is neither ib nor eth")),
+        };
+        Ok(RnicConfig {
+            name: name.into(),
+            socket,
+            link,
+            ids: self.ids,
+        })
+    }
+}
+
+/// `NAME,socket=PATH,lid=N[,guid=G]` or `NAME,socket=PATH,link=eth,mac=MAC`, each with
+/// optional `vendor=..,device=..,subsystem-vendor=..,subsystem=..`
 fn parse_device(spec: &str) -> Result<RnicConfig, CliError> {
     let bad = |why: String| CliError::BadDevice {
         spec: spec.into(),
@@ -173,37 +284,34 @@ fn parse_device(spec: &str) -> Result<RnicConfig, CliError> {
         .next()
         .filter(|n| !n.is_empty() && !n.contains('='))
         .ok_or_else(|| bad("starts with the device name".into()))?;
-    let (mut socket, mut lid, mut ids) = (None, None, PciIds::default());
+    let mut keys = DeviceKeys::default();
     for part in parts {
         let (key, value) = part
             .split_once('=')
             .ok_or_else(|| bad(format!("`{part}` is not key=value")))?;
         let id =
             || parse_id(value).ok_or_else(|| bad(format!("{key}: `{value}` is not a 16-bit ID")));
+        let text = || (!value.is_empty()).then(|| value.to_string());
         match key {
-            "socket" if !value.is_empty() => socket = Some(PathBuf::from(value)),
+            "socket" if !value.is_empty() => keys.socket = Some(PathBuf::from(value)),
             "lid" => {
-                lid = Some(
+                keys.lid = Some(
                     value
                         .parse::<u16>()
-                        .ok()
-                        .filter(|l| *l != 0)
-                        .ok_or_else(|| bad(format!("lid: `{value}` is not in 1..65535")))?,
+                        .map_err(|_| bad(format!("lid: `{value}` is not in 1..65535")))?,
                 )
             }
-            "vendor" => ids.vendor = id()?,
-            "device" => ids.device = id()?,
-            "subsystem-vendor" => ids.subsystem_vendor = id()?,
-            "subsystem" => ids.subsystem = id()?,
+            "link" => keys.link = text(),
+            "mac" => keys.mac = text(),
+            "guid" => keys.guid = text(),
+            "vendor" => keys.ids.vendor = id()?,
+            "device" => keys.ids.device = id()?,
+            "subsystem-vendor" => keys.ids.subsystem_vendor = id()?,
+            "subsystem" => keys.ids.subsystem = id()?,
             _ => return Err(bad(format!("unknown or empty key `{key}`"))),
         }
     }
-    Ok(RnicConfig {
-        name: name.into(),
-        socket: socket.ok_or_else(|| bad("socket=PATH is required".into()))?,
-        lid: lid.ok_or_else(|| bad("lid=N is required".into()))?,
-        ids,
-    })
+    keys.finish(name).map_err(bad)
 }
 
 #[derive(Deserialize)]
@@ -220,7 +328,10 @@ struct ConfigFile {
 struct DeviceEntry {
     name: String,
     socket: PathBuf,
-    lid: u16,
+    link: Option<String>,
+    lid: Option<u16>,
+    mac: Option<String>,
+    guid: Option<String>,
     vendor: Option<u16>,
     device: Option<u16>,
     subsystem_vendor: Option<u16>,
@@ -245,20 +356,21 @@ fn read_config(path: &str) -> Result<Config, CliError> {
         .devices
         .into_iter()
         .map(|d| {
-            if d.lid == 0 {
-                return Err(err(format!("device {}: lid must be in 1..65535", d.name)));
-            }
-            Ok(RnicConfig {
-                name: d.name,
-                socket: d.socket,
+            let keys = DeviceKeys {
+                socket: Some(d.socket),
+                link: d.link,
                 lid: d.lid,
+                mac: d.mac,
+                guid: d.guid,
                 ids: PciIds {
                     vendor: d.vendor.unwrap_or(defaults.vendor),
                     device: d.device.unwrap_or(defaults.device),
                     subsystem_vendor: d.subsystem_vendor.unwrap_or(defaults.subsystem_vendor),
                     subsystem: d.subsystem.unwrap_or(defaults.subsystem),
                 },
-            })
+            };
+            keys.finish(&d.name)
+                .map_err(|why| err(format!("device {}: {why}", d.name)))
         })
         .collect::<Result<_, _>>()?;
     Ok(Config {
@@ -335,6 +447,76 @@ mod tests {
         assert_eq!(parse(&args("--help")), Ok(Command::Help));
     }
 
+    fn device_error(spec: &str) -> String {
+        match parse(&args(&format!("serve --device {spec}"))) {
+            Err(CliError::BadDevice { why, .. }) => why,
+            other => panic!("{spec}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn link_modes_parse_with_their_own_keys() {
+        let Ok(Command::Serve(a)) = parse(&args(
+            "serve --device e,socket=/e,link=eth,mac=02:00:00:00:00:0a --device i,socket=/i,lid=7,guid=0x0011223344556677 --device j,socket=/j,link=ib,lid=8",
+        )) else {
+            panic!("parse failed")
+        };
+        assert_eq!(
+            a.devices.iter().map(|d| d.link).collect::<Vec<_>>(),
+            vec![
+                LinkMode::Eth {
+                    mac: Mac([2, 0, 0, 0, 0, 0x0a])
+                },
+                LinkMode::Ib {
+                    lid: 7,
+                    guid: Some(0x0011_2233_4455_6677)
+                },
+                LinkMode::Ib { lid: 8, guid: None },
+            ]
+        );
+    }
+
+    #[test]
+    fn bad_link_keys_get_clear_errors() {
+        let cases = [
+            ("a,socket=/x,link=eth", "needs mac"),
+            ("a,socket=/x,link=eth,mac=01:00:5e:00:00:01", "multicast"),
+            ("a,socket=/x,link=eth,mac=ff:ff:ff:ff:ff:ff", "multicast"),
+            ("a,socket=/x,link=eth,mac=00:00:00:00:00:00", "zero"),
+            ("a,socket=/x,link=eth,mac=02:00:00:00:01", "not a MAC"),
+            (
+                "a,socket=/x,link=eth,mac=02:00:00:00:00:01,lid=1",
+                "lid is for link=ib",
+            ),
+            (
+                "a,socket=/x,link=eth,mac=02:00:00:00:00:01,guid=0x0000000000000001",
+                "guid is for link=ib",
+            ),
+            (
+                "a,socket=/x,lid=1,mac=02:00:00:00:00:01",
+                "mac is for link=eth",
+            ),
+            ("a,socket=/x,link=wifi,lid=1", "neither ib nor eth"),
+            ("a,socket=/x,lid=1,guid=12", "not a GUID"),
+            ("a,socket=/x,lid=1,guid=0x0000000000000000", "zero"),
+            ("a,socket=/x,lid=0", "reserved"),
+        ];
+        for (spec, want) in cases {
+            let why = device_error(spec);
+            assert!(why.contains(want), "{spec}: `{why}` does not say `{want}`");
+        }
+        assert!(matches!(
+            parse(&args("serve --device a,socket=/x,link=eth,mac=02:00:00:00:00:01 --device b,socket=/y,link=eth,mac=02:00:00:00:00:01")),
+            Err(CliError::DuplicateMac(..))
+        ));
+        assert!(matches!(
+            parse(&args(
+                "serve --device a,socket=/x,lid=3 --device b,socket=/y,lid=3"
+            )),
+            Err(CliError::DuplicateLid(..))
+        ));
+    }
+
     #[test]
     fn config_file_supplies_devices() {
         let path = std::env::temp_dir().join(format!("vrnic-cli-{}.toml", std::process::id()));
@@ -345,13 +527,29 @@ mod tests {
         };
         assert_eq!(
             (
-                a.devices[0].lid,
+                a.devices[0].link.lid(),
                 a.devices[0].ids.vendor,
                 a.poller.idle,
                 a.poller.give_way
             ),
             (3, 0x1234, Duration::from_micros(7), false)
         );
+        std::fs::write(&path, "[[device]]\nname = \"e\"\nsocket = \"/tmp/e\"\nlink = \"eth\"\nmac = \"02:00:00:00:00:05\"\n").unwrap();
+        let Ok(Command::Serve(a)) = parse(&args(&format!("serve --config {}", path.display())))
+        else {
+            panic!()
+        };
+        assert_eq!(
+            a.devices[0].link,
+            LinkMode::Eth {
+                mac: Mac([2, 0, 0, 0, 0, 5])
+            }
+        );
+        std::fs::write(&path, "[[device]]\nname = \"e\"\nsocket = \"/tmp/e\"\nlink = \"eth\"\nmac = \"03:00:00:00:00:05\"\n").unwrap();
+        assert!(matches!(
+            parse(&args(&format!("serve --config {}", path.display()))),
+            Err(CliError::Config { why, .. }) if why.contains("multicast")
+        ));
         std::fs::write(&path, "[[device]]\nname = \"r0\"\n").unwrap();
         assert!(matches!(
             parse(&args(&format!("serve --config {}", path.display()))),

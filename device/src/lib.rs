@@ -1,7 +1,7 @@
 //! vrnic: a virtual RDMA NIC served to QEMU guests over vfio-user.
 //!
 //! Layers, each importing only those below it:
-//! 1. foundations: `guest_memory` (guest RAM through vm-memory), `pci` (config space),
+//! 1. foundations: `addr` (MACs, GIDs, addresses), `guest_memory` (guest RAM through vm-memory), `pci` (config space),
 //!    `vfio_user` (the protocol server, device-agnostic), `memfd`, `ratelimit`;
 //! 2. `objects`: the object tables (PDs, MRs, CQs, EQs, QPs) and their names;
 //! 3. `rnic`: the device state (registers, doorbells, interrupt lines, DMA fence) and the
@@ -10,6 +10,7 @@
 //! 5. `model` (the vfio-user face of a device) and `fabric` (routing, poller shards);
 //! 6. `serve` (the wiring `main` and the tests share) and `cli`.
 
+pub mod addr;
 pub mod admin;
 pub mod cli;
 pub mod datapath;

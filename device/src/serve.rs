@@ -65,10 +65,13 @@ impl Service {
         }
         service.pollers = Some(fabric.start_pollers(poller)?);
         for rnic in fabric.devices() {
+            let link = match rnic.link().mac() {
+                Some(mac) => format!("RoCE, MAC {mac}"),
+                None => format!("IB, LID {}", rnic.lid()),
+            };
             log::info!(
-                "device {} (LID {}) listening on {}",
+                "device {} ({link}) listening on {}",
                 rnic.name(),
-                rnic.lid(),
                 rnic.config.socket.display()
             );
         }

@@ -44,7 +44,7 @@ fn world(d: &mut FakeDriver) -> World {
 fn unknown_opcodes_are_bad_opcode_at_offset_0() {
     let (_devices, mut d) = device();
 
-    let results: Vec<AdminResult> = [0u8, 0x11, 0x7f, 0xff]
+    let results: Vec<AdminResult> = [0u8, 0x12, 0x7f, 0xff]
         .iter()
         .map(|op| {
             let mut cmd = vec![0u8; 128];
@@ -120,7 +120,7 @@ fn nonzero_reserved_fields_of_every_command_are_bad_field_at_the_field() {
             CmdModifyQp::ATTR_OFF + QpAttr::RESERVED0_OFF,
         ),
         (bytes_of(&modify), 127, CmdModifyQp::RESERVED0_OFF),
-        (bytes_of(&query_qp), 100, CmdModifyQp::RESERVED0_OFF),
+        (bytes_of(&query_qp), 110, CmdModifyQp::RESERVED0_OFF),
         (
             bytes_of(&cmd_handle(AqOpcode::DestroyQp, w.qp.qpn, w.uctx)),
             16,

@@ -1,21 +1,31 @@
 /* SPDX-License-Identifier: GPL-2.0 OR Apache-2.0 */
 /*
- * vrnic: driver for the vrnic software RDMA HCA (control path only; the data
- * path lives in the rdma-core provider, as with EFA).
+ * vrnic: driver for the vrnic software RDMA HCA. User processes run their
+ * data path in the rdma-core provider, as with EFA; in RoCE mode the driver
+ * also has a kernel data path (kernel PDs, CQs, QPs including the GSI QP) so
+ * that ib_mad, ib_cm and rdma_cm work.
  *
  * Layers: vrnic_admin.c (admin queue engine, one function per command) ->
- * vrnic_eq.c (event queues, interrupts) -> vrnic_pbl.c (page lists) ->
- * vrnic_verbs.c, vrnic_mr.c, vrnic_cq.c, vrnic_qp.c (verbs) ->
- * vrnic_main.c (PCI probe/remove, ib_device registration).
+ * vrnic_eq.c (event queues, interrupts), vrnic_kdb.c (the kernel context's
+ * doorbell pages) -> vrnic_pbl.c (page lists), vrnic_kring.c (kernel rings)
+ * -> vrnic_verbs.c, vrnic_mr.c, vrnic_cq.c, vrnic_qp.c, vrnic_ah.c (verbs),
+ * vrnic_poll.c, vrnic_post.c (kernel data path), vrnic_netdev.c,
+ * vrnic_gid.c (RoCE: the paired net_device, GIDs) -> vrnic_main.c (PCI
+ * probe/remove, ib_device registration).
  *
- * Every hardware layout comes from the generated hw-spec headers.
+ * Every hardware layout comes from the generated hw-spec headers; WQEs and
+ * CQEs are encoded by guest-driver/common/vrnic_wqe.h, shared with the
+ * provider.
  */
 #ifndef VRNIC_H
 #define VRNIC_H
 
 #include <linux/bitops.h>
+#include <linux/etherdevice.h>
 #include <linux/mutex.h>
+#include <linux/netdevice.h>
 #include <linux/pci.h>
+#include <linux/spinlock.h>
 #include <linux/types.h>
 #include <linux/wait.h>
 #include <linux/xarray.h>
@@ -24,6 +34,7 @@
 
 #include "vrnic/vrnic_hw.h"
 #include "vrnic_compat.h"
+#include "vrnic_wqe.h"
 
 #define DRV_NAME "vrnic"
 
@@ -74,6 +85,24 @@ struct vrnic_db_loc {
 	u32 slot;
 };
 
+/* A doorbell page of the kernel context, mapped once (vrnic_kdb.c). */
+struct vrnic_kdb_page {
+	void __iomem *db;		/* BAR2 page */
+	void __iomem *kick;		/* BAR4 page of the same number */
+};
+
+/*
+ * A ring in kernel memory (kernel CQs and QPs): DMA-coherent pages, zeroed,
+ * handed to the device as a page list. Entries are powers of two no larger
+ * than a page, so none straddles two pages.
+ */
+struct vrnic_kring {
+	void **pages;
+	dma_addr_t *pages_dma;
+	u32 npages;
+	u32 entry_shift;
+};
+
 struct vrnic_aq {
 	struct mutex lock;		/* one command in flight */
 	wait_queue_head_t wait;		/* woken by MSI-X vector 0 */
@@ -96,7 +125,7 @@ struct vrnic_eq {
 	u32 ci;				/* free-running consumer index */
 	u32 eqn;
 	struct vrnic_db_loc db;		/* in a page of the kernel context */
-	void __iomem *db_map;		/* that page: dev->kdb, or its own mapping */
+	const struct vrnic_kdb_page *kdb; /* that page */
 	u16 vector;			/* MSI-X vector index */
 	bool async;
 	bool created;			/* exists on the device */
@@ -131,6 +160,17 @@ struct vrnic_dev {
 
 	struct xarray cqs;		/* cqn -> struct vrnic_cq */
 	struct xarray qps;		/* qpn -> struct vrnic_qp */
+	struct mutex kdb_lock;		/* serializes adding to kdb_pages */
+	struct xarray kdb_pages;	/* page -> struct vrnic_kdb_page */
+
+	/* RoCE mode (PORT_INFO.LINK_ETH): an Ethernet port paired with a netdev. */
+	bool roce;
+	u8 mac[ETH_ALEN];		/* from QUERY_PORT: the netdev to pair with */
+	struct notifier_block netdev_nb;
+	bool netdev_nb_registered;
+	struct net_device *netdev;	/* the paired netdev (under rtnl) */
+	bool port_active;		/* last state reported (under rtnl) */
+	struct work_struct rescan_work;	/* GID rescan after a late pairing */
 };
 
 struct vrnic_user_mmap_entry {
@@ -169,24 +209,56 @@ struct vrnic_mr {
 
 struct vrnic_cq {
 	struct ib_cq ibcq;
-	struct ib_umem *umem;
+	struct ib_umem *umem;		/* user CQ: the provider's ring */
 	struct vrnic_eq *eq;
 	u32 cqn;
 	struct vrnic_db_loc db;
 	u32 uctx;
+
+	/* Kernel CQ (umem == NULL): polled by vrnic_poll.c. */
+	spinlock_t lock;		/* poll_cq and req_notify_cq */
+	struct vrnic_kring ring;
+	void __iomem *slot;		/* its struct vrnic_db_cq_slot */
+	u32 depth_log2;
+	u32 ci;				/* free-running consumer index */
+	u32 arm_seq;			/* last arm sequence number written */
+};
+
+/* A send or receive queue of a kernel QP. */
+struct vrnic_wq {
+	spinlock_t lock;		/* posting */
+	struct vrnic_kring ring;
+	u32 depth_log2;
+	u32 max_sge;
+	u32 pi;				/* free-running producer index (lock) */
+	u32 ci;				/* retired by poll_cq: acquire/release */
 };
 
 struct vrnic_qp {
 	struct ib_qp ibqp;
 	struct mutex lock;		/* serializes modify/query; protects state */
-	struct ib_umem *sq_umem;
+	struct ib_umem *sq_umem;	/* user QP: the provider's rings */
 	struct ib_umem *rq_umem;
 	enum ib_qp_state state;		/* last state set or seen */
 	struct ib_qp_cap cap;
 	enum ib_sig_type sq_sig_type;
-	u32 qpn;
+	u32 qpn;			/* the device's (also for the GSI QP) */
 	struct vrnic_db_loc db;
 	u32 uctx;
+	u8 dmac[ETH_ALEN];		/* RoCE: of the last AV set, for query_qp */
+
+	/* Kernel QP (sq_umem == NULL): posted to by vrnic_post.c. */
+	bool kernel;
+	bool datagram;			/* UD or GSI: send WQEs carry a ud_av */
+	struct vrnic_wq sq;
+	struct vrnic_wq rq;
+	const struct vrnic_kdb_page *kdb; /* page holding the doorbell slot */
+};
+
+/* An address handle: the AV copied into every UD WQE that names it. */
+struct vrnic_ah {
+	struct ib_ah ibah;
+	struct vrnic_av av;		/* remote_qpn and remote_qkey unset */
 };
 
 static inline struct vrnic_dev *to_vdev(struct ib_device *ibdev)
@@ -217,6 +289,11 @@ static inline struct vrnic_cq *to_vcq(struct ib_cq *ibcq)
 static inline struct vrnic_qp *to_vqp(struct ib_qp *ibqp)
 {
 	return container_of(ibqp, struct vrnic_qp, ibqp);
+}
+
+static inline struct vrnic_ah *to_vah(struct ib_ah *ibah)
+{
+	return container_of(ibah, struct vrnic_ah, ibah);
 }
 
 static inline struct vrnic_user_mmap_entry *
@@ -253,6 +330,7 @@ void vrnic_aq_mark_dead(struct vrnic_dev *dev, const char *why);
 
 /* vrnic_admin.c: one function per command */
 struct vrnic_create_qp_params {
+	u8 qp_type;			/* enum vrnic_qp_type */
 	u32 uctx;
 	u32 pdn;
 	u32 send_cqn;
@@ -290,10 +368,12 @@ int vrnic_cmd_create_qp(struct vrnic_dev *dev,
 			const struct vrnic_create_qp_params *p,
 			u32 *qpn, struct vrnic_db_loc *db);
 int vrnic_cmd_modify_qp(struct vrnic_dev *dev, u32 uctx, u32 qpn, u32 attr_mask,
-			const struct vrnic_qp_attr *attr);
+			const struct vrnic_qp_attr *attr, const u8 *dmac);
 int vrnic_cmd_query_qp(struct vrnic_dev *dev, u32 uctx, u32 qpn,
 		       struct vrnic_qp_attr *out);
 int vrnic_cmd_destroy_qp(struct vrnic_dev *dev, u32 uctx, u32 qpn);
+int vrnic_cmd_set_gid(struct vrnic_dev *dev, u8 index, u8 gid_type,
+		      const union ib_gid *gid);
 
 /* vrnic_eq.c */
 int vrnic_eqs_create(struct vrnic_dev *dev);
@@ -302,6 +382,13 @@ void vrnic_eqs_destroy(struct vrnic_dev *dev);
 void vrnic_eqs_free_irqs(struct vrnic_dev *dev);
 void vrnic_eqs_free(struct vrnic_dev *dev);
 void vrnic_eq_sync_irq(struct vrnic_eq *eq);
+
+/* vrnic_kdb.c: the kernel context's doorbell pages */
+const struct vrnic_kdb_page *vrnic_kdb_get(struct vrnic_dev *dev, u32 page);
+void vrnic_kdb_unmap_all(struct vrnic_dev *dev);
+void __iomem *vrnic_kdb_slot(const struct vrnic_kdb_page *p, u32 slot);
+void vrnic_kdb_ring_qp(const struct vrnic_kdb_page *p, u32 slot, u32 off,
+		       u32 pi);
 
 /* vrnic_pbl.c: page lists handed to the device */
 struct vrnic_pbl {
@@ -321,6 +408,23 @@ int vrnic_pbl_from_umem(struct vrnic_dev *dev, struct vrnic_pbl *pbl,
 void vrnic_pbl_contiguous(struct vrnic_pbl *pbl, dma_addr_t addr, u32 npages,
 			  unsigned int page_shift);
 void vrnic_pbl_free(struct vrnic_dev *dev, struct vrnic_pbl *pbl);
+int vrnic_pbl_from_dma_pages(struct vrnic_dev *dev, struct vrnic_pbl *pbl,
+			     const dma_addr_t *pages, u32 npages);
+
+/* vrnic_kring.c */
+int vrnic_kring_alloc(struct vrnic_dev *dev, struct vrnic_kring *ring,
+		      u32 depth_log2, u32 entry_shift);
+void vrnic_kring_free(struct vrnic_dev *dev, struct vrnic_kring *ring);
+int vrnic_kring_pbl(struct vrnic_dev *dev, const struct vrnic_kring *ring,
+		    struct vrnic_pbl *pbl);
+
+/* Entry @idx (already reduced modulo the depth) of @ring. */
+static inline void *vrnic_kring_entry(const struct vrnic_kring *ring, u32 idx)
+{
+	size_t off = (size_t)idx << ring->entry_shift;
+
+	return ring->pages[off >> PAGE_SHIFT] + (off & ~PAGE_MASK);
+}
 
 /* Copy a driver command from udata: zero-filled, min() of the sizes. */
 int vrnic_copy_cmd_from_udata(void *cmd, size_t size, size_t min_size,
@@ -348,18 +452,46 @@ int vrnic_uctx_db_page(struct ib_udata *udata, const struct vrnic_db_loc *db,
 void vrnic_mmap_free(struct rdma_user_mmap_entry *rdma_entry);
 int vrnic_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata);
 int vrnic_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata);
+int vrnic_query_port_roce(struct vrnic_dev *dev, struct ib_port_attr *props);
+
+/* vrnic_netdev.c: RoCE mode's paired net_device */
+int vrnic_netdev_start(struct vrnic_dev *dev);
+void vrnic_netdev_stop(struct vrnic_dev *dev);
+void vrnic_netdev_registered(struct vrnic_dev *dev);
+
+/* vrnic_gid.c */
+int vrnic_add_gid(const struct ib_gid_attr *attr, void **context);
+int vrnic_del_gid(const struct ib_gid_attr *attr, void **context);
+
+/* vrnic_ah.c */
+int vrnic_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init_attr,
+		    struct ib_udata *udata);
+int vrnic_destroy_ah(struct ib_ah *ibah, u32 flags);
+int vrnic_av_from_ah_attr(struct vrnic_dev *dev, const struct rdma_ah_attr *a,
+			  struct vrnic_av *av);
 
 /* vrnic_mr.c */
 struct ib_mr *vrnic_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 				u64 virt_addr, int access_flags,
 				struct ib_udata *udata);
 int vrnic_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata);
+struct ib_mr *vrnic_get_dma_mr(struct ib_pd *ibpd, int access_flags);
 
 /* vrnic_cq.c */
 int vrnic_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 		    struct uverbs_attr_bundle *attrs);
 int vrnic_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata);
 void vrnic_cq_event(struct vrnic_dev *dev, u32 cqn, bool completion);
+
+/* vrnic_poll.c: kernel CQs */
+int vrnic_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc);
+int vrnic_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags);
+
+/* vrnic_post.c: kernel QPs */
+int vrnic_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
+		    const struct ib_send_wr **bad_wr);
+int vrnic_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
+		    const struct ib_recv_wr **bad_wr);
 
 /* vrnic_qp.c */
 int vrnic_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init_attr,

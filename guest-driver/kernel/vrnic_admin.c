@@ -505,7 +505,7 @@ int vrnic_cmd_create_qp(struct vrnic_dev *dev,
 	cmd.pdn = cpu_to_le32(p->pdn);
 	cmd.send_cqn = cpu_to_le32(p->send_cqn);
 	cmd.recv_cqn = cpu_to_le32(p->recv_cqn);
-	cmd.qp_type = VRNIC_QP_TYPE_RC;
+	cmd.qp_type = p->qp_type;
 	cmd.sq_depth_log2 = p->sq_depth_log2;
 	cmd.rq_depth_log2 = p->rq_depth_log2;
 	cmd.sq_wqe_shift = p->sq_wqe_shift;
@@ -524,8 +524,9 @@ int vrnic_cmd_create_qp(struct vrnic_dev *dev,
 	return err;
 }
 
+/* @dmac: RoCE mode with an AV, the destination MAC; NULL otherwise. */
 int vrnic_cmd_modify_qp(struct vrnic_dev *dev, u32 uctx, u32 qpn, u32 attr_mask,
-			const struct vrnic_qp_attr *attr)
+			const struct vrnic_qp_attr *attr, const u8 *dmac)
 {
 	struct vrnic_aq_completion comp;
 	struct vrnic_cmd_modify_qp cmd;
@@ -535,6 +536,8 @@ int vrnic_cmd_modify_qp(struct vrnic_dev *dev, u32 uctx, u32 qpn, u32 attr_mask,
 	cmd.attr_mask = cpu_to_le32(attr_mask);
 	cmd.attr = *attr;
 	cmd.uctx = cpu_to_le32(uctx);
+	if (dmac)
+		memcpy(cmd.dmac, dmac, sizeof(cmd.dmac));
 	return vrnic_aq_exec(dev, &cmd, &comp);
 }
 
@@ -567,4 +570,23 @@ int vrnic_cmd_query_qp(struct vrnic_dev *dev, u32 uctx, u32 qpn,
 int vrnic_cmd_destroy_qp(struct vrnic_dev *dev, u32 uctx, u32 qpn)
 {
 	return vrnic_cmd_handle(dev, VRNIC_AQ_OPCODE_DESTROY_QP, uctx, qpn, NULL);
+}
+
+/* Set GID table entry @index (@gid non-NULL, @gid_type ROCE_V2) or clear it. */
+int vrnic_cmd_set_gid(struct vrnic_dev *dev, u8 index, u8 gid_type,
+		      const union ib_gid *gid)
+{
+	struct vrnic_aq_completion comp;
+	struct vrnic_cmd_set_gid cmd;
+
+	vrnic_cmd_init(&cmd, VRNIC_AQ_OPCODE_SET_GID);
+	cmd.port = VRNIC_PORT_NUM;
+	cmd.index = index;
+	cmd.uctx = cpu_to_le32(VRNIC_KERNEL_UCTX);
+	if (gid) {
+		cmd.gid_type = gid_type;
+		cmd.valid = 1;
+		memcpy(cmd.gid, gid->raw, sizeof(cmd.gid));
+	}
+	return vrnic_aq_exec(dev, &cmd, &comp);
 }

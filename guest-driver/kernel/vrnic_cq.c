@@ -1,15 +1,20 @@
 // SPDX-License-Identifier: GPL-2.0 OR Apache-2.0
 /*
- * Completion queues. The ring lives in the user process (allocated and
- * polled by the provider); the kernel pins it, creates the CQ on the EQ of
- * the requested completion vector and routes COMPLETION/CQ_ERR events.
+ * Completion queues. A user CQ's ring lives in the user process (allocated
+ * and polled by the provider): the kernel pins it. A kernel CQ's ring is
+ * kernel memory (vrnic_kring.c), polled by vrnic_poll.c; RoCE mode only,
+ * where the kernel data path exists. Either is created on the EQ of the
+ * requested completion vector, which routes COMPLETION/CQ_ERR events.
  */
 #include <linux/interrupt.h>
 #include <linux/log2.h>
 
 #include "vrnic.h"
 
-/* Called from the EQ interrupt handlers (hard IRQ). */
+/*
+ * Called from the EQ interrupt handlers (hard IRQ). Kernel comp_handlers
+ * (ib_cq's softirq and workqueue pollers, ib_uverbs) only schedule work.
+ */
 void vrnic_cq_event(struct vrnic_dev *dev, u32 cqn, bool completion)
 {
 	struct vrnic_cq *cq = xa_load(&dev->cqs, cqn);
@@ -47,6 +52,69 @@ static void vrnic_cq_sync_irqs(struct vrnic_dev *dev, struct vrnic_cq *cq)
 	vrnic_eq_sync_irq(&dev->async_eq);
 }
 
+/* A kernel CQ: at least attr->cqe entries in a ring of the kernel's own. */
+static int vrnic_create_kernel_cq(struct vrnic_dev *dev, struct vrnic_cq *cq,
+				  const struct ib_cq_init_attr *attr)
+{
+	const struct vrnic_kdb_page *kdb;
+	struct vrnic_pbl pbl;
+	int err;
+
+	if (!attr->cqe || attr->cqe > dev->lim.max_cqe)
+		return -EINVAL;
+	cq->depth_log2 = order_base_2(max_t(u32, attr->cqe, 2));
+	cq->uctx = VRNIC_KERNEL_UCTX;
+	cq->eq = &dev->comp_eqs[attr->comp_vector];
+	spin_lock_init(&cq->lock);
+	BUILD_BUG_ON(sizeof(struct vrnic_cqe) != VRNIC_CQE_SIZE);
+	err = vrnic_kring_alloc(dev, &cq->ring, cq->depth_log2,
+				ilog2(VRNIC_CQE_SIZE));
+	if (err)
+		return err;
+	err = vrnic_kring_pbl(dev, &cq->ring, &pbl);
+	if (err)
+		goto err_free;
+	err = vrnic_cmd_create_cq(dev, cq->uctx, cq->eq->eqn, cq->depth_log2,
+				  &pbl.desc, &cq->cqn, &cq->db);
+	vrnic_pbl_free(dev, &pbl);
+	if (err)
+		goto err_free;
+
+	if (cq->db.slot >= VRNIC_DB_SLOTS_PER_PAGE) {
+		dev_err(&dev->pdev->dev, "CREATE_CQ returned doorbell slot %u\n",
+			cq->db.slot);
+		err = -EIO;
+		goto err_destroy;
+	}
+	kdb = vrnic_kdb_get(dev, cq->db.page);
+	if (IS_ERR(kdb)) {
+		err = PTR_ERR(kdb);
+		goto err_destroy;
+	}
+	cq->slot = vrnic_kdb_slot(kdb, cq->db.slot);
+	err = xa_insert(&dev->cqs, cq->cqn, cq, GFP_KERNEL);
+	if (err) {
+		dev_err(&dev->pdev->dev, "CREATE_CQ returned CQN %u in use\n",
+			cq->cqn);
+		err = -EIO;
+		goto err_destroy;
+	}
+	cq->ibcq.cqe = 1U << cq->depth_log2;
+	ibdev_dbg(&dev->ibdev, "kernel CQ %u depth %u EQ %u page %u slot %u\n",
+		  cq->cqn, cq->ibcq.cqe, cq->eq->eqn, cq->db.page, cq->db.slot);
+	return 0;
+
+err_destroy:
+	if (vrnic_cmd_destroy_cq(dev, cq->uctx, cq->cqn) && !vrnic_is_dead(dev)) {
+		dev_err(&dev->pdev->dev,
+			"DESTROY_CQ %u failed: leaking its ring\n", cq->cqn);
+		return err;
+	}
+err_free:
+	vrnic_kring_free(dev, &cq->ring);
+	return err;
+}
+
 int vrnic_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 		    struct uverbs_attr_bundle *attrs)
 {
@@ -61,13 +129,14 @@ int vrnic_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	u64 db_key, kick_key;
 	int err;
 
-	/* Kernel CQs would need kernel verbs (poll_cq), which vrnic lacks. */
-	if (!udata)
-		return -EOPNOTSUPP;
 	if (attr->flags)
 		return -EOPNOTSUPP;
 	if (attr->comp_vector >= dev->num_comp_eqs)
 		return -EINVAL;
+	/* Kernel CQs need the kernel data path: RoCE mode only. */
+	if (!udata)
+		return dev->roce ? vrnic_create_kernel_cq(dev, cq, attr) :
+				   -EOPNOTSUPP;
 
 	err = vrnic_copy_cmd_from_udata(&cmd, sizeof(cmd),
 					offsetofend(struct vrnic_create_cq_cmd,
@@ -82,7 +151,7 @@ int vrnic_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	if (cmd.depth_log2 < 1 || cmd.depth_log2 > ilog2(dev->lim.max_cqe) ||
 	    attr->cqe > (1U << cmd.depth_log2) || !PAGE_ALIGNED(buf_addr))
 		return -EINVAL;
-	/* depth_log2 <= 31 and CQE_SIZE is 32: no overflow in size_t. */
+	/* depth_log2 <= 31 and CQE_SIZE is 64: no overflow in size_t. */
 	ring_size = (size_t)VRNIC_CQE_SIZE << cmd.depth_log2;
 
 	cq->uctx = vrnic_udata_uctx(udata);
@@ -161,12 +230,15 @@ int vrnic_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
 
 	err = vrnic_cmd_destroy_cq(dev, cq->uctx, cq->cqn);
 	if (err && !vrnic_is_dead(dev)) {
-		/* The device may still write the ring: keep it pinned. */
+		/* The device may still write the ring: keep it. */
 		dev_err(&dev->pdev->dev,
-			"DESTROY_CQ %u failed (%d): leaking its pinned ring\n",
+			"DESTROY_CQ %u failed (%d): leaking its ring\n",
 			cq->cqn, err);
 		return 0;
 	}
-	ib_umem_release(cq->umem);
+	if (cq->umem)
+		ib_umem_release(cq->umem);
+	else
+		vrnic_kring_free(dev, &cq->ring);
 	return 0;
 }

@@ -22,8 +22,7 @@ static u8 vrnic_eq_phase(const struct vrnic_eq *eq)
 
 static void vrnic_eq_update_ci(struct vrnic_eq *eq)
 {
-	void __iomem *slot = eq->db_map + VRNIC_DB_SLOT_BASE +
-			     eq->db.slot * VRNIC_DB_SLOT_SIZE;
+	void __iomem *slot = vrnic_kdb_slot(eq->kdb, eq->db.slot);
 
 	/*
 	 * Every EQE read must be complete before the device may reuse its
@@ -43,6 +42,12 @@ static void vrnic_port_event(struct vrnic_dev *dev, u32 port,
 		.element.port_num = port,
 	};
 
+	/* RoCE mode: the port follows the paired netdev (vrnic_netdev.c). */
+	if (dev->roce) {
+		dev_dbg(&dev->pdev->dev, "port event %d ignored in RoCE mode\n",
+			type);
+		return;
+	}
 	if (port != VRNIC_PORT_NUM) {
 		dev_warn_ratelimited(&dev->pdev->dev,
 				     "port event %d for unknown port %u\n",
@@ -185,17 +190,11 @@ static int vrnic_eq_create(struct vrnic_dev *dev, struct vrnic_eq *eq,
 		err = -EIO;
 		goto err_free;
 	}
-	/* Page 0 is mapped at probe; a later kernel page gets its own mapping. */
-	if (eq->db.page == 0)
-		eq->db_map = dev->kdb;
-	else
-		eq->db_map = pci_iomap_range(dev->pdev, VRNIC_BAR_DB,
-					     (unsigned long)eq->db.page *
-					     VRNIC_DB_PAGE_SIZE,
-					     VRNIC_DB_PAGE_SIZE);
-	if (!eq->db_map) {
+	eq->kdb = vrnic_kdb_get(dev, eq->db.page);
+	if (IS_ERR(eq->kdb)) {
+		err = PTR_ERR(eq->kdb);
+		eq->kdb = NULL;
 		vrnic_aq_mark_dead(dev, "cannot map an EQ doorbell page");
-		err = -ENOMEM;
 		goto err_free;
 	}
 	eq->created = true;
@@ -347,9 +346,7 @@ void vrnic_eqs_free_irqs(struct vrnic_dev *dev)
 
 static void vrnic_eq_free(struct vrnic_dev *dev, struct vrnic_eq *eq)
 {
-	if (eq->db_map && eq->db_map != dev->kdb)
-		pci_iounmap(dev->pdev, eq->db_map);
-	eq->db_map = NULL;
+	eq->kdb = NULL;		/* vrnic_kdb_unmap_all() unmaps the pages */
 	if (eq->ring)
 		dma_free_coherent(vrnic_dma_dev(dev), eq->ring_size, eq->ring,
 				  eq->ring_dma);

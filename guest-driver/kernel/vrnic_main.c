@@ -14,6 +14,11 @@
  *
  * A function reset (reset_prepare/reset_done) is teardown, FLR by the PCI
  * core, then bring-up again with a new ib_device.
+ *
+ * The link mode (PORT_INFO.LINK_ETH) picks the verbs: IB mode has the user
+ * data path only (kverbs_provider stays false, so ib_mad, ib_cm, IPoIB and
+ * rdma_cm leave the device alone); RoCE mode adds the kernel data path, GIDs
+ * and the paired net_device, which ib_mad, ib_cm and rdma_cm need.
  */
 #include <linux/cpumask.h>
 #include <linux/dma-mapping.h>
@@ -152,8 +157,15 @@ static void vrnic_set_attrs(struct vrnic_dev *dev,
 	a->atomic_cap = IB_ATOMIC_NONE;
 	a->masked_atomic_cap = IB_ATOMIC_NONE;
 	a->max_pkeys = 1;
+	/* An AH is driver memory (vrnic_ah.c): the device sets no limit. */
+	a->max_ah = INT_MAX;
 	a->device_cap_flags = IB_DEVICE_PORT_ACTIVE_EVENT |
 			      IB_DEVICE_RC_RNR_NAK_GEN;
+	if (dev->roce) {
+		/* Kernel users need no MR for their own DMA addresses. */
+		a->kernel_cap_flags = IBK_LOCAL_DMA_LKEY;
+		dev->ibdev.local_dma_lkey = VRNIC_LOCAL_DMA_LKEY;
+	}
 }
 
 static int vrnic_query_identity(struct vrnic_dev *dev)
@@ -162,18 +174,34 @@ static int vrnic_query_identity(struct vrnic_dev *dev)
 	struct vrnic_port_attr pa;
 	int err;
 
+	err = vrnic_cmd_query_port(dev, VRNIC_PORT_NUM, &pa);
+	if (err)
+		return err;
+	/* The mode is fixed when the device starts; both places must agree. */
+	dev->roce = vrnic_rd(dev, VRNIC_BAR0_PORT_INFO_OFF) &
+		    VRNIC_BAR0_PORT_INFO_LINK_ETH_MASK;
+	if (pa.link_layer != (dev->roce ? VRNIC_LINK_LAYER_ETHERNET :
+				VRNIC_LINK_LAYER_INFINIBAND)) {
+		dev_err(&dev->pdev->dev,
+			"PORT_INFO.LINK_ETH %u disagrees with QUERY_PORT link layer %u\n",
+			dev->roce, pa.link_layer);
+		return -ENODEV;
+	}
+	dev->lid = le16_to_cpu(pa.lid);
+	memcpy(dev->gid.raw, pa.gid, sizeof(dev->gid.raw));
+	memcpy(dev->mac, pa.mac, sizeof(dev->mac));
+	if (dev->roce)
+		dev_info(&dev->pdev->dev,
+			 "port %u: RoCE v2, pairs with the interface of MAC %pM\n",
+			 VRNIC_PORT_NUM, dev->mac);
+	else
+		dev_info(&dev->pdev->dev, "port %u: LID %u, GID %pI6\n",
+			 VRNIC_PORT_NUM, dev->lid, dev->gid.raw);
+
 	err = vrnic_cmd_query_device(dev, &da);
 	if (err)
 		return err;
 	vrnic_set_attrs(dev, &da);
-
-	err = vrnic_cmd_query_port(dev, VRNIC_PORT_NUM, &pa);
-	if (err)
-		return err;
-	dev->lid = le16_to_cpu(pa.lid);
-	memcpy(dev->gid.raw, pa.gid, sizeof(dev->gid.raw));
-	dev_info(&dev->pdev->dev, "port %u: LID %u, GID %pI6\n", VRNIC_PORT_NUM,
-		 dev->lid, dev->gid.raw);
 	return 0;
 }
 
@@ -206,11 +234,13 @@ static const struct ib_device_ops vrnic_dev_ops = {
 
 	.alloc_pd = vrnic_alloc_pd,
 	.alloc_ucontext = vrnic_alloc_ucontext,
+	.create_ah = vrnic_create_ah,
 	.create_cq = vrnic_create_cq,
 	.create_qp = vrnic_create_qp,
 	.dealloc_pd = vrnic_dealloc_pd,
 	.dealloc_ucontext = vrnic_dealloc_ucontext,
 	.dereg_mr = vrnic_dereg_mr,
+	.destroy_ah = vrnic_destroy_ah,
 	.destroy_cq = vrnic_destroy_cq,
 	.destroy_qp = vrnic_destroy_qp,
 	.disassociate_ucontext = vrnic_disassociate_ucontext,
@@ -221,16 +251,32 @@ static const struct ib_device_ops vrnic_dev_ops = {
 	.mmap_free = vrnic_mmap_free,
 	.modify_qp = vrnic_modify_qp,
 	.query_device = vrnic_query_device,
-	.query_gid = vrnic_query_gid,
 	.query_pkey = vrnic_query_pkey,
 	.query_port = vrnic_query_port,
 	.query_qp = vrnic_query_qp,
 	.reg_user_mr = vrnic_reg_user_mr,
 
+	INIT_RDMA_OBJ_SIZE(ib_ah, vrnic_ah, ibah),
 	INIT_RDMA_OBJ_SIZE(ib_cq, vrnic_cq, ibcq),
 	INIT_RDMA_OBJ_SIZE(ib_pd, vrnic_pd, ibpd),
 	INIT_RDMA_OBJ_SIZE(ib_qp, vrnic_qp, ibqp),
 	INIT_RDMA_OBJ_SIZE(ib_ucontext, vrnic_ucontext, ibuctx),
+};
+
+/* IB mode: one fixed GID, from QUERY_PORT. */
+static const struct ib_device_ops vrnic_ib_ops = {
+	.query_gid = vrnic_query_gid,
+};
+
+/* RoCE mode: GIDs from the paired netdev, and the kernel data path. */
+static const struct ib_device_ops vrnic_roce_ops = {
+	.add_gid = vrnic_add_gid,
+	.del_gid = vrnic_del_gid,
+	.get_dma_mr = vrnic_get_dma_mr,
+	.poll_cq = vrnic_poll_cq,
+	.post_recv = vrnic_post_recv,
+	.post_send = vrnic_post_send,
+	.req_notify_cq = vrnic_req_notify_cq,
 };
 
 static int vrnic_register(struct vrnic_dev *dev)
@@ -244,11 +290,25 @@ static int vrnic_register(struct vrnic_dev *dev)
 	ibdev->dev.parent = &dev->pdev->dev;
 	strscpy(ibdev->node_desc, DRV_NAME, sizeof(ibdev->node_desc));
 	ib_set_device_ops(ibdev, &vrnic_dev_ops);
+	ib_set_device_ops(ibdev, dev->roce ? &vrnic_roce_ops : &vrnic_ib_ops);
 
+	/*
+	 * Pair with the netdev first: registration then fills the GID table
+	 * from its addresses (gid_table_setup_one() rescans).
+	 */
+	if (dev->roce) {
+		err = vrnic_netdev_start(dev);
+		if (err)
+			return err;
+	}
 	err = ib_register_device(ibdev, DRV_NAME "%d", &dev->pdev->dev);
-	if (err)
+	if (err) {
+		vrnic_netdev_stop(dev);
 		return err;
+	}
 	set_bit(VRNIC_FLAG_REGISTERED, &dev->flags);
+	if (dev->roce)
+		vrnic_netdev_registered(dev);
 	return 0;
 }
 
@@ -264,6 +324,8 @@ static void vrnic_unregister(struct vrnic_dev *dev)
 	vrnic_eq_sync_irq(&dev->async_eq);
 	mutex_lock(&dev->aq.lock);
 	mutex_unlock(&dev->aq.lock);
+	/* Unpairs (no port events: not registered any more). */
+	vrnic_netdev_stop(dev);
 	ib_unregister_device(&dev->ibdev);
 }
 
@@ -275,6 +337,7 @@ static void vrnic_hw_teardown(struct vrnic_dev *dev)
 	vrnic_aq_dev_reset(dev, "teardown");
 	vrnic_eqs_free_irqs(dev);
 	vrnic_eqs_free(dev);
+	vrnic_kdb_unmap_all(dev);
 	vrnic_aq_free(dev);
 	if (dev->num_vectors)
 		pci_free_irq_vectors(dev->pdev);
@@ -332,6 +395,8 @@ static struct vrnic_dev *vrnic_dev_up(struct pci_dev *pdev)
 	dev->pdev = pdev;
 	xa_init(&dev->cqs);
 	xa_init(&dev->qps);
+	xa_init(&dev->kdb_pages);
+	mutex_init(&dev->kdb_lock);
 
 	err = vrnic_map_bars(dev);
 	if (err)

@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0 OR Apache-2.0
 /*
  * Memory regions: pin with ib_umem_get(), pick the largest page size the
- * device supports for the layout, hand the device a page list.
+ * device supports for the layout, hand the device a page list. In RoCE mode
+ * kernel PDs also get a DMA MR: the device's LOCAL_DMA_LKEY, local access
+ * only, with no device object behind it (ib_core requires get_dma_mr of a
+ * kernel verbs provider).
  */
 #include <linux/overflow.h>
 #include <linux/slab.h>
@@ -94,11 +97,33 @@ err_free:
 	return ERR_PTR(err);
 }
 
+struct ib_mr *vrnic_get_dma_mr(struct ib_pd *ibpd, int access_flags)
+{
+	struct vrnic_mr *mr;
+
+	/* The DMA key has no rkey: remote access would need a real MR. */
+	if (access_flags & ~(IB_ACCESS_LOCAL_WRITE | IB_ACCESS_OPTIONAL))
+		return ERR_PTR(-EOPNOTSUPP);
+	mr = kzalloc(sizeof(*mr), GFP_KERNEL);
+	if (!mr)
+		return ERR_PTR(-ENOMEM);
+	mr->uctx = VRNIC_KERNEL_UCTX;
+	mr->ibmr.lkey = VRNIC_LOCAL_DMA_LKEY;
+	mr->ibmr.rkey = 0;
+	return &mr->ibmr;
+}
+
 int vrnic_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 {
 	struct vrnic_dev *dev = to_vdev(ibmr->device);
 	struct vrnic_mr *mr = to_vmr(ibmr);
 	int err;
+
+	if (!mr->umem) {
+		/* The DMA MR: nothing on the device. */
+		kfree(mr);
+		return 0;
+	}
 
 	err = vrnic_cmd_dereg_mr(dev, mr->uctx, ibmr->lkey);
 	if (err && !vrnic_is_dead(dev)) {

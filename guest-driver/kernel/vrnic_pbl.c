@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0 OR Apache-2.0
 /*
  * Page lists (SPEC "Page lists"): how rings and memory regions are described
- * to the device. Kernel rings are physically contiguous (CONTIGUOUS, nothing
- * to allocate); pinned user memory uses DIRECT (up to 512 entries in one
- * coherent buffer) or INDIRECT (a contiguous top array of up to 4096 pointers
- * to 4 KiB coherent pages of 512 entries each). The device copies the list
- * while it executes the command, so callers free it right after.
+ * to the device. EQ rings are physically contiguous (CONTIGUOUS, nothing to
+ * allocate); pinned user memory and kernel CQ and QP rings (separate pages,
+ * vrnic_kring.c) use DIRECT (up to 512 entries in one coherent buffer) or
+ * INDIRECT (a contiguous top array of up to 4096 pointers to 4 KiB coherent
+ * pages of 512 entries each). The device copies the list while it executes
+ * the command, so callers free it right after.
  */
 #include <linux/dma-mapping.h>
 #include <linux/slab.h>
@@ -136,4 +137,19 @@ int vrnic_pbl_from_umem(struct vrnic_dev *dev, struct vrnic_pbl *pbl,
 err_count:
 	vrnic_pbl_free(dev, pbl);
 	return -EINVAL;
+}
+
+/* Describe @npages separate 4 KiB pages (a kernel ring). */
+int vrnic_pbl_from_dma_pages(struct vrnic_dev *dev, struct vrnic_pbl *pbl,
+			     const dma_addr_t *pages, u32 npages)
+{
+	u32 i;
+	int err;
+
+	err = vrnic_pbl_alloc(dev, pbl, npages, PAGE_SHIFT);
+	if (err)
+		return err;
+	for (i = 0; i < npages; i++)
+		vrnic_pbl_append(pbl, pages[i]);
+	return 0;
 }

@@ -1,8 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0 OR Apache-2.0
 /*
- * Queue pairs (RC only). Both rings live in the user process; the kernel
- * validates the provider's geometry against the device limits, pins the
- * rings and drives the QP state machine with MODIFY_QP.
+ * Queue pairs: RC and UD from user space, whose rings live in the process
+ * (the kernel validates the provider's geometry against the device limits
+ * and pins them), and, in RoCE mode, RC, UD and the GSI QP from the kernel,
+ * with rings in kernel memory (posted to by vrnic_post.c). MODIFY_QP drives
+ * the state machine of both.
+ *
+ * The GSI QP is QP1 to ib_core and to peers (ibqp->qp_num = 1) while the
+ * device knows it by the QPN it returned, which admin commands and CQEs
+ * carry (qp->qpn; dev->qps is keyed by it).
  */
 #include <linux/log2.h>
 #include <linux/slab.h>
@@ -45,7 +51,7 @@ VRNIC_ASSERT_SAME(VRNIC_QP_ATTR_MASK_DEST_QPN, IB_QP_DEST_QPN);
 /* ... and cover exactly the standard verbs attribute bits. */
 VRNIC_ASSERT_SAME((VRNIC_QP_ATTR_MASK_DEST_QPN << 1) - 1, IB_QP_ATTR_STANDARD_BITS);
 
-/* Called from the async EQ interrupt handler (hard IRQ). */
+/* Called from the async EQ interrupt handler (hard IRQ), also for kernel QPs. */
 void vrnic_qp_event(struct vrnic_dev *dev, u32 qpn, enum ib_event_type type)
 {
 	struct vrnic_qp *qp = NULL;
@@ -85,7 +91,8 @@ void vrnic_qp_event(struct vrnic_dev *dev, u32 qpn, enum ib_event_type type)
 static int vrnic_qp_check_geometry(struct vrnic_dev *dev,
 				   const struct ib_qp_cap *cap,
 				   const struct vrnic_create_qp_cmd *cmd,
-				   struct vrnic_create_qp_params *p)
+				   struct vrnic_create_qp_params *p,
+				   bool datagram)
 {
 	const struct vrnic_limits *lim = &dev->lim;
 	u32 max_depth_log2 = ilog2(lim->max_qp_wr);
@@ -118,11 +125,13 @@ static int vrnic_qp_check_geometry(struct vrnic_dev *dev,
 	p->max_recv_sge = max_t(u32, cap->max_recv_sge, 1);
 
 	/* All operands are small (checked above): no overflow. */
-	send_bytes = VRNIC_SEND_WQE_HEADER_SIZE +
+	send_bytes = (datagram ? VRNIC_UD_PAYLOAD_OFFSET :
+				 VRNIC_SEND_WQE_HEADER_SIZE) +
 		     max_t(u32, p->max_send_sge * VRNIC_SGE_SIZE, p->max_inline);
 	recv_bytes = VRNIC_RECV_WQE_HEADER_SIZE + p->max_recv_sge * VRNIC_SGE_SIZE;
 	if (send_bytes > (1U << cmd->sq_wqe_shift) ||
-	    recv_bytes > (1U << cmd->rq_wqe_shift))
+	    recv_bytes > (1U << cmd->rq_wqe_shift) ||
+	    (datagram && cmd->sq_wqe_shift < VRNIC_UD_SEND_WQE_SHIFT_MIN))
 		return -EINVAL;
 
 	p->sq_depth_log2 = cmd->sq_depth_log2;
@@ -142,6 +151,149 @@ static struct ib_umem *vrnic_qp_pin_ring(struct ib_device *ibdev, u64 addr,
 			   IB_ACCESS_LOCAL_WRITE);
 }
 
+/* Register a created QP for events and CQEs (erased again by destroy). */
+static int vrnic_qp_insert(struct vrnic_dev *dev, struct vrnic_qp *qp)
+{
+	int err;
+
+	if (qp->qpn < VRNIC_QPN_MIN || qp->qpn > VRNIC_QPN_MAX ||
+	    qp->db.slot >= VRNIC_DB_SLOTS_PER_PAGE) {
+		dev_err(&dev->pdev->dev, "CREATE_QP returned QPN %u slot %u\n",
+			qp->qpn, qp->db.slot);
+		return -EIO;
+	}
+	err = xa_insert(&dev->qps, qp->qpn, qp, GFP_KERNEL);
+	if (err) {
+		dev_err(&dev->pdev->dev, "CREATE_QP returned QPN %u in use\n",
+			qp->qpn);
+		return -EIO;
+	}
+	return 0;
+}
+
+/* A kernel queue: depth and SGEs from @wr and @sge, WQEs of @hdr + SGEs. */
+static int vrnic_wq_setup(struct vrnic_dev *dev, struct vrnic_wq *wq,
+			  u32 *wr, u32 *sge, u32 hdr, u32 min_shift,
+			  u8 *depth_log2, u8 *wqe_shift)
+{
+	const struct vrnic_limits *lim = &dev->lim;
+
+	if (*wr > lim->max_qp_wr || *sge > lim->max_sge)
+		return -EINVAL;
+	spin_lock_init(&wq->lock);
+	wq->depth_log2 = order_base_2(max_t(u32, *wr, 2));
+	/* The device wants at least one SGE per WQE. */
+	wq->max_sge = max_t(u32, *sge, 1);
+	*depth_log2 = wq->depth_log2;
+	*wqe_shift = max_t(u32, order_base_2(hdr + wq->max_sge * VRNIC_SGE_SIZE),
+			   min_shift);
+	*wr = 1U << wq->depth_log2;
+	*sge = wq->max_sge;
+	return vrnic_kring_alloc(dev, &wq->ring, wq->depth_log2, *wqe_shift);
+}
+
+static int vrnic_qp_type(struct vrnic_dev *dev, enum ib_qp_type type, u8 *out)
+{
+	switch (type) {
+	case IB_QPT_RC:
+		*out = VRNIC_QP_TYPE_RC;
+		return 0;
+	case IB_QPT_UD:
+		*out = VRNIC_QP_TYPE_UD;
+		return 0;
+	case IB_QPT_GSI:
+		/* The device has one, in RoCE mode (IB mode has no SA). */
+		*out = VRNIC_QP_TYPE_GSI;
+		return dev->roce ? 0 : -EOPNOTSUPP;
+	default:
+		return -EOPNOTSUPP;
+	}
+}
+
+/* RoCE mode: a QP of ib_mad (GSI), ib_cm/rdma_cm users or other ULPs. */
+static int vrnic_create_kernel_qp(struct vrnic_dev *dev, struct vrnic_qp *qp,
+				  struct ib_qp_init_attr *init_attr)
+{
+	struct ib_qp_cap *cap = &init_attr->cap;
+	struct vrnic_create_qp_params p = {};
+	struct vrnic_pbl sq_pbl, rq_pbl;
+	int err;
+
+	/* No inline data: kernel ULPs send from DMA-mapped buffers. */
+	if (cap->max_inline_data)
+		return -EINVAL;
+	err = vrnic_qp_type(dev, init_attr->qp_type, &p.qp_type);
+	if (err)
+		return err;
+	qp->kernel = true;
+	qp->datagram = p.qp_type != VRNIC_QP_TYPE_RC;
+	err = vrnic_wq_setup(dev, &qp->sq, &cap->max_send_wr, &cap->max_send_sge,
+			     qp->datagram ? VRNIC_UD_PAYLOAD_OFFSET :
+					    VRNIC_SEND_WQE_HEADER_SIZE,
+			     qp->datagram ? VRNIC_UD_SEND_WQE_SHIFT_MIN :
+					    VRNIC_SEND_WQE_SHIFT_MIN,
+			     &p.sq_depth_log2, &p.sq_wqe_shift);
+	if (err)
+		goto err_free;
+	err = vrnic_wq_setup(dev, &qp->rq, &cap->max_recv_wr, &cap->max_recv_sge,
+			     VRNIC_RECV_WQE_HEADER_SIZE, VRNIC_RECV_WQE_SHIFT_MIN,
+			     &p.rq_depth_log2, &p.rq_wqe_shift);
+	if (err)
+		goto err_free;
+
+	p.uctx = VRNIC_KERNEL_UCTX;
+	p.pdn = to_vpd(qp->ibqp.pd)->pdn;
+	p.send_cqn = to_vcq(init_attr->send_cq)->cqn;
+	p.recv_cqn = to_vcq(init_attr->recv_cq)->cqn;
+	p.max_send_sge = qp->sq.max_sge;
+	p.max_recv_sge = qp->rq.max_sge;
+	err = vrnic_kring_pbl(dev, &qp->sq.ring, &sq_pbl);
+	if (err)
+		goto err_free;
+	err = vrnic_kring_pbl(dev, &qp->rq.ring, &rq_pbl);
+	if (err) {
+		vrnic_pbl_free(dev, &sq_pbl);
+		goto err_free;
+	}
+	p.sq_ring = sq_pbl.desc;
+	p.rq_ring = rq_pbl.desc;
+	err = vrnic_cmd_create_qp(dev, &p, &qp->qpn, &qp->db);
+	vrnic_pbl_free(dev, &rq_pbl);
+	vrnic_pbl_free(dev, &sq_pbl);
+	if (err)
+		goto err_free;
+
+	qp->kdb = vrnic_kdb_get(dev, qp->db.page);
+	if (IS_ERR(qp->kdb)) {
+		err = PTR_ERR(qp->kdb);
+		goto err_destroy;
+	}
+	err = vrnic_qp_insert(dev, qp);
+	if (err)
+		goto err_destroy;
+	qp->ibqp.qp_num = init_attr->qp_type == IB_QPT_GSI ? VRNIC_GSI_QPN :
+							      qp->qpn;
+	cap->max_inline_data = 0;
+	qp->cap = *cap;
+	ibdev_dbg(&dev->ibdev,
+		  "kernel QP %u (type %u) page %u slot %u sq %u x %u B, rq %u x %u B\n",
+		  qp->qpn, p.qp_type, qp->db.page, qp->db.slot,
+		  1U << p.sq_depth_log2, 1U << p.sq_wqe_shift,
+		  1U << p.rq_depth_log2, 1U << p.rq_wqe_shift);
+	return 0;
+
+err_destroy:
+	if (vrnic_cmd_destroy_qp(dev, qp->uctx, qp->qpn) && !vrnic_is_dead(dev)) {
+		dev_err(&dev->pdev->dev,
+			"DESTROY_QP %u failed: leaking its rings\n", qp->qpn);
+		return err;
+	}
+err_free:
+	vrnic_kring_free(dev, &qp->rq.ring);
+	vrnic_kring_free(dev, &qp->sq.ring);
+	return err;
+}
+
 int vrnic_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init_attr,
 		    struct ib_udata *udata)
 {
@@ -154,31 +306,46 @@ int vrnic_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init_attr,
 	u64 db_key, kick_key;
 	int err;
 
-	if (!udata)
-		return -EOPNOTSUPP;
-	if (init_attr->qp_type != IB_QPT_RC)
-		return -EOPNOTSUPP;
 	if (init_attr->srq || init_attr->create_flags || init_attr->rwq_ind_tbl)
 		return -EOPNOTSUPP;
 	if (!init_attr->send_cq || !init_attr->recv_cq)
 		return -EINVAL;
+
+	mutex_init(&qp->lock);
+	qp->state = IB_QPS_RESET;
+	qp->sq_sig_type = init_attr->sq_sig_type;
+	if (!udata) {
+		/* Kernel QPs need the kernel data path: RoCE mode only. */
+		err = dev->roce ? vrnic_create_kernel_qp(dev, qp, init_attr) :
+				  -EOPNOTSUPP;
+		if (err)
+			mutex_destroy(&qp->lock);
+		return err;
+	}
+	if (init_attr->qp_type != IB_QPT_RC && init_attr->qp_type != IB_QPT_UD) {
+		err = -EOPNOTSUPP;
+		goto err_mutex;
+	}
+	err = vrnic_qp_type(dev, init_attr->qp_type, &p.qp_type);
+	if (err)
+		goto err_mutex;
 
 	err = vrnic_copy_cmd_from_udata(&cmd, sizeof(cmd),
 					offsetofend(struct vrnic_create_qp_cmd,
 						    max_inline),
 					udata);
 	if (err)
-		return err;
-	if (memchr_inv(cmd.reserved0, 0, sizeof(cmd.reserved0)))
-		return -EINVAL;
-	err = vrnic_qp_check_geometry(dev, &init_attr->cap, &cmd, &p);
+		goto err_mutex;
+	if (memchr_inv(cmd.reserved0, 0, sizeof(cmd.reserved0))) {
+		err = -EINVAL;
+		goto err_mutex;
+	}
+	err = vrnic_qp_check_geometry(dev, &init_attr->cap, &cmd, &p,
+				      p.qp_type == VRNIC_QP_TYPE_UD);
 	if (err)
-		return err;
+		goto err_mutex;
 
-	mutex_init(&qp->lock);
 	qp->uctx = vrnic_udata_uctx(udata);
-	qp->state = IB_QPS_RESET;
-	qp->sq_sig_type = init_attr->sq_sig_type;
 	p.uctx = qp->uctx;
 	p.pdn = to_vpd(ibqp->pd)->pdn;
 	p.send_cqn = to_vcq(init_attr->send_cq)->cqn;
@@ -213,23 +380,12 @@ int vrnic_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init_attr,
 	if (err)
 		goto err_release_rq;
 
-	if (qp->qpn < VRNIC_QPN_MIN || qp->qpn > VRNIC_QPN_MAX ||
-	    qp->db.slot >= VRNIC_DB_SLOTS_PER_PAGE) {
-		dev_err(&dev->pdev->dev, "CREATE_QP returned QPN %u slot %u\n",
-			qp->qpn, qp->db.slot);
-		err = -EIO;
-		goto err_destroy;
-	}
 	err = vrnic_uctx_db_page(udata, &qp->db, &db_key, &kick_key);
 	if (err)
 		goto err_destroy;
-	err = xa_insert(&dev->qps, qp->qpn, qp, GFP_KERNEL);
-	if (err) {
-		dev_err(&dev->pdev->dev, "CREATE_QP returned QPN %u in use\n",
-			qp->qpn);
-		err = -EIO;
+	err = vrnic_qp_insert(dev, qp);
+	if (err)
 		goto err_destroy;
-	}
 	ibqp->qp_num = qp->qpn;
 
 	/* Report what was actually created. */
@@ -275,12 +431,20 @@ err_mutex:
 	return err;
 }
 
+/*
+ * The AV of a connected QP. RoCE: the GRH names the peer (the device routes
+ * by dgid and checks sgid_index) and ah->roce.dmac is the MAC ib_core
+ * resolved through the neighbour table; IB: the LID. The dlid field shares
+ * its storage with the RoCE dmac, so it is read for IB AVs only.
+ */
 static void vrnic_qp_attr_av(const struct rdma_ah_attr *ah,
 			     struct vrnic_qp_attr *va)
 {
-	va->dlid = cpu_to_le16(rdma_ah_get_dlid(ah));
+	if (ah->type == RDMA_AH_ATTR_TYPE_IB) {
+		va->dlid = cpu_to_le16(rdma_ah_get_dlid(ah));
+		va->src_path_bits = rdma_ah_get_path_bits(ah);
+	}
 	va->sl = rdma_ah_get_sl(ah);
-	va->src_path_bits = rdma_ah_get_path_bits(ah);
 	va->static_rate = rdma_ah_get_static_rate(ah);
 	if (rdma_ah_get_ah_flags(ah) & IB_AH_GRH) {
 		const struct ib_global_route *grh = rdma_ah_read_grh(ah);
@@ -344,6 +508,16 @@ static int vrnic_qp_attr_from_ib(const struct ib_qp_attr *attr, int mask,
 	return 0;
 }
 
+static void vrnic_wq_reset(struct vrnic_wq *wq)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&wq->lock, flags);
+	wq->pi = 0;
+	WRITE_ONCE(wq->ci, 0);
+	spin_unlock_irqrestore(&wq->lock, flags);
+}
+
 int vrnic_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int attr_mask,
 		    struct ib_udata *udata)
 {
@@ -351,6 +525,7 @@ int vrnic_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int attr_mask,
 	struct vrnic_qp *qp = to_vqp(ibqp);
 	enum ib_qp_state cur, next;
 	struct vrnic_qp_attr va;
+	const u8 *dmac = NULL;
 	int err;
 
 	if (attr_mask & ~IB_QP_ATTR_STANDARD_BITS)
@@ -375,11 +550,20 @@ int vrnic_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int attr_mask,
 	err = vrnic_qp_attr_from_ib(attr, attr_mask, &va);
 	if (err)
 		goto out_unlock;
-	err = vrnic_cmd_modify_qp(dev, qp->uctx, qp->qpn, attr_mask, &va);
+	if ((attr_mask & IB_QP_AV) && attr->ah_attr.type == RDMA_AH_ATTR_TYPE_ROCE)
+		dmac = attr->ah_attr.roce.dmac;
+	err = vrnic_cmd_modify_qp(dev, qp->uctx, qp->qpn, attr_mask, &va, dmac);
 	if (err)
 		goto out_unlock;
+	if (dmac)
+		ether_addr_copy(qp->dmac, dmac);
 	if (attr_mask & IB_QP_STATE)
 		WRITE_ONCE(qp->state, next);
+	/* RESET forgot every WQE and zeroed the doorbell slot. */
+	if (qp->kernel && (attr_mask & IB_QP_STATE) && next == IB_QPS_RESET) {
+		vrnic_wq_reset(&qp->sq);
+		vrnic_wq_reset(&qp->rq);
+	}
 	ibdev_dbg(&dev->ibdev, "QP %u: %d -> %d mask %#x\n", qp->qpn, cur, next,
 		  attr_mask);
 
@@ -388,7 +572,8 @@ out_unlock:
 	return err;
 }
 
-static void vrnic_qp_attr_to_ib(const struct vrnic_qp_attr *va,
+static void vrnic_qp_attr_to_ib(const struct vrnic_qp *qp,
+				const struct vrnic_qp_attr *va,
 				struct ib_qp_attr *attr)
 {
 	struct rdma_ah_attr *ah = &attr->ah_attr;
@@ -413,11 +598,16 @@ static void vrnic_qp_attr_to_ib(const struct vrnic_qp_attr *va,
 	attr->qkey = le32_to_cpu(va->qkey);
 	attr->pkey_index = le16_to_cpu(va->pkey_index);
 
-	ah->type = RDMA_AH_ATTR_TYPE_IB;
+	if (to_vdev(qp->ibqp.device)->roce) {
+		ah->type = RDMA_AH_ATTR_TYPE_ROCE;
+		ether_addr_copy(ah->roce.dmac, qp->dmac);
+	} else {
+		ah->type = RDMA_AH_ATTR_TYPE_IB;
+		rdma_ah_set_dlid(ah, le16_to_cpu(va->dlid));
+		rdma_ah_set_path_bits(ah, va->src_path_bits);
+	}
 	rdma_ah_set_port_num(ah, VRNIC_PORT_NUM);
-	rdma_ah_set_dlid(ah, le16_to_cpu(va->dlid));
 	rdma_ah_set_sl(ah, va->sl & 0xf);
-	rdma_ah_set_path_bits(ah, va->src_path_bits);
 	rdma_ah_set_static_rate(ah, va->static_rate);
 	if (va->is_global) {
 		union ib_gid dgid;
@@ -453,11 +643,11 @@ int vrnic_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int attr_mask,
 	WRITE_ONCE(qp->state, va.qp_state);
 
 	memset(attr, 0, sizeof(*attr));
-	vrnic_qp_attr_to_ib(&va, attr);
+	vrnic_qp_attr_to_ib(qp, &va, attr);
 	attr->cap = qp->cap;
 
 	memset(init_attr, 0, sizeof(*init_attr));
-	init_attr->qp_type = IB_QPT_RC;
+	init_attr->qp_type = ibqp->qp_type;
 	init_attr->send_cq = ibqp->send_cq;
 	init_attr->recv_cq = ibqp->recv_cq;
 	init_attr->cap = qp->cap;
@@ -469,6 +659,16 @@ out_unlock:
 	return err;
 }
 
+/* Wait for a poller of a kernel CQ that may hold a QP it looked up. */
+static void vrnic_cq_fence(struct ib_cq *ibcq)
+{
+	struct vrnic_cq *cq = to_vcq(ibcq);
+	unsigned long flags;
+
+	spin_lock_irqsave(&cq->lock, flags);
+	spin_unlock_irqrestore(&cq->lock, flags);
+}
+
 int vrnic_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 {
 	struct vrnic_dev *dev = to_vdev(ibqp->device);
@@ -478,13 +678,21 @@ int vrnic_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	/* After this no EQ handler can find the QP or still be using it. */
 	xa_erase(&dev->qps, qp->qpn);
 	vrnic_eq_sync_irq(&dev->async_eq);	/* QP events: async EQ only */
+	if (qp->kernel) {
+		/* Nor a poller that looked the QP up before the erase. */
+		vrnic_cq_fence(ibqp->send_cq);
+		vrnic_cq_fence(ibqp->recv_cq);
+	}
 
 	err = vrnic_cmd_destroy_qp(dev, qp->uctx, qp->qpn);
 	if (err && !vrnic_is_dead(dev)) {
-		/* The device may still read the rings: keep them pinned. */
+		/* The device may still read the rings: keep them. */
 		dev_err(&dev->pdev->dev,
-			"DESTROY_QP %u failed (%d): leaking its pinned rings\n",
+			"DESTROY_QP %u failed (%d): leaking its rings\n",
 			qp->qpn, err);
+	} else if (qp->kernel) {
+		vrnic_kring_free(dev, &qp->rq.ring);
+		vrnic_kring_free(dev, &qp->sq.ring);
 	} else {
 		ib_umem_release(qp->rq_umem);
 		ib_umem_release(qp->sq_umem);

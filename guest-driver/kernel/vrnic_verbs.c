@@ -2,11 +2,15 @@
 /*
  * Device, port, user context, mmap and PD verbs.
  *
- * The port is InfiniBand, always ACTIVE with a fixed LID, no subnet manager:
- * one GID (from QUERY_PORT at probe), one P_Key (0xffff), no MADs.
+ * IB mode: the port is InfiniBand, always ACTIVE with a fixed LID, no subnet
+ * manager: one GID (from QUERY_PORT at probe), one P_Key (0xffff), no MADs.
+ * RoCE mode: an Ethernet port with RoCE v2, MADs (the GSI QP) and CM, whose
+ * state, MTU and GIDs follow the paired netdev (vrnic_netdev.c); one P_Key.
  */
 #include <linux/mm.h>
 #include <linux/slab.h>
+#include <rdma/ib_addr.h>
+#include <rdma/ib_mad.h>
 #include <rdma/ib_user_verbs.h>
 
 #include "vrnic.h"
@@ -101,27 +105,68 @@ int vrnic_query_port(struct ib_device *ibdev, u32 port,
 	props->port_cap_flags = le32_to_cpu(pa.port_cap_flags);
 	props->max_msg_sz = le32_to_cpu(pa.max_msg_sz);
 	/* Must match get_port_immutable(), whatever the device says. */
-	props->gid_tbl_len = 1;
+	props->gid_tbl_len = 1;	/* RoCE: GID_TABLE_LEN, below */
 	props->pkey_tbl_len = 1;
 	props->active_width = pa.active_width;
 	props->active_speed = pa.active_speed;
 	props->max_vl_num = 1;
+	return dev->roce ? vrnic_query_port_roce(dev, props) : 0;
+}
+
+/*
+ * RoCE mode: what the device said, adjusted to the paired netdev. The port
+ * is ACTIVE (LinkUp) while that netdev is up with a carrier, else DOWN
+ * (Disabled), also with no netdev at all; the active MTU is the smaller of
+ * the device's and the one the netdev's MTU allows.
+ */
+int vrnic_query_port_roce(struct vrnic_dev *dev, struct ib_port_attr *props)
+{
+	struct net_device *ndev;
+
+	props->lid = 0;
+	props->sm_lid = 0;
+	props->lmc = 0;
+	props->gid_tbl_len = VRNIC_GID_TABLE_LEN;
+	props->ip_gids = true;
+	props->port_cap_flags = IB_PORT_CM_SUP;
+	props->state = IB_PORT_DOWN;
+	props->phys_state = IB_PORT_PHYS_STATE_DISABLED;
+
+	ndev = ib_device_get_netdev(&dev->ibdev, VRNIC_PORT_NUM);
+	if (!ndev)
+		return 0;
+	if (netif_running(ndev) && netif_carrier_ok(ndev)) {
+		props->state = IB_PORT_ACTIVE;
+		props->phys_state = IB_PORT_PHYS_STATE_LINK_UP;
+	}
+	props->active_mtu = min(props->active_mtu, iboe_get_mtu(READ_ONCE(ndev->mtu)));
+	dev_put(ndev);
 	return 0;
 }
 
 int vrnic_get_port_immutable(struct ib_device *ibdev, u32 port,
 			     struct ib_port_immutable *immutable)
 {
-	immutable->core_cap_flags = RDMA_CORE_CAP_PROT_IB;
-	immutable->gid_tbl_len = 1;
+	struct vrnic_dev *dev = to_vdev(ibdev);
+
 	immutable->pkey_tbl_len = 1;
-	immutable->max_mad_size = 0;
+	if (dev->roce) {
+		/* RoCE v2 only: the GID cache then adds v2 GIDs only. */
+		immutable->core_cap_flags = RDMA_CORE_PORT_IBA_ROCE_UDP_ENCAP;
+		immutable->gid_tbl_len = VRNIC_GID_TABLE_LEN;
+		immutable->max_mad_size = IB_MGMT_MAD_SIZE;
+	} else {
+		immutable->core_cap_flags = RDMA_CORE_CAP_PROT_IB;
+		immutable->gid_tbl_len = 1;
+		immutable->max_mad_size = 0;
+	}
 	return 0;
 }
 
 enum rdma_link_layer vrnic_get_link_layer(struct ib_device *ibdev, u32 port)
 {
-	return IB_LINK_LAYER_INFINIBAND;
+	return to_vdev(ibdev)->roce ? IB_LINK_LAYER_ETHERNET :
+				      IB_LINK_LAYER_INFINIBAND;
 }
 
 int vrnic_query_pkey(struct ib_device *ibdev, u32 port, u16 index, u16 *pkey)

@@ -3,16 +3,19 @@
 # build root (qemu-config/in-build-root.sh) and install it into a guest overlay.
 #
 # Usage: build.sh [--test] [OUTDIR]
-#   --test also builds and runs tests/datapath_test.c (fake device, no kernel).
+#   --test also builds and runs tests/wqe_test.c (the shared WQE/CQE encoding,
+#   byte for byte) and tests/datapath_test.c (fake device, no kernel).
 #   OUTDIR defaults to ${VRNIC_CACHE:-/var/cache/vrnic}/guest-overlay (copied over
 #   the guest root by qemu-config/pack-guest.sh). Installs:
 #     OUTDIR/usr/lib/x86_64-linux-gnu/libibverbs/libvrnic-rdmav34.so
 #     OUTDIR/etc/libibverbs.d/vrnic.driver          ("driver vrnic")
 #
 # Inside the root (build.sh --in-root): providers/vrnic is refreshed from this
-# directory plus hw-spec/include/vrnic (as providers/vrnic/include/vrnic), the
-# add_subdirectory line is added once, the tree is configured once into
-# build-vrnic/ and only the vrnic-rdmav34 target is built, warnings as errors.
+# directory plus hw-spec/include/vrnic (as providers/vrnic/include/vrnic) and
+# guest-driver/common (vrnic_wqe.h, the WQE/CQE encoding shared with the kernel
+# driver, as providers/vrnic/common), the add_subdirectory line is added once,
+# the tree is configured once into build-vrnic/ and only the vrnic-rdmav34
+# target is built, warnings as errors.
 set -euo pipefail
 
 if [[ ${1:-} == --in-root ]]; then
@@ -26,6 +29,7 @@ if [[ ${1:-} == --in-root ]]; then
   mkdir -p "$dst/include"
   cp -r /vrnic/guest-driver/provider/. "$dst/"
   cp -r /vrnic/hw-spec/include/vrnic "$dst/include/"
+  cp -r /vrnic/guest-driver/common "$dst/"
   if ! grep -qx 'add_subdirectory(providers/vrnic)' "$src/CMakeLists.txt"; then
     sed -i '/^add_subdirectory(providers\/vmw_pvrdma)$/a add_subdirectory(providers/vrnic)' \
       "$src/CMakeLists.txt"
@@ -37,10 +41,13 @@ if [[ ${1:-} == --in-root ]]; then
   fi
   ninja -C "$bld" vrnic-rdmav34
   if [[ $test == --test ]]; then
-    cc -std=gnu11 -O2 -g -Wall -Wextra -Wno-sign-compare -Wno-unused-parameter -Werror \
-      -I"$dst/include" -I"$bld/include" -o "$bld/vrnic-datapath-test" \
+    cflags=(-std=gnu11 -O2 -g -Wall -Wextra -Wno-sign-compare -Wno-unused-parameter -Werror
+      -I"$dst/include" -I"$dst/common" -I"$bld/include")
+    cc "${cflags[@]}" -o "$bld/vrnic-wqe-test" "$dst/tests/wqe_test.c"
+    cc "${cflags[@]}" -o "$bld/vrnic-datapath-test" \
       "$dst/tests/datapath_test.c" "$dst/datapath.c" "$dst/vrnic.c" "$dst/verbs.c" \
       -L"$bld/lib" -Wl,-rpath,"$bld/lib" -libverbs -lpthread
+    "$bld/vrnic-wqe-test"
     "$bld/vrnic-datapath-test"
   fi
   exit 0

@@ -44,15 +44,16 @@ static void vrnic_ring_doorbell(struct vrnic_wq *wq, uint32_t pi)
 				htole32(1));
 }
 
-static inline void vrnic_set_sge(struct vrnic_sge *dst,
-				 const struct ibv_sge *src)
+static void vrnic_set_sges(struct vrnic_sge *dst, const struct ibv_sge *src,
+			   int num_sge)
 {
-	dst->addr = htole64(src->addr);
-	dst->length = htole32(src->length);
-	dst->lkey = htole32(src->lkey);
+	int i;
+
+	for (i = 0; i < num_sge; i++)
+		vrnic_set_sge(&dst[i], src[i].addr, src[i].length, src[i].lkey);
 }
 
-/* Copy the SGEs' bytes after the header; fails when they exceed max_inline. */
+/* Copy the SGEs' bytes to @dst; fails when they exceed max_inline. */
 static int vrnic_copy_inline(struct vrnic_qp *qp, uint8_t *dst,
 			     const struct ibv_send_wr *wr, uint32_t *len)
 {
@@ -72,76 +73,98 @@ static int vrnic_copy_inline(struct vrnic_qp *qp, uint8_t *dst,
 	return 0;
 }
 
-static int vrnic_build_send_wqe(struct vrnic_qp *qp, void *wqe,
-				const struct ibv_send_wr *wr)
+/*
+ * Opcode of @wr (the values equal ibv_wr_opcode), and whether it names a
+ * remote buffer or carries immediate data. UD QPs send SEND and
+ * SEND_WITH_IMM only (SPEC "Datagrams").
+ */
+static int vrnic_wr_opcode(const struct vrnic_qp *qp,
+			   const struct ibv_send_wr *wr,
+			   struct vrnic_send_fields *f, bool *rdma)
 {
-	struct vrnic_send_wqe_header *hdr = wqe;
-	struct vrnic_sge *sge = (struct vrnic_sge *)(hdr + 1);
-	bool rdma = false, imm = false;
-	uint32_t inline_len = 0;
-	uint8_t opcode, flags = 0;
-	int i, ret;
+	bool imm = false;
 
+	*rdma = false;
 	switch (wr->opcode) {
 	case IBV_WR_RDMA_WRITE:
-		opcode = VRNIC_WR_OPCODE_RDMA_WRITE;
-		rdma = true;
+		f->opcode = VRNIC_WR_OPCODE_RDMA_WRITE;
+		*rdma = true;
 		break;
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
-		opcode = VRNIC_WR_OPCODE_RDMA_WRITE_WITH_IMM;
-		rdma = imm = true;
+		f->opcode = VRNIC_WR_OPCODE_RDMA_WRITE_WITH_IMM;
+		*rdma = imm = true;
 		break;
 	case IBV_WR_SEND:
-		opcode = VRNIC_WR_OPCODE_SEND;
+		f->opcode = VRNIC_WR_OPCODE_SEND;
 		break;
 	case IBV_WR_SEND_WITH_IMM:
-		opcode = VRNIC_WR_OPCODE_SEND_WITH_IMM;
+		f->opcode = VRNIC_WR_OPCODE_SEND_WITH_IMM;
 		imm = true;
 		break;
 	case IBV_WR_RDMA_READ:
-		opcode = VRNIC_WR_OPCODE_RDMA_READ;
-		rdma = true;
+		f->opcode = VRNIC_WR_OPCODE_RDMA_READ;
+		*rdma = true;
 		break;
 	default:
 		return EINVAL;
 	}
+	if (*rdma && qp->datagram)
+		return EINVAL;
+	f->imm_data = imm ? wr->imm_data : 0;
+	return 0;
+}
+
+static int vrnic_build_send_wqe(struct vrnic_qp *qp, void *wqe,
+				const struct ibv_send_wr *wr)
+{
+	struct vrnic_send_fields f = { .wr_id = wr->wr_id };
+	void *payload = vrnic_send_wqe_payload(wqe, qp->datagram);
+	bool rdma;
+	int ret;
+
+	ret = vrnic_wr_opcode(qp, wr, &f, &rdma);
+	if (ret)
+		return ret;
 	if (wr->num_sge < 0)
 		return EINVAL;
+	if (rdma) {
+		f.remote_addr = wr->wr.rdma.remote_addr;
+		f.rkey = wr->wr.rdma.rkey;
+	}
 
 	if (wr->send_flags & IBV_SEND_FENCE)
-		flags |= VRNIC_SEND_FLAGS_FENCE;
+		f.flags |= VRNIC_SEND_FLAGS_FENCE;
 	if ((wr->send_flags & IBV_SEND_SIGNALED) || qp->sq_sig_all)
-		flags |= VRNIC_SEND_FLAGS_SIGNALED;
+		f.flags |= VRNIC_SEND_FLAGS_SIGNALED;
 	if (wr->send_flags & IBV_SEND_SOLICITED)
-		flags |= VRNIC_SEND_FLAGS_SOLICITED;
+		f.flags |= VRNIC_SEND_FLAGS_SOLICITED;
+
+	if (qp->datagram) {
+		struct vrnic_av av;
+
+		if (!wr->wr.ud.ah)
+			return EINVAL;
+		av = to_vah(wr->wr.ud.ah)->av;
+		av.remote_qpn = wr->wr.ud.remote_qpn;
+		av.remote_qkey = wr->wr.ud.remote_qkey;
+		vrnic_set_ud_av(vrnic_send_wqe_ud_av(wqe), &av);
+	}
 
 	if (wr->send_flags & IBV_SEND_INLINE) {
-		if (opcode == VRNIC_WR_OPCODE_RDMA_READ)
+		if (f.opcode == VRNIC_WR_OPCODE_RDMA_READ)
 			return EINVAL;
-		ret = vrnic_copy_inline(qp, (uint8_t *)sge, wr, &inline_len);
+		ret = vrnic_copy_inline(qp, payload, wr, &f.inline_len);
 		if (ret)
 			return ret;
-		flags |= VRNIC_SEND_FLAGS_INLINE;
-		hdr->num_sge = 0;
+		f.flags |= VRNIC_SEND_FLAGS_INLINE;
 	} else {
 		if ((uint32_t)wr->num_sge > qp->sq.max_sge)
 			return EINVAL;
-		for (i = 0; i < wr->num_sge; i++)
-			vrnic_set_sge(&sge[i], &wr->sg_list[i]);
-		hdr->num_sge = wr->num_sge;
+		vrnic_set_sges(payload, wr->sg_list, wr->num_sge);
+		f.num_sge = wr->num_sge;
 	}
 
-	hdr->opcode = opcode;
-	hdr->flags = flags;
-	hdr->reserved0 = 0;
-	if (imm)
-		memcpy(hdr->imm_data, &wr->imm_data, sizeof(hdr->imm_data));
-	else
-		memset(hdr->imm_data, 0, sizeof(hdr->imm_data));
-	hdr->wr_id = htole64(wr->wr_id);
-	hdr->remote_addr = htole64(rdma ? wr->wr.rdma.remote_addr : 0);
-	hdr->rkey = htole32(rdma ? wr->wr.rdma.rkey : 0);
-	hdr->inline_len = htole32(inline_len);
+	vrnic_set_send_wqe_header(wqe, &f);
 	return 0;
 }
 
@@ -186,10 +209,9 @@ int vrnic_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 {
 	struct vrnic_qp *qp = to_vqp(ibqp);
 	struct vrnic_wq *rq = &qp->rq;
-	struct vrnic_recv_wqe_header *hdr;
-	struct vrnic_sge *sge;
 	uint32_t pi;
-	int i, ret = 0;
+	int ret = 0;
+	void *wqe;
 
 	pthread_spin_lock(&rq->lock);
 	if (qp->state == IBV_QPS_RESET) {
@@ -207,13 +229,10 @@ int vrnic_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 			ret = EINVAL;
 			break;
 		}
-		hdr = vrnic_wqe(rq, pi);
-		sge = (struct vrnic_sge *)(hdr + 1);
-		hdr->wr_id = htole64(wr->wr_id);
-		hdr->num_sge = wr->num_sge;
-		memset(hdr->reserved0, 0, sizeof(hdr->reserved0));
-		for (i = 0; i < wr->num_sge; i++)
-			vrnic_set_sge(&sge[i], &wr->sg_list[i]);
+		wqe = vrnic_wqe(rq, pi);
+		vrnic_set_recv_wqe_header(wqe, wr->wr_id, wr->num_sge);
+		vrnic_set_sges(vrnic_recv_wqe_sges(wqe), wr->sg_list,
+			       wr->num_sge);
 		pi++;
 	}
 	if (ret)
@@ -241,32 +260,32 @@ static void vrnic_wq_retire(struct vrnic_wq *wq, uint16_t wqe_index)
 }
 
 static void vrnic_cqe_to_wc(struct vrnic_context *ctx,
-			    const struct vrnic_cqe *cqe, uint32_t qpn,
+			    const struct vrnic_cqe_fields *cqe,
 			    struct ibv_wc *wc)
 {
-	struct vrnic_qp *qp = vrnic_find_qp(ctx, qpn);
-	uint16_t wqe_index = le16toh(cqe->wqe_index);
+	struct vrnic_qp *qp = vrnic_find_qp(ctx, cqe->qpn);
 
 	if (qp) {
 		if (cqe->flags & VRNIC_CQE_FLAG_RECV)
-			vrnic_wq_retire(&qp->rq, wqe_index);
+			vrnic_wq_retire(&qp->rq, cqe->wqe_index);
 		else
-			vrnic_wq_retire(&qp->sq, wqe_index);
+			vrnic_wq_retire(&qp->sq, cqe->wqe_index);
 	}
 
-	/* status, opcode and wc_flags values are those of ibv_wc (1:1). */
-	wc->wr_id = le64toh(cqe->wr_id);
+	/* status, opcode and wc_flags values are those of ibv_wc (1:1); the
+	 * datagram fields (src_qp, slid, sl, pkey_index) are 0 otherwise. */
+	wc->wr_id = cqe->wr_id;
 	wc->status = cqe->status;
 	wc->opcode = cqe->opcode;
 	wc->vendor_err = cqe->vendor_err;
-	wc->byte_len = le32toh(cqe->byte_len);
-	memcpy(&wc->imm_data, cqe->imm_data, sizeof(wc->imm_data));
-	wc->qp_num = qpn;
-	wc->src_qp = le32toh(cqe->src_qp);
-	wc->wc_flags = cqe->wc_flags;
-	wc->pkey_index = 0;
-	wc->slid = 0;
-	wc->sl = 0;
+	wc->byte_len = cqe->byte_len;
+	wc->imm_data = cqe->imm_data;
+	wc->qp_num = cqe->qpn;
+	wc->src_qp = cqe->src_qp;
+	wc->wc_flags = cqe->wc_flags & VRNIC_WC_FLAGS_ALL;
+	wc->pkey_index = cqe->pkey_index;
+	wc->slid = cqe->slid;
+	wc->sl = cqe->sl;
 	wc->dlid_path_bits = 0;
 }
 
@@ -274,19 +293,18 @@ int vrnic_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 {
 	struct vrnic_context *ctx = to_vctx(ibcq->context);
 	struct vrnic_cq *cq = to_vcq(ibcq);
-	const struct vrnic_cqe *cqe;
-	uint32_t ci, qpn;
+	struct vrnic_cqe_fields cqe;
+	uint32_t ci;
 	int n = 0;
 
 	pthread_spin_lock(&cq->lock);
 	ci = cq->ci;
 	while (n < num_entries && vrnic_cqe_valid(cq, ci)) {
-		cqe = vrnic_cqe_at(cq, ci);
+		vrnic_cqe_decode(vrnic_cqe_at(cq, ci), &cqe);
 		ci++;
-		qpn = le32toh(cqe->qpn);
-		if (!qpn)
+		if (!cqe.qpn)
 			continue; /* dropped by vrnic_cq_clean */
-		vrnic_cqe_to_wc(ctx, cqe, qpn, &wc[n++]);
+		vrnic_cqe_to_wc(ctx, &cqe, &wc[n++]);
 	}
 	if (ci != cq->ci) {
 		cq->ci = ci;

@@ -287,15 +287,17 @@ static void vrnic_fill_caps(struct vrnic_qp *qp, struct ibv_qp_cap *cap)
  * Queue geometry:
  * - depth = 2^n >= max(requested, 2): indices are free-running, so all depth
  *   entries are usable and the reported max_*_wr is the depth itself.
- * - send WQE = 2^shift >= 32 + max(16 * max_send_sge, max_inline), at least
- *   64 bytes; receive WQE = 2^shift >= 16 + 16 * max_recv_sge, at least 32.
+ * - send WQE = 2^shift >= P + max(16 * max_send_sge, max_inline), P = 32 (the
+ *   header) or, for UD, UD_PAYLOAD_OFFSET (header and ud_av); at least 64
+ *   bytes (UD: 2^UD_SEND_WQE_SHIFT_MIN). Receive WQE = 2^shift >= 16 + 16 *
+ *   max_recv_sge, at least 32.
  *   The SGE count and inline size are then raised to what the WQE holds
  *   (bounded by the device limits) and reported back as the actual caps.
  */
-static int vrnic_size_queues(struct vrnic_context *ctx, struct vrnic_qp *qp,
-			     const struct ibv_qp_cap *req)
+int vrnic_size_queues(struct vrnic_context *ctx, struct vrnic_qp *qp,
+		      const struct ibv_qp_cap *req)
 {
-	uint32_t size;
+	uint32_t size, min_shift;
 
 	if (req->max_send_wr > ctx->max_qp_wr ||
 	    req->max_recv_wr > ctx->max_qp_wr ||
@@ -307,11 +309,13 @@ static int vrnic_size_queues(struct vrnic_context *ctx, struct vrnic_qp *qp,
 	qp->sq.depth = 1u << log2_ceil(max_t(uint32_t, req->max_send_wr, 2));
 	qp->rq.depth = 1u << log2_ceil(max_t(uint32_t, req->max_recv_wr, 2));
 
-	size = VRNIC_SEND_WQE_HEADER_SIZE +
+	size = (qp->datagram ? VRNIC_UD_PAYLOAD_OFFSET :
+			       VRNIC_SEND_WQE_HEADER_SIZE) +
 	       max_t(uint32_t, req->max_send_sge * VRNIC_SGE_SIZE,
 		     req->max_inline_data);
-	qp->sq.wqe_shift = max_t(uint32_t, log2_ceil(size),
-				 VRNIC_SEND_WQE_SHIFT_MIN);
+	min_shift = qp->datagram ? VRNIC_UD_SEND_WQE_SHIFT_MIN :
+				   VRNIC_SEND_WQE_SHIFT_MIN;
+	qp->sq.wqe_shift = max_t(uint32_t, log2_ceil(size), min_shift);
 	size = VRNIC_RECV_WQE_HEADER_SIZE + req->max_recv_sge * VRNIC_SGE_SIZE;
 	qp->rq.wqe_shift = max_t(uint32_t, log2_ceil(size),
 				 VRNIC_RECV_WQE_SHIFT_MIN);
@@ -319,7 +323,7 @@ static int vrnic_size_queues(struct vrnic_context *ctx, struct vrnic_qp *qp,
 	    qp->rq.wqe_shift > VRNIC_RECV_WQE_SHIFT_MAX)
 		return EINVAL;
 
-	size = (1u << qp->sq.wqe_shift) - VRNIC_SEND_WQE_HEADER_SIZE;
+	size = vrnic_send_wqe_room(qp->sq.wqe_shift, qp->datagram);
 	qp->sq.max_sge = min_t(uint32_t, size / VRNIC_SGE_SIZE, ctx->max_sge);
 	qp->max_inline = min_t(uint32_t, size, ctx->max_inline);
 	size = (1u << qp->rq.wqe_shift) - VRNIC_RECV_WQE_HEADER_SIZE;
@@ -346,13 +350,15 @@ struct ibv_qp *vrnic_create_qp(struct ibv_pd *pd,
 	uint32_t slot;
 	int ret;
 
-	if (attr->qp_type != IBV_QPT_RC || attr->srq) {
+	if ((attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UD) ||
+	    attr->srq) {
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
 	qp = calloc(1, sizeof(*qp));
 	if (!qp)
 		return NULL;
+	qp->datagram = attr->qp_type == IBV_QPT_UD;
 	ret = vrnic_size_queues(ctx, qp, &attr->cap);
 	if (ret)
 		goto err_free;
@@ -506,5 +512,53 @@ int vrnic_destroy_qp(struct ibv_qp *ibqp)
 	pthread_spin_destroy(&qp->sq.lock);
 	pthread_spin_destroy(&qp->rq.lock);
 	vrnic_free_qp(qp);
+	return 0;
+}
+
+/*
+ * Address handles live in user space: the kernel checks the attributes and
+ * (RoCE mode) resolves the destination MAC, which comes back in the driver
+ * response; every send through the AH copies the AV into its WQE. Only the
+ * fields the device reads are kept (static_rate and src_path_bits have no
+ * meaning on vrnic).
+ */
+struct ibv_ah *vrnic_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
+{
+	struct vrnic_ucmd_create_ah_resp resp = {};
+	struct vrnic_ah *ah;
+	int ret;
+
+	ah = calloc(1, sizeof(*ah));
+	if (!ah)
+		return NULL;
+	ret = ibv_cmd_create_ah(pd, &ah->ibv_ah, attr, &resp.ibv_resp,
+				sizeof(resp));
+	if (ret) {
+		free(ah);
+		errno = ret;
+		return NULL;
+	}
+	/* The same AV the kernel builds for its own AHs (vrnic_ah.c). */
+	ah->av.dlid = attr->dlid;
+	ah->av.sl = attr->sl & 0xf;
+	ah->av.is_global = !!attr->is_global;
+	if (attr->is_global) {
+		ah->av.sgid_index = attr->grh.sgid_index;
+		ah->av.hop_limit = attr->grh.hop_limit;
+		ah->av.traffic_class = attr->grh.traffic_class;
+		ah->av.flow_label = attr->grh.flow_label & 0xfffff;
+		memcpy(ah->av.dgid, attr->grh.dgid.raw, sizeof(ah->av.dgid));
+	}
+	memcpy(ah->av.dmac, resp.drv_payload.dmac, sizeof(ah->av.dmac));
+	return &ah->ibv_ah;
+}
+
+int vrnic_destroy_ah(struct ibv_ah *ibah)
+{
+	int ret = ibv_cmd_destroy_ah(ibah);
+
+	if (ret)
+		return ret;
+	free(to_vah(ibah));
 	return 0;
 }

@@ -95,10 +95,12 @@ static void vrnic_free_context(struct ibv_context *ibctx)
 
 static const struct verbs_context_ops vrnic_ctx_ops = {
 	.alloc_pd = vrnic_alloc_pd,
+	.create_ah = vrnic_create_ah,
 	.create_cq = vrnic_create_cq,
 	.create_qp = vrnic_create_qp,
 	.dealloc_pd = vrnic_dealloc_pd,
 	.dereg_mr = vrnic_dereg_mr,
+	.destroy_ah = vrnic_destroy_ah,
 	.destroy_cq = vrnic_destroy_cq,
 	.destroy_qp = vrnic_destroy_qp,
 	.free_context = vrnic_free_context,
@@ -111,7 +113,7 @@ static const struct verbs_context_ops vrnic_ctx_ops = {
 	.query_qp = vrnic_query_qp,
 	.reg_mr = vrnic_reg_mr,
 	.req_notify_cq = vrnic_req_notify_cq,
-	/* Everything else (create_cq_ex, SRQ, AH, MW, ...) stays at the
+	/* Everything else (create_cq_ex, SRQ, MW, ...) stays at the
 	 * libibverbs defaults, which fail with EOPNOTSUPP. */
 };
 

@@ -27,7 +27,7 @@
 #include <infiniband/kern-abi.h>
 #include <util/util.h>
 
-#include "vrnic/vrnic_hw.h"
+#include "vrnic_wqe.h"
 
 /* uverbs command wrappers: core command followed by our udata struct. */
 #define _STRUCT_vrnic_alloc_ucontext_resp struct {}
@@ -35,12 +35,15 @@
 #define _STRUCT_vrnic_create_cq_resp struct {}
 #define _STRUCT_vrnic_create_qp_cmd struct {}
 #define _STRUCT_vrnic_create_qp_resp struct {}
+#define _STRUCT_vrnic_create_ah_resp struct {}
 DECLARE_DRV_CMD(vrnic_ucmd_get_context, IB_USER_VERBS_CMD_GET_CONTEXT, empty,
 		vrnic_alloc_ucontext_resp);
 DECLARE_DRV_CMD(vrnic_ucmd_create_cq, IB_USER_VERBS_CMD_CREATE_CQ,
 		vrnic_create_cq_cmd, vrnic_create_cq_resp);
 DECLARE_DRV_CMD(vrnic_ucmd_create_qp, IB_USER_VERBS_CMD_CREATE_QP,
 		vrnic_create_qp_cmd, vrnic_create_qp_resp);
+DECLARE_DRV_CMD(vrnic_ucmd_create_ah, IB_USER_VERBS_CMD_CREATE_AH, empty,
+		vrnic_create_ah_resp);
 
 /* QPN (24 bits) -> QP, two levels of 4096 entries; second level on demand. */
 #define VRNIC_QP_TABLE_SHIFT 12
@@ -107,7 +110,15 @@ struct vrnic_qp {
 	struct vrnic_wq rq;
 	uint32_t max_inline;
 	bool sq_sig_all;
+	bool datagram;		/* UD: send WQEs carry a ud_av */
 	enum ibv_qp_state state; /* local copy, under both WQ locks */
+};
+
+/* An address handle: the AV every send through it copies into its WQE
+ * (remote_qpn and remote_qkey come from the work request). */
+struct vrnic_ah {
+	struct ibv_ah ibv_ah;
+	struct vrnic_av av;
 };
 
 static inline struct vrnic_context *to_vctx(struct ibv_context *ibctx)
@@ -125,6 +136,11 @@ static inline struct vrnic_qp *to_vqp(struct ibv_qp *ibqp)
 	return container_of(ibqp, struct vrnic_qp, ibv_qp);
 }
 
+static inline struct vrnic_ah *to_vah(struct ibv_ah *ibah)
+{
+	return container_of(ibah, struct vrnic_ah, ibv_ah);
+}
+
 /* Address of a 32-bit word in doorbell slot @slot of doorbell page @page. */
 static inline uint32_t *vrnic_db_word(uint8_t *page, uint32_t slot,
 				      unsigned int off)
@@ -139,20 +155,20 @@ static inline void *vrnic_wqe(struct vrnic_wq *wq, uint32_t idx)
 	return wq->ring + ((size_t)(idx & (wq->depth - 1)) << wq->wqe_shift);
 }
 
-/* Phase rule: the CQE at free-running index @ci is valid when its owner bit
- * equals the inverted pass parity (1 on the first pass). Reads owner with
- * acquire ordering, so the caller may read the other fields afterwards. */
 static inline struct vrnic_cqe *vrnic_cqe_at(struct vrnic_cq *cq, uint32_t ci)
 {
 	return &cq->ring[ci & ((1u << cq->depth_log2) - 1)];
 }
 
+/* Whether the CQE at free-running index @ci is the device's (phase rule in
+ * vrnic_wqe.h). Reads owner with acquire ordering, so the caller may read
+ * the other fields afterwards. */
 static inline bool vrnic_cqe_valid(struct vrnic_cq *cq, uint32_t ci)
 {
 	uint8_t owner = __atomic_load_n(&vrnic_cqe_at(cq, ci)->owner,
 					__ATOMIC_ACQUIRE);
 
-	return (owner & 1) == (((ci >> cq->depth_log2) & 1) ^ 1);
+	return vrnic_cqe_owned(owner, ci, cq->depth_log2);
 }
 
 /* vrnic.c */
@@ -164,6 +180,8 @@ int vrnic_insert_qp(struct vrnic_context *ctx, struct vrnic_qp *qp);
 void vrnic_remove_qp(struct vrnic_context *ctx, struct vrnic_qp *qp);
 
 /* verbs.c */
+int vrnic_size_queues(struct vrnic_context *ctx, struct vrnic_qp *qp,
+		      const struct ibv_qp_cap *req);
 int vrnic_query_device(struct ibv_context *ibctx,
 		       const struct ibv_query_device_ex_input *input,
 		       struct ibv_device_attr_ex *attr, size_t attr_size);
@@ -185,6 +203,8 @@ int vrnic_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 int vrnic_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 		   int attr_mask, struct ibv_qp_init_attr *init_attr);
 int vrnic_destroy_qp(struct ibv_qp *ibqp);
+struct ibv_ah *vrnic_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr);
+int vrnic_destroy_ah(struct ibv_ah *ibah);
 
 /* datapath.c */
 int vrnic_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,

@@ -76,8 +76,7 @@ fn run(
         ModifyQp => super::qp::modify_qp(rnic, st, &checked(cmd)?),
         QueryQp => super::qp::query_qp(st, mem, &checked(cmd)?),
         DestroyQp => super::qp::destroy_qp(rnic, st, &checked(cmd)?),
-        // Every device is in IB mode, whose GID table is fixed.
-        SetGid => Err(CmdError::general(AqStatus::NotSupported)),
+        SetGid => super::gid::set_gid(rnic, st, &checked(cmd)?),
     }
 }
 
@@ -109,7 +108,8 @@ reserved!(
     CmdCreateCq,
     CmdCreateEq,
     CmdCreateQp,
-    CmdModifyQp
+    CmdModifyQp,
+    CmdSetGid
 );
 
 /// Decodes a command, refusing non-zero reserved fields.
@@ -214,25 +214,33 @@ fn query_port(rnic: &Rnic, mem: &RamSnapshot, cmd: &CmdQuery) -> CmdResult<[u32;
     if u32::from(cmd.port) != PORT_NUM {
         return Err(bad_field(CmdQuery::PORT_OFF));
     }
-    let mut gid = [0u8; 16];
-    gid[0] = 0xfe;
-    gid[1] = 0x80;
-    gid[8..].copy_from_slice(&rnic.node_guid.to_be_bytes());
-    let attr = PortAttr {
+    let mut attr = PortAttr {
         state: PortState::Active.into(),
         max_mtu: Mtu::Size4096.into(),
         active_mtu: Mtu::Size4096.into(),
         phys_state: 5,
         lid: rnic.lid().into(),
         max_msg_sz: bar0::MAX_MSG_SIZE_RESET.into(),
-        gid_tbl_len: 1.into(),
         pkey_tbl_len: 1.into(),
         active_width: 2,
         active_speed: 32,
-        link_layer: 1,
-        gid,
         ..Default::default()
     };
+    match rnic.link().mac() {
+        // RoCE mode: the driver fills the GID table with SET_GID.
+        Some(mac) => {
+            attr.link_layer = LinkLayer::Ethernet.into();
+            attr.gid_tbl_len = (GID_TABLE_LEN as u16).into();
+            attr.mac = mac.0;
+        }
+        None => {
+            attr.link_layer = LinkLayer::Infiniband.into();
+            attr.gid_tbl_len = 1.into();
+            attr.gid[0] = 0xfe;
+            attr.gid[1] = 0x80;
+            attr.gid[8..].copy_from_slice(&rnic.node_guid.to_be_bytes());
+        }
+    }
     answer_query(mem, cmd, &attr)
 }
 

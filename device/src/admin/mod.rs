@@ -9,6 +9,7 @@
 
 mod commands;
 pub mod error;
+mod gid;
 mod memory;
 mod prefetch;
 mod qp;

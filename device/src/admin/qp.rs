@@ -114,6 +114,7 @@ pub fn create_qp(
             max_send_sge: cmd.max_send_sge,
             max_recv_sge: cmd.max_recv_sge,
             max_inline,
+            dmac: [0; 6],
             waiting: None,
             sq_offset: 0,
             comm_established: false,
@@ -293,11 +294,26 @@ pub fn modify_qp(rnic: &Rnic, st: &mut RnicState, cmd: &CmdModifyQp) -> CmdResul
         return Err(bad_field(CmdModifyQp::ATTR_MASK_OFF));
     }
     validate(attr, m)?;
+    let roce_av = rnic.link().is_eth() && m & mask::AV != 0;
+    if roce_av {
+        // SPEC "Send queue processing (RoCE mode, RC)": the peer is named by a GRH.
+        if attr.is_global != 1 {
+            return Err(bad_field(attr_off(QpAttr::IS_GLOBAL_OFF)));
+        }
+        if st.gid_table.get(attr.sgid_index).is_none() {
+            return Err(bad_field(attr_off(QpAttr::SGID_INDEX_OFF)));
+        }
+    } else if cmd.dmac != [0; 6] {
+        return Err(bad_field(CmdModifyQp::DMAC_OFF));
+    }
     let qp = st
         .objects
         .qp_mut(qpn)
         .ok_or(bad_handle(CmdModifyQp::QPN_OFF))?;
     apply(&mut qp.attr, attr, m);
+    if roce_av {
+        qp.dmac = cmd.dmac;
+    }
     if m & mask::SQ_PSN != 0 {
         qp.next_psn = attr.sq_psn.to_native();
     }
@@ -315,6 +331,7 @@ pub fn modify_qp(rnic: &Rnic, st: &mut RnicState, cmd: &CmdModifyQp) -> CmdResul
             qp.next_psn = 0;
             qp.expected_psn = 0;
             qp.attr = QpAttr::default();
+            qp.dmac = [0; 6];
             rnic.doorbells.clear_slot(page, slot);
         }
         QpState::Err => qp.forget_work(),
@@ -341,6 +358,9 @@ pub fn query_qp(st: &mut RnicState, mem: &RamSnapshot, cmd: &CmdModifyQp) -> Cmd
     owned(qp.uctx, cmd.uctx.to_native(), CmdModifyQp::UCTX_OFF)?;
     if cmd.attr_mask.to_native() != 0 {
         return Err(bad_field(CmdModifyQp::ATTR_MASK_OFF));
+    }
+    if cmd.dmac != [0; 6] {
+        return Err(bad_field(CmdModifyQp::DMAC_OFF));
     }
     let mut attr = qp.attr;
     // The PSNs as they are now, not as they were set.

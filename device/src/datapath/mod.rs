@@ -13,6 +13,7 @@ pub mod requester;
 pub mod responder;
 pub mod sge;
 
+use crate::addr::Address;
 use crate::rnic::notify::deliver_held_back;
 use crate::rnic::{Rnic, RnicState};
 use std::sync::atomic::{fence, Ordering};
@@ -29,9 +30,16 @@ pub const DEVICE_BYTES_PER_PASS: u64 = 4 * CHUNK;
 /// kick when they consume EQEs).
 const EVENT_RETRY: Duration = Duration::from_millis(1);
 
+/// Where a packet goes.
+pub enum Route {
+    /// A device of this process: the request is handed to its responder.
+    Device(Arc<Rnic>),
+}
+
 /// The devices a requester can reach: the layer above (the fabric) routes.
 pub trait Peers: Sync {
-    fn by_lid(&self, lid: u16) -> Option<Arc<Rnic>>;
+    /// The route to `to`, or None for an address nothing answers to.
+    fn route(&self, to: &Address) -> Option<Route>;
 }
 
 /// What one pass over some QPs achieved.

@@ -4,7 +4,8 @@
 
 use super::copy::Pieces;
 use super::responder::{respond, Request, Response};
-use super::{sge, Budget, Peers, Progress, CHUNK, WQE_BUDGET};
+use super::{sge, Budget, Peers, Progress, Route, CHUNK, WQE_BUDGET};
+use crate::addr::{Address, Gid};
 use crate::guest_memory::RamSnapshot;
 use crate::objects::qp::{packets, psn_add, WaitReason, Waiting};
 use crate::objects::Qp;
@@ -35,7 +36,9 @@ pub struct Transfer {
     pieces: Pieces,
     psn: u32,
     packets: u32,
-    dlid: u16,
+    /// Where the target is (the AV's LID or GID), and the requester's source GID.
+    dest: Address,
+    src_gid: Option<Gid>,
     dest_qpn: u32,
     mem: RamSnapshot,
     _in_flight: InFlight,
@@ -271,6 +274,14 @@ fn resolve(
     if !local_ok {
         return Err(fail((WcStatus::LocProtErr, VendorErr::DmaFault)));
     }
+    // RoCE mode names the peer by GID (SPEC "Send queue processing (RoCE mode, RC)"). A
+    // source entry cleared since RTR leaves the request without a source the target knows.
+    let (dest, src_gid) = if rnic.link().is_eth() {
+        let dgid = Address::Gid(Gid(qp.attr.dgid));
+        (dgid, st.gid_table.get(qp.attr.sgid_index))
+    } else {
+        (Address::Lid(qp.attr.dlid.to_native()), None)
+    };
     Ok(Transfer {
         qpn,
         epoch: qp.epoch,
@@ -283,7 +294,8 @@ fn resolve(
         pieces,
         psn: qp.next_psn,
         packets: packets(chunk, qp.mtu_bytes()),
-        dlid: qp.attr.dlid.to_native(),
+        dest,
+        src_gid,
         dest_qpn: qp.attr.dest_qp_num.to_native(),
         mem: mem.clone(),
         _in_flight: rnic.fence.enter(),
@@ -292,13 +304,14 @@ fn resolve(
 
 /// Sends the transfer to its target; no lock of the requester is held.
 fn carry_out(peers: &dyn Peers, rnic: &Rnic, t: &Transfer) -> Response {
-    let Some(target) = peers.by_lid(t.dlid) else {
+    let Some(Route::Device(target)) = peers.route(&t.dest) else {
         return Response::Unreachable;
     };
     let with_imm = matches!(t.opcode, WrOpcode::SendWithImm | WrOpcode::RdmaWriteWithImm);
     let req = Request {
         opcode: t.opcode,
         src_lid: rnic.lid(),
+        src_gid: t.src_gid,
         src_qpn: t.qpn,
         dest_qpn: t.dest_qpn,
         psn: t.psn,

@@ -5,6 +5,7 @@
 
 use super::copy::{copy, Fault, Pieces};
 use super::sge;
+use crate::addr::Gid;
 use crate::guest_memory::RamSnapshot;
 use crate::objects::qp::psn_add;
 use crate::rnic::fence::InFlight;
@@ -18,7 +19,9 @@ use vrnic_hw::{
 /// A request travelling from a requester QP to its target.
 pub struct Request<'a> {
     pub opcode: WrOpcode,
+    /// The requester's LID (IB mode) or source GID (RoCE mode).
     pub src_lid: u16,
+    pub src_gid: Option<Gid>,
     pub src_qpn: u32,
     pub dest_qpn: u32,
     /// PSN of the request's first packet, and how many packets it takes.
@@ -93,9 +96,14 @@ fn accept(rnic: &Rnic, st: &mut RnicState, req: &Request) -> Result<Accepted, Re
         return Err(Response::Unreachable);
     };
     // RC: only the connected peer reaches a QP; anything else is dropped, as a packet from a
-    // stranger would be, and its sender times out.
-    let connected =
-        qp.attr.dest_qp_num.to_native() == req.src_qpn && qp.attr.dlid.to_native() == req.src_lid;
+    // stranger would be, and its sender times out. The peer is named by the link mode's
+    // address: its LID, or in RoCE mode its source GID.
+    let from_peer = if rnic.link().is_eth() {
+        req.src_gid == Some(Gid(qp.attr.dgid))
+    } else {
+        qp.attr.dlid.to_native() == req.src_lid
+    };
+    let connected = qp.attr.dest_qp_num.to_native() == req.src_qpn && from_peer;
     if !qp.receives_allowed() || !connected {
         return Err(Response::Unreachable);
     }

@@ -1,5 +1,5 @@
-//! The fabric: every device served by this process, reachable by LID, and the pollers that
-//! move data between them.
+//! The fabric: every device served by this process, reachable by LID (IB mode) or GID
+//! (RoCE mode), and the pollers that move data between them.
 //!
 //! Devices are spread over poller shards (one thread each, `PollerConfig::threads`), so N
 //! busy devices can use N cores. A transfer is carried out by the requester's shard; it
@@ -8,7 +8,10 @@
 
 mod poller;
 
-use crate::datapath::Peers;
+use crate::addr::Address;
+use crate::datapath::{Peers, Route};
+use crate::rnic::gids::GidDirectory;
+use crate::rnic::link::LinkMode;
 use crate::rnic::waker::Waker;
 use crate::rnic::{Rnic, RnicConfig};
 use std::collections::HashMap;
@@ -18,8 +21,11 @@ use std::thread::JoinHandle;
 pub use poller::PollerConfig;
 
 pub struct Fabric {
+    /// Device `i` has `DeviceId` i.
     devices: Vec<Arc<Rnic>>,
     by_lid: HashMap<u16, Arc<Rnic>>,
+    /// Which RoCE-mode device holds each GID (set by the devices' SET_GID).
+    gids: Arc<GidDirectory>,
     /// Devices of each shard, and the shard's waker.
     shards: Vec<(Arc<Waker>, Vec<Arc<Rnic>>)>,
 }
@@ -30,6 +36,8 @@ pub enum FabricError {
     DuplicateLid(String, String, u16),
     #[error("device {0}: LID 0 is reserved")]
     ZeroLid(String),
+    #[error("devices {0} and {1} both use MAC {2}")]
+    DuplicateMac(String, String, crate::addr::Mac),
     #[error("device {0}: {1}")]
     Io(String, std::io::Error),
 }
@@ -41,8 +49,8 @@ fn shard_count(devices: usize, wanted: Option<usize>) -> usize {
 }
 
 impl Fabric {
-    /// Creates the devices; their LIDs must be unique and non-zero. Device i is served by
-    /// shard i mod the shard count.
+    /// Creates the devices; LIDs (IB mode) and MACs (RoCE mode) must be unique, LIDs
+    /// non-zero. Device i is served by shard i mod the shard count.
     pub fn new(
         configs: Vec<RnicConfig>,
         poller: &PollerConfig,
@@ -54,22 +62,31 @@ impl Fabric {
             .map_err(|e| FabricError::Io("poller".into(), e))?;
         let mut devices: Vec<Arc<Rnic>> = Vec::new();
         let mut by_lid = HashMap::new();
+        let gids = Arc::new(GidDirectory::default());
         for (i, config) in configs.into_iter().enumerate() {
-            if config.lid == 0 {
-                return Err(FabricError::ZeroLid(config.name));
-            }
-            if let Some(other) = by_lid.get(&config.lid) {
-                let other: &Arc<Rnic> = other;
-                return Err(FabricError::DuplicateLid(
-                    other.name().into(),
-                    config.name,
-                    config.lid,
-                ));
+            match config.link {
+                LinkMode::Ib { lid: 0, .. } => return Err(FabricError::ZeroLid(config.name)),
+                LinkMode::Ib { lid, .. } => {
+                    if let Some(other) = by_lid.get(&lid) {
+                        let other: &Arc<Rnic> = other;
+                        let other = other.name().into();
+                        return Err(FabricError::DuplicateLid(other, config.name, lid));
+                    }
+                }
+                LinkMode::Eth { mac } => {
+                    if let Some(other) = devices.iter().find(|d| d.link().mac() == Some(mac)) {
+                        let other = other.name().into();
+                        return Err(FabricError::DuplicateMac(other, config.name, mac));
+                    }
+                }
             }
             let name = config.name.clone();
             let waker = wakers[i % shards].clone();
-            let rnic = Rnic::new(config, waker).map_err(|e| FabricError::Io(name, e))?;
-            by_lid.insert(rnic.lid(), rnic.clone());
+            let rnic =
+                Rnic::new(config, waker, gids.clone(), i).map_err(|e| FabricError::Io(name, e))?;
+            if !rnic.link().is_eth() {
+                by_lid.insert(rnic.lid(), rnic.clone());
+            }
             devices.push(rnic);
         }
         let shards = wakers
@@ -88,6 +105,7 @@ impl Fabric {
         Ok(Arc::new(Fabric {
             devices,
             by_lid,
+            gids,
             shards,
         }))
     }
@@ -128,9 +146,16 @@ impl Fabric {
     }
 }
 
+/// Routing: where a packet to an address goes. Today every route ends at a device of this
+/// process; a wire transport (RoCE v2 over UDP to other processes) would be another
+/// `Route`, chosen here for GIDs no local device holds.
 impl Peers for Fabric {
-    fn by_lid(&self, lid: u16) -> Option<Arc<Rnic>> {
-        self.by_lid.get(&lid).cloned()
+    fn route(&self, to: &Address) -> Option<Route> {
+        let device = match to {
+            Address::Lid(lid) => self.by_lid.get(lid)?,
+            Address::Gid(gid) => self.devices.get(self.gids.lookup(gid)?)?,
+        };
+        Some(Route::Device(device.clone()))
     }
 }
 

@@ -467,6 +467,7 @@ mod tests {
             max_send_sge: 1,
             max_recv_sge: 1,
             max_inline: 0,
+            dmac: [0; 6],
             waiting: None,
             sq_offset: 0,
             comm_established: false,

@@ -40,6 +40,9 @@ pub struct Qp {
     pub max_send_sge: u8,
     pub max_recv_sge: u8,
     pub max_inline: u32,
+    /// RoCE mode: the destination MAC of the AV (kept for a wire transport; the devices of
+    /// this process are reached by GID).
+    pub dmac: [u8; 6],
     pub waiting: Option<Waiting>,
     /// Bytes of the head send WQE already transferred: long messages move in chunks so one
     /// QP cannot hold the data path for the length of a huge transfer.

@@ -3,8 +3,10 @@
 //! 1. A thread holds at most one device lock (`Rnic::lock`) at a time: the data path
 //!    resolves a transfer under the requester's lock, drops it, then takes the target's.
 //!    No rule about which device comes first is needed because two are never held.
-//! 2. Leaf locks (interrupt lines, the DMA fence, a GuestRam table) are taken for a few
-//!    instructions and nothing is locked while they are held.
+//! 2. Leaf locks (interrupt lines, the DMA fence, a GuestRam table, the fabric's GID
+//!    directory) are taken for a few instructions and nothing is locked while they are
+//!    held. SET_GID and reset update the GID directory under their device lock; route
+//!    look-ups read it with no device lock held.
 //! 3. Nothing blocks while a device lock is held: interrupts are signalled, and the DMA
 //!    fence is waited for, only after the device lock is released.
 

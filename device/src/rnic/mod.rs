@@ -5,7 +5,9 @@
 
 pub mod doorbells;
 pub mod fence;
+pub mod gids;
 pub mod irqs;
+pub mod link;
 pub mod lock_order;
 pub mod notify;
 pub mod regs;
@@ -17,10 +19,12 @@ use crate::pci::{ConfigSpace, PciIds};
 use crate::ratelimit::WarnLimiter;
 use doorbells::DoorbellBar;
 use fence::DmaFence;
+use gids::{DeviceId, GidDirectory, GidTable, Gids};
 use irqs::{IrqLines, PendingIrqs};
+use link::LinkMode;
 use regs::Registers;
 use std::sync::{Arc, Mutex, MutexGuard};
-use vrnic_hw::{bar0, Mtu, MSIX_TABLE_OFF};
+use vrnic_hw::MSIX_TABLE_OFF;
 use waker::Waker;
 
 /// What a device is, as configured on the command line.
@@ -28,7 +32,7 @@ use waker::Waker;
 pub struct RnicConfig {
     pub name: String,
     pub socket: std::path::PathBuf,
-    pub lid: u16,
+    pub link: LinkMode,
     pub ids: PciIds,
 }
 
@@ -55,11 +59,14 @@ impl AdminQueue {
 
 pub struct Rnic {
     pub config: RnicConfig,
-    /// Node GUID (derived from the LID so it is stable across runs).
+    /// Node GUID (from the link mode's identity, so it is stable across runs).
     pub node_guid: u64,
     pub doorbells: DoorbellBar,
     pub irq_lines: IrqLines,
     pub fence: Arc<DmaFence>,
+    /// The device's index in its fabric, and the fabric's GID directory.
+    pub id: DeviceId,
+    gid_directory: Arc<GidDirectory>,
     waker: Arc<Waker>,
     state: Mutex<RnicState>,
 }
@@ -73,6 +80,8 @@ pub struct RnicState {
     pub regs: Registers,
     pub admin: Option<AdminQueue>,
     pub objects: Objects,
+    /// RoCE mode: the GID table (SET_GID), also published in the fabric's directory.
+    pub gid_table: GidTable,
     /// Interrupts raised under the lock, signalled when it is released.
     pub pending_irqs: PendingIrqs,
     /// Where the data path's next pass over the QPs starts (fairness between QPs).
@@ -88,6 +97,7 @@ impl RnicState {
             regs: Registers::default(),
             admin: None,
             objects: Objects::new(),
+            gid_table: GidTable::default(),
             pending_irqs: PendingIrqs::default(),
             poll_cursor: 0,
             warn_limit: WarnLimiter::default(),
@@ -158,14 +168,22 @@ impl Drop for StateGuard<'_> {
 }
 
 impl Rnic {
-    pub fn new(config: RnicConfig, waker: Arc<Waker>) -> std::io::Result<Arc<Rnic>> {
+    /// Device `id` of a fabric whose GIDs are published in `gid_directory`.
+    pub fn new(
+        config: RnicConfig,
+        waker: Arc<Waker>,
+        gid_directory: Arc<GidDirectory>,
+        id: DeviceId,
+    ) -> std::io::Result<Arc<Rnic>> {
         let state = RnicState::new(config.ids);
         Ok(Arc::new(Rnic {
-            node_guid: 0x0002_c903_0000_0000 | u64::from(config.lid),
+            node_guid: config.link.node_guid(),
             config,
             doorbells: DoorbellBar::new()?,
             irq_lines: IrqLines::default(),
             fence: Arc::new(DmaFence::default()),
+            id,
+            gid_directory,
             state: Mutex::new(state),
             waker,
         }))
@@ -189,8 +207,23 @@ impl Rnic {
         &self.config.name
     }
 
+    /// The port LID (0 in RoCE mode).
     pub fn lid(&self) -> u16 {
-        self.config.lid
+        self.config.link.lid()
+    }
+
+    pub fn link(&self) -> &LinkMode {
+        &self.config.link
+    }
+
+    /// The GID table with the directory it is published in (lock rule 2: the directory is
+    /// a leaf, taken under the device lock `st` comes from).
+    pub fn gids<'a>(&'a self, st: &'a mut RnicState) -> Gids<'a> {
+        Gids {
+            table: &mut st.gid_table,
+            directory: &self.gid_directory,
+            dev: self.id,
+        }
     }
 
     /// Wakes the poller serving this device.
@@ -202,17 +235,13 @@ impl Rnic {
         &self.waker
     }
 
-    fn port_info(&self) -> u32 {
-        u32::from(self.config.lid)
-            | (u32::from(u8::from(Mtu::Size4096)) << bar0::PORT_INFO_MTU_SHIFT)
-    }
-
     /// Destroys every object and returns registers and doorbells to their reset values.
     /// Transfers still in flight finish into memory the driver has not reused yet: callers
     /// wait for the fence before they report the reset done (`fence.wait()`, unlocked).
     pub fn reset(&self, st: &mut RnicState) {
         log::debug!("{}: reset", self.name());
         st.objects.reset();
+        self.gids(st).clear();
         st.admin = None;
         st.regs = Registers::default();
         self.doorbells.clear_all();
@@ -233,7 +262,7 @@ impl Rnic {
             data.fill(0);
             return Ok(());
         }
-        let value = st.regs.read(offset & !3, self.port_info());
+        let value = st.regs.read(offset & !3, self.config.link.port_info());
         let shift = (offset & 3) * 8;
         let bytes = (value >> shift).to_le_bytes();
         let n = data.len().min(4 - (offset & 3) as usize);
@@ -247,7 +276,7 @@ impl Rnic {
 /// A device without socket or threads, for unit tests of the layers above.
 #[cfg(test)]
 pub mod testing {
-    use super::{waker::Waker, Rnic, RnicConfig};
+    use super::{link::LinkMode, waker::Waker, Rnic, RnicConfig};
     use crate::guest_memory::{DmaMapRequest, GuestRam, RamSnapshot};
     use crate::pci::PciIds;
     use std::sync::Arc;
@@ -260,10 +289,10 @@ pub mod testing {
         let config = RnicConfig {
             name: "t".into(),
             socket: "/nonexistent".into(),
-            lid: 1,
+            link: LinkMode::Ib { lid: 1, guid: None },
             ids: PciIds::default(),
         };
-        let rnic = Rnic::new(config, Arc::new(Waker::new().unwrap())).unwrap();
+        let rnic = Rnic::new(config, Arc::new(Waker::new().unwrap()), Arc::default(), 0).unwrap();
         let ram = GuestRam::new();
         let fd = crate::memfd::create(c"ram", size).unwrap();
         ram.map(DmaMapRequest {

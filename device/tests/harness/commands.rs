@@ -106,6 +106,53 @@ pub fn mask(bits: &[QpAttrMask]) -> u32 {
     bits.iter().fold(0, |m, b| m | u32::from(*b))
 }
 
+/// How a QP names its peer: by LID (IB mode) or by GID (RoCE mode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerAddr {
+    Lid(u16),
+    /// The peer's GID and MAC, and the local source GID index.
+    Gid {
+        dgid: [u8; 16],
+        sgid_index: u8,
+        dmac: [u8; 6],
+    },
+}
+
+/// The IPv4-mapped GID ::ffff:a.b.c.d.
+pub fn ipv4_gid(ip: [u8; 4]) -> [u8; 16] {
+    let mut g = [0u8; 16];
+    g[10] = 0xff;
+    g[11] = 0xff;
+    g[12..].copy_from_slice(&ip);
+    g
+}
+
+/// A link-local IPv6 GID fe80::`last`.
+pub fn ipv6_gid(last: u16) -> [u8; 16] {
+    let mut g = [0u8; 16];
+    g[0] = 0xfe;
+    g[1] = 0x80;
+    g[14..].copy_from_slice(&last.to_be_bytes());
+    g
+}
+
+pub fn cmd_set_gid(index: u8, gid: Option<[u8; 16]>) -> CmdSetGid {
+    CmdSetGid {
+        hdr: header(AqOpcode::SetGid),
+        port: PORT_NUM as u8,
+        index,
+        gid_type: if gid.is_some() {
+            GidType::RoceV2.into()
+        } else {
+            0
+        },
+        valid: u8::from(gid.is_some()),
+        uctx: KERNEL_UCTX.into(),
+        gid: gid.unwrap_or_default(),
+        ..Default::default()
+    }
+}
+
 /// Attributes for connecting an RC QP (INIT -> RTR -> RTS).
 #[derive(Debug, Clone, Copy)]
 pub struct ConnectOpts {
@@ -236,6 +283,33 @@ impl FakeDriver {
         );
         self.admin(&cmd).ok();
         self.mem.read_obj(out)
+    }
+
+    // ------------------------------------------------------------------ GIDs (RoCE mode)
+
+    /// SET_GID of entry `index` (None clears it).
+    pub fn set_gid(&mut self, index: u8, gid: Option<[u8; 16]>) -> AdminResult {
+        self.admin(&cmd_set_gid(index, gid))
+    }
+
+    /// RoCE mode: learns the port's MAC and sets GID 0 to `gid`; the driver's QPs then name
+    /// it as their source and peers reach it by `gid` (`addr`).
+    pub fn roce_up(&mut self, gid: [u8; 16]) {
+        self.mac = Some(self.query_port().mac);
+        self.set_gid(0, Some(gid)).ok();
+        self.gid0 = Some(gid);
+    }
+
+    /// How peers name this device: its GID 0 after `roce_up`, else its LID.
+    pub fn addr(&self) -> PeerAddr {
+        match (self.gid0, self.mac) {
+            (Some(dgid), Some(dmac)) => PeerAddr::Gid {
+                dgid,
+                sgid_index: 0,
+                dmac,
+            },
+            _ => PeerAddr::Lid(self.lid),
+        }
     }
 
     // ------------------------------------------------------------------ contexts, PDs
@@ -427,7 +501,7 @@ impl FakeDriver {
         layout: Layout,
         eqn: u32,
     ) -> (CmdCreateCq, Ring) {
-        let ring = self.alloc_ring(depth_log2, 5, layout);
+        let ring = self.alloc_ring(depth_log2, Cqe::SIZE.trailing_zeros(), layout);
         let cmd = CmdCreateCq {
             hdr: header(AqOpcode::CreateCq),
             uctx: uctx.into(),
@@ -538,6 +612,19 @@ impl FakeDriver {
         self.admin(&Self::modify_qp_cmd(qp, attr_mask, attr))
     }
 
+    /// MODIFY_QP with a destination MAC (RoCE mode with AV).
+    pub fn modify_qp_dmac(
+        &mut self,
+        qp: &Qp,
+        attr_mask: u32,
+        attr: QpAttr,
+        dmac: [u8; 6],
+    ) -> AdminResult {
+        let mut cmd = Self::modify_qp_cmd(qp, attr_mask, attr);
+        cmd.dmac = dmac;
+        self.admin(&cmd)
+    }
+
     /// MODIFY_QP to `state` with no other attribute (e.g. ERR, RESET, SQD).
     pub fn set_qp_state(&mut self, qp: &mut Qp, state: QpState) -> AdminResult {
         let attr = QpAttr {
@@ -591,6 +678,29 @@ impl FakeDriver {
         self.modify_qp(qp, mask(&[State, PkeyIndex, Port, AccessFlags]), attr)
     }
 
+    /// The RTR attributes and mask for a connection to (`peer`, `dest_qpn`), and the dmac
+    /// of the command.
+    pub fn rtr_attr_to(peer: PeerAddr, dest_qpn: u32, o: &ConnectOpts) -> (u32, QpAttr, [u8; 6]) {
+        match peer {
+            PeerAddr::Lid(lid) => {
+                let (m, a) = Self::rtr_attr(lid, dest_qpn, o);
+                (m, a, [0; 6])
+            }
+            PeerAddr::Gid {
+                dgid,
+                sgid_index,
+                dmac,
+            } => {
+                let (m, mut a) = Self::rtr_attr(0, dest_qpn, o);
+                a.is_global = 1;
+                a.sgid_index = sgid_index;
+                a.dgid = dgid;
+                a.hop_limit = 64;
+                (m, a, dmac)
+            }
+        }
+    }
+
     /// The RTR attributes and mask for a connection to (`dlid`, `dest_qpn`).
     pub fn rtr_attr(dlid: u16, dest_qpn: u32, o: &ConnectOpts) -> (u32, QpAttr) {
         use QpAttrMask::*;
@@ -634,9 +744,14 @@ impl FakeDriver {
 
     /// INIT -> RTR -> RTS towards (`dlid`, `dest_qpn`); the QP must be in RESET.
     pub fn connect_qp(&mut self, qp: &Qp, dlid: u16, dest_qpn: u32, o: &ConnectOpts) {
+        self.connect_qp_to(qp, PeerAddr::Lid(dlid), dest_qpn, o);
+    }
+
+    /// INIT -> RTR -> RTS towards (`peer`, `dest_qpn`); the QP must be in RESET.
+    pub fn connect_qp_to(&mut self, qp: &Qp, peer: PeerAddr, dest_qpn: u32, o: &ConnectOpts) {
         self.qp_to_init(qp, o.access).ok();
-        let (m, attr) = Self::rtr_attr(dlid, dest_qpn, o);
-        self.modify_qp(qp, m, attr).ok();
+        let (m, attr, dmac) = Self::rtr_attr_to(peer, dest_qpn, o);
+        self.modify_qp_dmac(qp, m, attr, dmac).ok();
         let (m, attr) = Self::rts_attr(o);
         self.modify_qp(qp, m, attr).ok();
     }

@@ -7,8 +7,10 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use vmm_sys_util::tempdir::TempDir;
+use vrnic::addr::Mac;
 use vrnic::fabric::PollerConfig;
 use vrnic::pci::PciIds;
+use vrnic::rnic::link::LinkMode;
 use vrnic::rnic::RnicConfig;
 use vrnic::serve::Service;
 
@@ -24,10 +26,41 @@ pub fn lid_of(i: usize) -> u16 {
     u16::try_from(i + 1).expect("device index")
 }
 
+/// MAC of device `i` of a RoCE fabric (locally administered, unicast).
+pub fn mac_of(i: usize) -> Mac {
+    Mac([
+        0x02,
+        0,
+        0,
+        0,
+        0x10,
+        u8::try_from(i + 1).expect("device index"),
+    ])
+}
+
+/// GID 0 of RoCE device `i` in tests: ::ffff:10.0.0.`i+1`.
+pub fn gid_of(i: usize) -> [u8; 16] {
+    super::commands::ipv4_gid([10, 0, 0, u8::try_from(i + 1).expect("device index")])
+}
+
+/// IB mode with LID `lid_of(i)`.
+pub fn ib(i: usize) -> LinkMode {
+    LinkMode::Ib {
+        lid: lid_of(i),
+        guid: None,
+    }
+}
+
+/// RoCE mode with MAC `mac_of(i)`.
+pub fn roce(i: usize) -> LinkMode {
+    LinkMode::Eth { mac: mac_of(i) }
+}
+
 /// Running devices; dropping this stops the servers and the pollers and joins them.
 pub struct TestDevices {
     service: Option<Service>,
     sockets: Vec<PathBuf>,
+    links: Vec<LinkMode>,
     _dir: TempDir,
 }
 
@@ -50,12 +83,35 @@ impl TestDevices {
     }
 
     pub fn start_with(n: usize, poller: PollerConfig) -> Self {
+        Self::start_links_with((0..n).map(ib).collect(), poller)
+    }
+
+    /// Starts `n` RoCE-mode devices (MACs `mac_of(i)`).
+    pub fn start_roce(n: usize) -> Self {
+        Self::start_links((0..n).map(roce).collect())
+    }
+
+    /// Starts one device per link mode, device `i` named rnic`i`.
+    pub fn start_links(links: Vec<LinkMode>) -> Self {
+        Self::start_links_with(
+            links,
+            PollerConfig {
+                idle: TEST_POLL_IDLE,
+                give_way: false,
+                threads: None,
+            },
+        )
+    }
+
+    pub fn start_links_with(links: Vec<LinkMode>, poller: PollerConfig) -> Self {
         let dir = TempDir::new().expect("temp dir");
-        let configs: Vec<RnicConfig> = (0..n)
-            .map(|i| RnicConfig {
+        let configs: Vec<RnicConfig> = links
+            .iter()
+            .enumerate()
+            .map(|(i, link)| RnicConfig {
                 name: format!("rnic{i}"),
                 socket: dir.as_path().join(format!("rnic{i}.sock")),
-                lid: lid_of(i),
+                link: *link,
                 ids: PciIds::default(),
             })
             .collect();
@@ -64,8 +120,13 @@ impl TestDevices {
         TestDevices {
             service: Some(service),
             sockets,
+            links,
             _dir: dir,
         }
+    }
+
+    pub fn link(&self, i: usize) -> LinkMode {
+        self.links[i]
     }
 
     pub fn len(&self) -> usize {
@@ -76,8 +137,9 @@ impl TestDevices {
         &self.sockets[i]
     }
 
+    /// LID of device `i` (0 in RoCE mode).
     pub fn lid(&self, i: usize) -> u16 {
-        lid_of(i)
+        self.links[i].lid()
     }
 
     /// A driver connected to device `i` (vfio-user set up, device not enabled yet).
@@ -89,6 +151,15 @@ impl TestDevices {
     pub fn driver(&self, i: usize) -> FakeDriver {
         let mut d = self.connect(i);
         d.bring_up();
+        d
+    }
+
+    /// `driver(i)`, and in RoCE mode GID 0 set to `gid_of(i)` (`FakeDriver::roce_up`).
+    pub fn addressed_driver(&self, i: usize) -> FakeDriver {
+        let mut d = self.driver(i);
+        if self.links[i].is_eth() {
+            d.roce_up(gid_of(i));
+        }
         d
     }
 }

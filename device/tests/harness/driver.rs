@@ -92,8 +92,11 @@ struct AdminQueue {
 pub struct FakeDriver {
     pub vfio: VfioClient,
     pub mem: GuestMemory,
-    /// The device's LID (as configured when it was started).
+    /// The device's LID (as configured when it was started; 0 in RoCE mode).
     pub lid: u16,
+    /// RoCE mode, after `roce_up`: the port's MAC and GID 0.
+    pub mac: Option<[u8; 6]>,
+    pub gid0: Option<[u8; 16]>,
     /// BAR2, the doorbell pages, mmapped from the fd the device sent.
     db: MmapRegion,
     /// One eventfd per MSI-X vector.
@@ -154,6 +157,8 @@ impl FakeDriver {
             vfio,
             mem,
             lid,
+            mac: None,
+            gid0: None,
             db,
             irqs,
             admin: None,

@@ -3,7 +3,7 @@
 
 use vrnic_hw::{Cqe, QpState, WcOpcode};
 
-use super::commands::{ConnectOpts, Layout, MrSpec};
+use super::commands::{ConnectOpts, Layout, MrSpec, PeerAddr};
 use super::devices::TestDevices;
 use super::driver::FakeDriver;
 use super::queues::{assert_cqe_ok, Cq, Mr, Qp, QpCaps, RecvWr, SendWr};
@@ -89,8 +89,26 @@ impl Pair {
             Topology::TwoDevices => 2,
             Topology::Loopback => 1,
         };
-        let devices = TestDevices::start(n + extra);
-        let mut drivers: Vec<FakeDriver> = (0..n).map(|i| devices.driver(i)).collect();
+        Self::on(TestDevices::start(n + extra), topology, caps, opts)
+    }
+
+    /// A pair on RoCE-mode devices, connected by GID.
+    pub fn roce(topology: Topology) -> Self {
+        let n = match topology {
+            Topology::TwoDevices => 2,
+            Topology::Loopback => 1,
+        };
+        let devices = TestDevices::start_roce(n);
+        Self::on(devices, topology, QpCaps::default(), ConnectOpts::default())
+    }
+
+    /// A pair on the first one or two of `devices` (addressed: RoCE devices get GID 0).
+    pub fn on(devices: TestDevices, topology: Topology, caps: QpCaps, opts: ConnectOpts) -> Self {
+        let n = match topology {
+            Topology::TwoDevices => 2,
+            Topology::Loopback => 1,
+        };
+        let mut drivers: Vec<FakeDriver> = (0..n).map(|i| devices.addressed_driver(i)).collect();
         let b_drv = n - 1;
         let a = new_side(&mut drivers[0], 0, caps);
         let b = new_side(&mut drivers[b_drv], b_drv, caps);
@@ -107,12 +125,21 @@ impl Pair {
 
     /// Connects a.qp and b.qp (both in RESET) to each other.
     pub fn connect(&mut self, opts: ConnectOpts) {
-        let (a_lid, b_lid) = (self.lid(Which::A), self.lid(Which::B));
+        let (a_addr, b_addr) = (self.addr(Which::A), self.addr(Which::B));
         let (a_qpn, b_qpn) = (self.a.qp.qpn, self.b.qp.qpn);
         let (drv, side) = self.side(Which::A);
-        drv.connect_qp(&side.qp, b_lid, b_qpn, &opts);
+        drv.connect_qp_to(&side.qp, b_addr, b_qpn, &opts);
         let (drv, side) = self.side(Which::B);
-        drv.connect_qp(&side.qp, a_lid, a_qpn, &opts);
+        drv.connect_qp_to(&side.qp, a_addr, a_qpn, &opts);
+    }
+
+    /// How peers name side `w`'s device (LID or GID).
+    pub fn addr(&self, w: Which) -> PeerAddr {
+        let side = match w {
+            Which::A => &self.a,
+            Which::B => &self.b,
+        };
+        self.drivers[side.drv].addr()
     }
 
     pub fn lid(&self, w: Which) -> u16 {
@@ -229,9 +256,9 @@ impl Pair {
         let a = new_side(&mut self.drivers[a_drv], a_drv, caps);
         let b = new_side(&mut self.drivers[b_drv], b_drv, caps);
         let opts = ConnectOpts::default();
-        let (a_lid, b_lid) = (self.drivers[a_drv].lid, self.drivers[b_drv].lid);
-        self.drivers[a_drv].connect_qp(&a.qp, b_lid, b.qp.qpn, &opts);
-        self.drivers[b_drv].connect_qp(&b.qp, a_lid, a.qp.qpn, &opts);
+        let (a_addr, b_addr) = (self.drivers[a_drv].addr(), self.drivers[b_drv].addr());
+        self.drivers[a_drv].connect_qp_to(&a.qp, b_addr, b.qp.qpn, &opts);
+        self.drivers[b_drv].connect_qp_to(&b.qp, a_addr, a.qp.qpn, &opts);
         (a, b)
     }
 
@@ -289,9 +316,9 @@ pub fn loopback_sides(d: &mut FakeDriver) -> (Side, Side) {
     let a = new_side(d, 0, caps);
     let b = new_side(d, 0, caps);
     let opts = ConnectOpts::default();
-    let lid = d.lid;
-    d.connect_qp(&a.qp, lid, b.qp.qpn, &opts);
-    d.connect_qp(&b.qp, lid, a.qp.qpn, &opts);
+    let addr = d.addr();
+    d.connect_qp_to(&a.qp, addr, b.qp.qpn, &opts);
+    d.connect_qp_to(&b.qp, addr, a.qp.qpn, &opts);
     (a, b)
 }
 

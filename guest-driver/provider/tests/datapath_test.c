@@ -23,12 +23,14 @@ static int failures;
 
 #define START 0xfffffffeu /* every free-running index wraps during the test */
 #define QPN 0x123456u
+#define UD_QPN 0x000abcu
 
 static struct vrnic_context *ctx;
 static uint8_t *db_page;	/* the fake doorbell page holding both slots */
 static uint8_t *kick_page;
 static struct vrnic_cq cq;
 static struct vrnic_qp qp;
+static struct vrnic_qp ud_qp;	/* UD, 128-byte send WQEs, own slot 9 */
 static uint32_t dev_cq_pi = START; /* fake device's CQ producer index */
 
 static uint32_t db_read(const uint32_t *w)
@@ -106,11 +108,32 @@ static void setup(void)
 	CHECK(vrnic_insert_qp(ctx, &qp) == 0);
 	CHECK(vrnic_find_qp(ctx, QPN) == &qp);
 	CHECK(vrnic_find_qp(ctx, QPN + 1) == NULL);
+
+	ud_qp = qp;
+	ud_qp.ibv_qp.qp_num = UD_QPN;
+	ud_qp.datagram = true;
+	ud_qp.sq = (struct vrnic_wq){ .depth = 2, .wqe_shift = 7, .max_sge = 3,
+				      .pi = START, .ci = START };
+	ud_qp.rq = (struct vrnic_wq){ .depth = 2, .wqe_shift = 5, .max_sge = 1,
+				      .pi = START, .ci = START };
+	ud_qp.sq.ring = calloc(2, 128);
+	ud_qp.rq.ring = calloc(2, 32);
+	ud_qp.sq.db = vrnic_db_word(db_page, 9, VRNIC_DB_QP_SLOT_SQ_PI_OFF);
+	ud_qp.rq.db = vrnic_db_word(db_page, 9, VRNIC_DB_QP_SLOT_RQ_PI_OFF);
+	ud_qp.sq.db_flag = slot_flag(9);
+	ud_qp.rq.db_flag = slot_flag(9);
+	ud_qp.sq.db_page = ud_qp.rq.db_page = db_page;
+	ud_qp.sq.kick_page = ud_qp.rq.kick_page = kick_page;
+	ud_qp.max_inline = 48;
+	pthread_spin_init(&ud_qp.sq.lock, PTHREAD_PROCESS_PRIVATE);
+	pthread_spin_init(&ud_qp.rq.lock, PTHREAD_PROCESS_PRIVATE);
+	CHECK(vrnic_insert_qp(ctx, &ud_qp) == 0);
 }
 
-/* Fake device: write every field, then owner with the pass's phase. */
-static void dev_cqe(uint32_t qpn, uint16_t wqe_index, uint64_t wr_id,
-		    uint8_t flags, uint8_t status)
+/* Fake device: write every field but owner into the next entry... */
+static struct vrnic_cqe *dev_cqe_fill(uint32_t qpn, uint16_t wqe_index,
+				      uint64_t wr_id, uint8_t flags,
+				      uint8_t status)
 {
 	struct vrnic_cqe *cqe = &cq.ring[dev_cq_pi & 3];
 
@@ -126,9 +149,21 @@ static void dev_cqe(uint32_t qpn, uint16_t wqe_index, uint64_t wr_id,
 	cqe->status = status;
 	cqe->wc_flags = VRNIC_WC_FLAGS_WITH_IMM;
 	cqe->flags = flags;
+	return cqe;
+}
+
+/* ...then owner with the pass's phase. */
+static void dev_cqe_publish(struct vrnic_cqe *cqe)
+{
 	__atomic_store_n(&cqe->owner, ((dev_cq_pi >> 2) & 1) ^ 1,
 			 __ATOMIC_RELEASE);
 	dev_cq_pi++;
+}
+
+static void dev_cqe(uint32_t qpn, uint16_t wqe_index, uint64_t wr_id,
+		    uint8_t flags, uint8_t status)
+{
+	dev_cqe_publish(dev_cqe_fill(qpn, wqe_index, wr_id, flags, status));
 }
 
 static void test_send_ring_and_kick(void)
@@ -296,6 +331,165 @@ static void test_recv_and_clean(void)
 	qp.state = IBV_QPS_RTS;
 }
 
+/*
+ * UD: the AH's address vector plus the WR's remote_qpn/remote_qkey land in
+ * the WQE's ud_av (offset 32), the SGE at UD_PAYLOAD_OFFSET (80); RDMA
+ * opcodes are refused; a datagram receive CQE reports src_qp, slid, sl,
+ * pkey_index and the GRH flag.
+ */
+static void test_ud_send_and_recv(void)
+{
+	static const uint8_t want_av[48] = {
+		[0] = 0x03, 0x02, 0x01, 0x00,	/* remote_qpn 0x10203 */
+		[4] = 0x11, 0x11, 0x11, 0x11,	/* remote_qkey */
+		[8] = 0x00, 0x00,		/* dlid (RoCE: 0) */
+		[10] = 0,			/* sl */
+		[11] = 1,			/* is_global */
+		[12] = 1,			/* sgid_index */
+		[13] = 1,			/* hop_limit */
+		[14] = 0,			/* traffic_class */
+		[16] = 0, 0, 0, 0,		/* flow_label */
+		[20] = 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff,
+		       192, 168, 7, 2,		/* dgid ::ffff:192.168.7.2 */
+		[36] = 0x52, 0x54, 0x00, 0xaa, 0xbb, 0xcc, /* dmac */
+	};
+	static const uint8_t want_sge[16] = {
+		0x00, 0x50, 0, 0, 0, 0, 0, 0,	/* addr 0x5000 */
+		0x00, 0x04, 0, 0,		/* length 1024 */
+		0x0b, 0, 0, 0,			/* lkey 11 */
+	};
+	struct vrnic_ah ah = { .av = {
+		.is_global = 1, .sgid_index = 1, .hop_limit = 1,
+		.dgid = { [10] = 0xff, [11] = 0xff, [12] = 192, [13] = 168,
+			  [14] = 7, [15] = 2 },
+		.dmac = { 0x52, 0x54, 0x00, 0xaa, 0xbb, 0xcc },
+	} };
+	struct ibv_sge sge = { .addr = 0x5000, .length = 1024, .lkey = 11 };
+	struct ibv_send_wr wr = {
+		.wr_id = 55, .sg_list = &sge, .num_sge = 1,
+		.opcode = IBV_WR_SEND_WITH_IMM, .send_flags = IBV_SEND_SIGNALED,
+		.imm_data = htobe32(0x0a0b0c0d),
+		.wr.ud = { .ah = &ah.ibv_ah, .remote_qpn = 0x10203,
+			   .remote_qkey = 0x11111111 },
+	};
+	struct ibv_send_wr *bad = NULL;
+	struct vrnic_send_wqe_header *hdr;
+	uint8_t *wqe, data[48];
+	struct vrnic_cqe *cqe;
+	struct ibv_wc wc;
+
+	/* Leftovers of an earlier WQE must not survive in the AV. */
+	memset(ud_qp.sq.ring, 0xee, 2 * 128);
+	CHECK(vrnic_post_send(&ud_qp.ibv_qp, &wr, &bad) == 0);
+	CHECK(db_read(ud_qp.sq.db) == START + 1);
+	CHECK(*slot_flag(9) == 1);
+	wqe = vrnic_wqe(&ud_qp.sq, START);
+	hdr = (struct vrnic_send_wqe_header *)wqe;
+	CHECK(hdr->opcode == VRNIC_WR_OPCODE_SEND_WITH_IMM);
+	CHECK(hdr->flags == VRNIC_SEND_FLAGS_SIGNALED && hdr->num_sge == 1);
+	CHECK(hdr->reserved0 == 0);
+	CHECK(memcmp(hdr->imm_data, "\x0a\x0b\x0c\x0d", 4) == 0);
+	CHECK(le64toh(hdr->wr_id) == 55);
+	CHECK(hdr->remote_addr == 0 && hdr->rkey == 0 && hdr->inline_len == 0);
+	CHECK(memcmp(wqe + 32, want_av, sizeof(want_av)) == 0);
+	CHECK(memcmp(wqe + VRNIC_UD_PAYLOAD_OFFSET, want_sge,
+		     sizeof(want_sge)) == 0);
+
+	/* Inline: payload at 80 too, up to max_inline (48 = 128 - 80). */
+	memset(data, 0x5a, sizeof(data));
+	sge = (struct ibv_sge){ .addr = (uintptr_t)data, .length = 48 };
+	wr.opcode = IBV_WR_SEND;
+	wr.send_flags = IBV_SEND_INLINE;
+	CHECK(vrnic_post_send(&ud_qp.ibv_qp, &wr, &bad) == 0);
+	wqe = vrnic_wqe(&ud_qp.sq, START + 1);
+	hdr = (struct vrnic_send_wqe_header *)wqe;
+	CHECK(hdr->flags == VRNIC_SEND_FLAGS_INLINE && hdr->num_sge == 0);
+	CHECK(le32toh(hdr->inline_len) == 48);
+	CHECK(memcmp(hdr->imm_data, "\0\0\0\0", 4) == 0);
+	CHECK(memcmp(wqe + 32, want_av, sizeof(want_av)) == 0);
+	CHECK(memcmp(wqe + VRNIC_UD_PAYLOAD_OFFSET, data, 48) == 0);
+
+	/* One CQE of the second WQE retires both. */
+	dev_cqe(UD_QPN, (START + 1) & 1, 0, 0, VRNIC_WC_STATUS_SUCCESS);
+	CHECK(vrnic_poll_cq(&cq.ibv_cq, 1, &wc) == 1);
+	CHECK(ud_qp.sq.ci == START + 2);
+
+	sge.length = 49;
+	CHECK(vrnic_post_send(&ud_qp.ibv_qp, &wr, &bad) == EINVAL);
+	wr.send_flags = 0;
+	wr.opcode = IBV_WR_RDMA_WRITE;
+	CHECK(vrnic_post_send(&ud_qp.ibv_qp, &wr, &bad) == EINVAL);
+	wr.opcode = IBV_WR_RDMA_READ;
+	CHECK(vrnic_post_send(&ud_qp.ibv_qp, &wr, &bad) == EINVAL);
+	wr.opcode = IBV_WR_SEND;
+	wr.wr.ud.ah = NULL;
+	CHECK(vrnic_post_send(&ud_qp.ibv_qp, &wr, &bad) == EINVAL);
+	CHECK(bad == &wr && ud_qp.sq.pi == START + 2);
+
+	/* A datagram receive completion. */
+	{
+		struct ibv_sge rsge = { .addr = 0x6000, .length = 4136,
+					.lkey = 12 };
+		struct ibv_recv_wr rwr = { .wr_id = 66, .sg_list = &rsge,
+					   .num_sge = 1 };
+		struct ibv_recv_wr *rbad = NULL;
+
+		CHECK(vrnic_post_recv(&ud_qp.ibv_qp, &rwr, &rbad) == 0);
+	}
+	cqe = dev_cqe_fill(UD_QPN, START & 1, 66, VRNIC_CQE_FLAG_RECV, 0);
+	cqe->src_qp = htole32(0x10203);
+	cqe->slid = htole16(0x22);
+	cqe->sl = 4;
+	cqe->pkey_index = htole16(0);
+	cqe->network_type = VRNIC_NETWORK_TYPE_IPV4;
+	cqe->wc_flags = VRNIC_WC_FLAGS_GRH;
+	dev_cqe_publish(cqe);
+	CHECK(vrnic_poll_cq(&cq.ibv_cq, 1, &wc) == 1);
+	CHECK(wc.wr_id == 66 && wc.opcode == IBV_WC_RECV);
+	CHECK(wc.qp_num == UD_QPN && wc.src_qp == 0x10203);
+	CHECK(wc.slid == 0x22 && wc.sl == 4 && wc.pkey_index == 0);
+	CHECK(wc.wc_flags == IBV_WC_GRH);
+	CHECK(ud_qp.rq.ci == START + 1);
+}
+
+/* Queue geometry (README "Decisions"): UD send WQEs hold a ud_av. */
+static void test_queue_sizes(void)
+{
+	struct vrnic_context lim = { .max_sge = 16, .max_inline = 256,
+				     .max_qp_wr = 4096 };
+	struct ibv_qp_cap cap = { .max_send_wr = 1, .max_recv_wr = 500,
+				  .max_send_sge = 1, .max_recv_sge = 1 };
+	struct vrnic_qp q = {};
+
+	/* ibv_ud_pingpong: the smallest UD WQE, 128 bytes: 3 SGEs or 48 B. */
+	q.datagram = true;
+	CHECK(vrnic_size_queues(&lim, &q, &cap) == 0);
+	CHECK(q.sq.depth == 2 && q.rq.depth == 512);
+	CHECK(q.sq.wqe_shift == VRNIC_UD_SEND_WQE_SHIFT_MIN);
+	CHECK(q.sq.max_sge == 3 && q.max_inline == 48);
+	CHECK(q.rq.wqe_shift == 5 && q.rq.max_sge == 1);
+
+	/* rsockets' datagram QP: 64 inline bytes after the 80-byte head. */
+	cap.max_inline_data = 64;
+	cap.max_recv_sge = 2;
+	CHECK(vrnic_size_queues(&lim, &q, &cap) == 0);
+	CHECK(q.sq.wqe_shift == 8 && q.max_inline == 176 && q.sq.max_sge == 11);
+	CHECK(q.rq.wqe_shift == 6 && q.rq.max_sge == 3);
+
+	/* rsockets' stream QP (RC): 2 SGEs, 64 inline -> 128 bytes, 96 inline. */
+	q.datagram = false;
+	cap = (struct ibv_qp_cap){ .max_send_wr = 384, .max_recv_wr = 384,
+				   .max_send_sge = 2, .max_recv_sge = 1,
+				   .max_inline_data = 64 };
+	CHECK(vrnic_size_queues(&lim, &q, &cap) == 0);
+	CHECK(q.sq.depth == 512 && q.sq.wqe_shift == 7);
+	CHECK(q.max_inline == 96 && q.sq.max_sge == 6);
+
+	/* Beyond the device's inline limit. */
+	cap.max_inline_data = 257;
+	CHECK(vrnic_size_queues(&lim, &q, &cap) == EINVAL);
+}
+
 static void test_arm(void)
 {
 	CHECK(vrnic_req_notify_cq(&cq.ibv_cq, 0) == 0);
@@ -310,6 +504,8 @@ int main(void)
 	test_send_ring_and_kick();
 	test_send_errors_and_inline();
 	test_recv_and_clean();
+	test_ud_send_and_recv();
+	test_queue_sizes();
 	test_arm();
 	if (failures) {
 		fprintf(stderr, "datapath_test: %d failure(s)\n", failures);

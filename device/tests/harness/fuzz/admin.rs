@@ -306,7 +306,7 @@ fn build(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, h: &Handles) -> 
                 uctx: u.into(),
                 eqn: pick1(inp, &h.eqs).into(),
                 depth_log2: depth,
-                ring: ring(inp, ram, heap, depth, 5),
+                ring: ring(inp, ram, heap, depth, Cqe::SIZE.trailing_zeros()),
                 ..Default::default()
             };
             put(cmd.as_slice());

@@ -11,6 +11,7 @@ use vrnic::fabric::{Fabric, PollerConfig, Pollers};
 use vrnic::guest_memory::{DmaMapRequest, GuestRam};
 use vrnic::model::RnicModel;
 use vrnic::pci::PciIds;
+use vrnic::rnic::link::LinkMode;
 use vrnic::rnic::RnicConfig;
 use vrnic::vfio_user::DeviceModel;
 use vrnic_hw::MSIX_VECTORS;
@@ -121,7 +122,10 @@ impl World {
             .map(|i| RnicConfig {
                 name: format!("fuzz{i}"),
                 socket: std::env::temp_dir().join(format!("vrnic-fuzz-unused-{i}.sock")),
-                lid: u16::try_from(i + 1).expect("lid"),
+                link: LinkMode::Ib {
+                    lid: u16::try_from(i + 1).expect("lid"),
+                    guid: None,
+                },
                 ids: PciIds::default(),
             })
             .collect();

@@ -223,7 +223,7 @@ fn create_eq(c: &mut Ctx, is_async: bool, vector: u16) {
 
 /// A CQ of `uctx` whose events go to the completion EQ; returns its index in `c.cqs`.
 fn create_cq(c: &mut Ctx, uctx: u32, depth_log2: u32, layout: Layout) -> usize {
-    let (list, ring) = ring(c, depth_log2, 5, layout);
+    let (list, ring) = ring(c, depth_log2, Cqe::SIZE.trailing_zeros(), layout);
     let cmd = CmdCreateCq {
         hdr: hdr(AqOpcode::CreateCq),
         uctx: uctx.into(),

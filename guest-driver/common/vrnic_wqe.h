@@ -1,0 +1,220 @@
+/* SPDX-License-Identifier: (GPL-2.0 OR Apache-2.0) */
+/*
+ * vrnic WQE and CQE encoding, shared by the kernel driver and the rdma-core
+ * provider so that neither writes the ring formats out on its own.
+ *
+ * Every layout comes from the generated hw-spec headers (vrnic/vrnic_hw.h,
+ * hw-spec/SPEC.md section 5); this file only converts host-order values to
+ * those layouts and back. The includer sets up the include path for both
+ * (kernel: ccflags -I hw-spec/include -I guest-driver/common; provider: the
+ * copies build.sh makes).
+ *
+ * Host-order values are uint*_t (the kernel's <linux/types.h> defines them
+ * too). Immediate data stays in network order end to end, as __be32, the
+ * type of ibv_send_wr.imm_data, ib_send_wr.ex.imm_data and the wc fields.
+ *
+ * Nothing here orders memory: the caller publishes WQEs with its doorbell
+ * barrier and loads a CQE's owner byte with acquire ordering (then checks
+ * vrnic_cqe_owned()) before vrnic_cqe_decode() reads the other fields.
+ */
+#ifndef VRNIC_WQE_H
+#define VRNIC_WQE_H
+
+#ifdef __KERNEL__
+#include <linux/types.h>
+#include <linux/string.h>
+#include <asm/byteorder.h>
+#define vrnic_cpu_to_le16(v) cpu_to_le16(v)
+#define vrnic_cpu_to_le32(v) cpu_to_le32(v)
+#define vrnic_cpu_to_le64(v) cpu_to_le64(v)
+#define vrnic_le16_to_cpu(v) le16_to_cpu(v)
+#define vrnic_le32_to_cpu(v) le32_to_cpu(v)
+#define vrnic_le64_to_cpu(v) le64_to_cpu(v)
+#else
+#include <endian.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <linux/types.h>
+#define vrnic_cpu_to_le16(v) htole16(v)
+#define vrnic_cpu_to_le32(v) htole32(v)
+#define vrnic_cpu_to_le64(v) htole64(v)
+#define vrnic_le16_to_cpu(v) le16toh(v)
+#define vrnic_le32_to_cpu(v) le32toh(v)
+#define vrnic_le64_to_cpu(v) le64toh(v)
+#endif
+
+#include "vrnic/vrnic_hw.h"
+
+/*
+ * Header fields of a send WQE, host order (values of enum vrnic_wr_opcode
+ * and enum vrnic_send_flags).
+ */
+struct vrnic_send_fields {
+	uint8_t opcode;
+	uint8_t flags;
+	uint8_t num_sge;	/* 0 with VRNIC_SEND_FLAGS_INLINE */
+	__be32 imm_data;	/* network order; 0 unless *_WITH_IMM */
+	uint64_t wr_id;
+	uint64_t remote_addr;	/* RDMA only; 0 otherwise (and for UD) */
+	uint32_t rkey;		/* RDMA only; 0 otherwise (and for UD) */
+	uint32_t inline_len;	/* INLINE only; 0 otherwise */
+};
+
+/* A datagram's destination, host order (GRH fields valid with is_global). */
+struct vrnic_av {
+	uint32_t remote_qpn;
+	uint32_t remote_qkey;	/* bit 31 set: the sending QP's own qkey */
+	uint16_t dlid;
+	uint8_t sl;
+	uint8_t is_global;
+	uint8_t sgid_index;
+	uint8_t hop_limit;
+	uint8_t traffic_class;
+	uint32_t flow_label;
+	uint8_t dgid[16];	/* network order */
+	uint8_t dmac[6];
+};
+
+/*
+ * Every field of a CQE but owner, host order (values of the hw-spec enums,
+ * which equal those of ibv_wc / ib_wc where SPEC.md says so).
+ */
+struct vrnic_cqe_fields {
+	uint64_t wr_id;
+	uint32_t byte_len;
+	__be32 imm_data;	/* network order */
+	uint32_t qpn;
+	uint32_t src_qp;
+	uint16_t wqe_index;
+	uint8_t opcode;
+	uint8_t status;
+	uint8_t wc_flags;
+	uint8_t vendor_err;
+	uint8_t flags;		/* VRNIC_CQE_FLAG_* */
+	uint16_t slid;
+	uint8_t sl;
+	uint8_t network_type;
+	uint16_t pkey_index;
+};
+
+/*
+ * Where a send WQE's SGEs or inline bytes start: after the header, or for a
+ * UD/GSI QP after the header and its ud_av.
+ */
+static inline void *vrnic_send_wqe_payload(void *wqe, bool datagram)
+{
+	return (uint8_t *)wqe + (datagram ? VRNIC_UD_PAYLOAD_OFFSET :
+				 VRNIC_SEND_WQE_HEADER_SIZE);
+}
+
+/* The ud_av of a UD/GSI send WQE. */
+static inline struct vrnic_ud_av *vrnic_send_wqe_ud_av(void *wqe)
+{
+	return (struct vrnic_ud_av *)((uint8_t *)wqe +
+				      VRNIC_SEND_WQE_HEADER_SIZE);
+}
+
+/* Where a receive WQE's SGEs start. */
+static inline struct vrnic_sge *vrnic_recv_wqe_sges(void *wqe)
+{
+	return (struct vrnic_sge *)((uint8_t *)wqe +
+				    VRNIC_RECV_WQE_HEADER_SIZE);
+}
+
+/* Bytes a send WQE of 2^wqe_shift bytes holds after its header (and ud_av). */
+static inline uint32_t vrnic_send_wqe_room(uint32_t wqe_shift, bool datagram)
+{
+	return (1u << wqe_shift) - (datagram ? VRNIC_UD_PAYLOAD_OFFSET :
+				    VRNIC_SEND_WQE_HEADER_SIZE);
+}
+
+static inline void vrnic_set_send_wqe_header(struct vrnic_send_wqe_header *hdr,
+					     const struct vrnic_send_fields *f)
+{
+	hdr->opcode = f->opcode;
+	hdr->flags = f->flags;
+	hdr->num_sge = f->num_sge;
+	hdr->reserved0 = 0;
+	memcpy(hdr->imm_data, &f->imm_data, sizeof(hdr->imm_data));
+	hdr->wr_id = vrnic_cpu_to_le64(f->wr_id);
+	hdr->remote_addr = vrnic_cpu_to_le64(f->remote_addr);
+	hdr->rkey = vrnic_cpu_to_le32(f->rkey);
+	hdr->inline_len = vrnic_cpu_to_le32(f->inline_len);
+}
+
+static inline void vrnic_set_sge(struct vrnic_sge *sge, uint64_t addr,
+				 uint32_t length, uint32_t lkey)
+{
+	sge->addr = vrnic_cpu_to_le64(addr);
+	sge->length = vrnic_cpu_to_le32(length);
+	sge->lkey = vrnic_cpu_to_le32(lkey);
+}
+
+static inline void vrnic_set_ud_av(struct vrnic_ud_av *av,
+				   const struct vrnic_av *src)
+{
+	av->remote_qpn = vrnic_cpu_to_le32(src->remote_qpn);
+	av->remote_qkey = vrnic_cpu_to_le32(src->remote_qkey);
+	av->dlid = vrnic_cpu_to_le16(src->dlid);
+	av->sl = src->sl;
+	av->is_global = src->is_global;
+	av->sgid_index = src->sgid_index;
+	av->hop_limit = src->hop_limit;
+	av->traffic_class = src->traffic_class;
+	av->reserved0 = 0;
+	av->flow_label = vrnic_cpu_to_le32(src->flow_label);
+	memcpy(av->dgid, src->dgid, sizeof(av->dgid));
+	memcpy(av->dmac, src->dmac, sizeof(av->dmac));
+	memset(av->reserved1, 0, sizeof(av->reserved1));
+}
+
+static inline void vrnic_set_recv_wqe_header(struct vrnic_recv_wqe_header *hdr,
+					     uint64_t wr_id, uint8_t num_sge)
+{
+	hdr->wr_id = vrnic_cpu_to_le64(wr_id);
+	hdr->num_sge = num_sge;
+	memset(hdr->reserved0, 0, sizeof(hdr->reserved0));
+}
+
+/*
+ * Phase bit a valid CQE at free-running index @ci carries: 1 on the first
+ * pass over the ring, flipping on every wrap.
+ */
+static inline uint8_t vrnic_cqe_phase(uint32_t ci, uint32_t depth_log2)
+{
+	return ((ci >> depth_log2) & 1) ^ 1;
+}
+
+/*
+ * Whether the CQE at @ci, whose owner byte (loaded with acquire ordering) is
+ * @owner, has been written by the device and not yet consumed.
+ */
+static inline bool vrnic_cqe_owned(uint8_t owner, uint32_t ci,
+				   uint32_t depth_log2)
+{
+	return (owner & 1) == vrnic_cqe_phase(ci, depth_log2);
+}
+
+/* Decode a valid CQE (see vrnic_cqe_owned()). */
+static inline void vrnic_cqe_decode(const struct vrnic_cqe *cqe,
+				    struct vrnic_cqe_fields *f)
+{
+	f->wr_id = vrnic_le64_to_cpu(cqe->wr_id);
+	f->byte_len = vrnic_le32_to_cpu(cqe->byte_len);
+	memcpy(&f->imm_data, cqe->imm_data, sizeof(f->imm_data));
+	f->qpn = vrnic_le32_to_cpu(cqe->qpn);
+	f->src_qp = vrnic_le32_to_cpu(cqe->src_qp);
+	f->wqe_index = vrnic_le16_to_cpu(cqe->wqe_index);
+	f->opcode = cqe->opcode;
+	f->status = cqe->status;
+	f->wc_flags = cqe->wc_flags;
+	f->vendor_err = cqe->vendor_err;
+	f->flags = cqe->flags;
+	f->slid = vrnic_le16_to_cpu(cqe->slid);
+	f->sl = cqe->sl;
+	f->network_type = cqe->network_type;
+	f->pkey_index = vrnic_le16_to_cpu(cqe->pkey_index);
+}
+
+#endif /* VRNIC_WQE_H */

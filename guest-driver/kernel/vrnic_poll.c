@@ -1,0 +1,143 @@
+// SPDX-License-Identifier: GPL-2.0 OR Apache-2.0
+/*
+ * Kernel CQs: poll_cq and req_notify_cq (SPEC "Completion queue",
+ * "Completion events"). CQEs are decoded by vrnic_wqe.h, shared with the
+ * provider. cq->lock serializes polling and arming of one CQ; a CQE's QP is
+ * found by its device QPN in dev->qps, and destroy_qp takes the locks of the
+ * QP's CQs after erasing it, so a poller never uses a QP being freed.
+ */
+#include "vrnic.h"
+
+/* The hw-spec completion enums are defined as the verbs values. */
+VRNIC_ASSERT_SAME(VRNIC_WC_OPCODE_SEND, IB_WC_SEND);
+VRNIC_ASSERT_SAME(VRNIC_WC_OPCODE_RDMA_WRITE, IB_WC_RDMA_WRITE);
+VRNIC_ASSERT_SAME(VRNIC_WC_OPCODE_RDMA_READ, IB_WC_RDMA_READ);
+VRNIC_ASSERT_SAME(VRNIC_WC_OPCODE_COMP_SWAP, IB_WC_COMP_SWAP);
+VRNIC_ASSERT_SAME(VRNIC_WC_OPCODE_FETCH_ADD, IB_WC_FETCH_ADD);
+VRNIC_ASSERT_SAME(VRNIC_WC_OPCODE_RECV, IB_WC_RECV);
+VRNIC_ASSERT_SAME(VRNIC_WC_OPCODE_RECV_RDMA_WITH_IMM, IB_WC_RECV_RDMA_WITH_IMM);
+VRNIC_ASSERT_SAME(VRNIC_WC_STATUS_SUCCESS, IB_WC_SUCCESS);
+VRNIC_ASSERT_SAME(VRNIC_WC_STATUS_WR_FLUSH_ERR, IB_WC_WR_FLUSH_ERR);
+VRNIC_ASSERT_SAME(VRNIC_WC_STATUS_RNR_RETRY_EXC_ERR, IB_WC_RNR_RETRY_EXC_ERR);
+VRNIC_ASSERT_SAME(VRNIC_WC_STATUS_GENERAL_ERR, IB_WC_GENERAL_ERR);
+VRNIC_ASSERT_SAME(VRNIC_WC_FLAGS_GRH, IB_WC_GRH);
+VRNIC_ASSERT_SAME(VRNIC_WC_FLAGS_WITH_IMM, IB_WC_WITH_IMM);
+VRNIC_ASSERT_SAME(VRNIC_NETWORK_TYPE_IB, RDMA_NETWORK_IB);
+VRNIC_ASSERT_SAME(VRNIC_NETWORK_TYPE_ROCE_V1, RDMA_NETWORK_ROCE_V1);
+VRNIC_ASSERT_SAME(VRNIC_NETWORK_TYPE_IPV4, RDMA_NETWORK_IPV4);
+VRNIC_ASSERT_SAME(VRNIC_NETWORK_TYPE_IPV6, RDMA_NETWORK_IPV6);
+
+/* The CQE at cq->ci, if the device has written it (owner read first). */
+static const struct vrnic_cqe *vrnic_cq_next(struct vrnic_cq *cq)
+{
+	const struct vrnic_cqe *cqe =
+		vrnic_kring_entry(&cq->ring, cq->ci & ((1U << cq->depth_log2) - 1));
+
+	if (!vrnic_cqe_owned(READ_ONCE(cqe->owner), cq->ci, cq->depth_log2))
+		return NULL;
+	/* Acquire: the rest of the entry after owner. */
+	dma_rmb();
+	return cqe;
+}
+
+/* Retire every WQE of @wq up to and including the one at @wqe_index. */
+static void vrnic_wq_retire(struct vrnic_wq *wq, u16 wqe_index)
+{
+	u32 mask = (1U << wq->depth_log2) - 1;
+	u32 ci = wq->ci;
+
+	ci += ((wqe_index - ci) & mask) + 1;
+	/* Pairs with post's acquire: the slot may be reused from now on. */
+	smp_store_release(&wq->ci, ci);
+}
+
+static void vrnic_fill_wc(struct vrnic_qp *qp, const struct vrnic_cqe_fields *f,
+			  struct ib_wc *wc)
+{
+	bool recv = f->flags & VRNIC_CQE_FLAG_RECV;
+
+	memset(wc, 0, sizeof(*wc));
+	wc->wr_id = f->wr_id;
+	wc->status = min_t(u8, f->status, IB_WC_GENERAL_ERR);
+	wc->opcode = f->opcode;
+	wc->vendor_err = f->vendor_err;
+	wc->byte_len = f->byte_len;
+	wc->qp = &qp->ibqp;
+	wc->wc_flags = f->wc_flags & (IB_WC_GRH | IB_WC_WITH_IMM);
+	if (wc->wc_flags & IB_WC_WITH_IMM)
+		wc->ex.imm_data = f->imm_data;
+	wc->port_num = VRNIC_PORT_NUM;
+	if (recv) {
+		wc->src_qp = f->src_qp & VRNIC_QPN_MAX;
+		wc->slid = f->slid;
+		wc->sl = f->sl & 0xf;
+		wc->pkey_index = f->pkey_index;
+		if (qp->datagram && to_vdev(qp->ibqp.device)->roce) {
+			/* Lets ib_init_ah_attr_from_wc() skip parsing the GRH. */
+			wc->network_hdr_type = f->network_type;
+			wc->wc_flags |= IB_WC_WITH_NETWORK_HDR_TYPE;
+		}
+	}
+}
+
+int vrnic_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc)
+{
+	struct vrnic_dev *dev = to_vdev(ibcq->device);
+	struct vrnic_cq *cq = to_vcq(ibcq);
+	const struct vrnic_cqe *cqe;
+	struct vrnic_cqe_fields f;
+	struct vrnic_qp *qp;
+	unsigned long flags;
+	u32 start;
+	int n = 0;
+
+	spin_lock_irqsave(&cq->lock, flags);
+	start = cq->ci;
+	while (n < num_entries && (cqe = vrnic_cq_next(cq))) {
+		vrnic_cqe_decode(cqe, &f);
+		cq->ci++;
+		qp = xa_load(&dev->qps, f.qpn);
+		if (!qp || !qp->kernel) {
+			/* Its QP was destroyed after the device wrote it. */
+			ibdev_dbg(&dev->ibdev, "CQ %u: CQE of unknown QP %u\n",
+				  cq->cqn, f.qpn);
+			continue;
+		}
+		vrnic_wq_retire(f.flags & VRNIC_CQE_FLAG_RECV ? &qp->rq : &qp->sq,
+				f.wqe_index);
+		vrnic_fill_wc(qp, &f, &wc[n++]);
+	}
+	if (cq->ci != start) {
+		/* Every CQE read before the device may reuse its entry. */
+		mb();
+		writel(cq->ci, cq->slot + VRNIC_DB_CQ_SLOT_CI_OFF);
+	}
+	spin_unlock_irqrestore(&cq->lock, flags);
+	return n;
+}
+
+/*
+ * Arm (SPEC "Completion events"): a new sequence number with the command,
+ * a full barrier, then one more look at the ring, so that a CQE the device
+ * wrote before it saw the arm is reported as a missed event.
+ */
+int vrnic_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags)
+{
+	struct vrnic_cq *cq = to_vcq(ibcq);
+	u32 cmd = (flags & IB_CQ_SOLICITED_MASK) == IB_CQ_SOLICITED ?
+		  VRNIC_CQ_ARM_SOLICITED : VRNIC_CQ_ARM_NEXT;
+	unsigned long irqflags;
+	int ret = 0;
+
+	spin_lock_irqsave(&cq->lock, irqflags);
+	cq->arm_seq++;
+	writel(cq->arm_seq << VRNIC_CQ_ARM_SEQ_SHIFT | cmd,
+	       cq->slot + VRNIC_DB_CQ_SLOT_ARM_OFF);
+	if (flags & IB_CQ_REPORT_MISSED_EVENTS) {
+		/* The arm store before the look at the next CQE. */
+		mb();
+		ret = vrnic_cq_next(cq) ? 1 : 0;
+	}
+	spin_unlock_irqrestore(&cq->lock, irqflags);
+	return ret;
+}
