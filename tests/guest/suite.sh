@@ -24,7 +24,7 @@ MYIP=$(cat /job/ip 2>/dev/null)
 other=$(cat /job/other 2>/dev/null)  # the other guest's address (control messages)
 mkdir -p /job/results
 port=18515
-TEST_TIMEOUT=300 LISTEN_WAIT=60 GRACE=60 CTRL_WAIT=1200
+TEST_TIMEOUT=300 LISTEN_WAIT=60 GRACE=30 CTRL_WAIT=1200
 peer_gone=''
 
 # start NAME SIDE COMMAND: runs COMMAND in the background with PORT and PEER set (output
