@@ -7,7 +7,8 @@
 //! measurement, default 1). It ends with aggregate WRITE bandwidth of 1 and of 4 device
 //! pairs in one process (one fake driver thread per pair), which shows how the poller
 //! shards spread busy devices over the cores, and the 8-byte latency again with idle QPs
-//! on the device (VRNIC_BENCH_IDLE_QPS, default 4000).
+//! on the device (VRNIC_BENCH_IDLE_QPS, default 4000), and UD SEND bandwidth of 4 KiB
+//! datagrams between two RoCE-mode devices.
 //!
 //! The devices are driven by the tests' fake driver over real vfio-user sockets, with the
 //! doorbell BAR mmapped, so a post is what a guest's provider does: WQE stores, a doorbell
@@ -206,6 +207,81 @@ fn memcpy_latency() -> f64 {
     start.elapsed().as_nanos() as f64 / iters as f64
 }
 
+/// Datagrams in flight in the UD measurement, and how many per signalled send.
+const UD_WINDOW: u32 = 256;
+const UD_BATCH: u32 = 32;
+/// Bytes the receiver gets per datagram: the GRH and the payload.
+const UD_SLOT: u64 = 40 + 4096;
+
+/// UD SEND bandwidth of 4 KiB datagrams (the MTU) between two RoCE devices, by GID with an
+/// IPv4 GRH: the receiver keeps a receive posted for every datagram in flight, so none is
+/// dropped. Returns (payload bytes per second, datagrams).
+fn ud_bandwidth(secs: f64) -> (f64, u64) {
+    let devices = TestDevices::start_links_with(
+        vec![harness::devices::roce(0), harness::devices::roce(1)],
+        vrnic::fabric::PollerConfig {
+            idle: Duration::from_millis(1),
+            give_way: true,
+            threads: None,
+        },
+    );
+    let mut a = devices.addressed_driver(0);
+    let mut b = devices.addressed_driver(1);
+    let caps = QpCaps {
+        sq_depth_log2: SQ_DEPTH_LOG2,
+        rq_depth_log2: SQ_DEPTH_LOG2,
+        ..QpCaps::of(vrnic_hw::QpType::Ud)
+    };
+    let mut ea = a.ud_end_with(caps, TEST_QKEY, SQ_DEPTH_LOG2);
+    let mut eb = b.ud_end_with(caps, TEST_QKEY, SQ_DEPTH_LOG2);
+    let src = a.reg_mr(ea.uctx, ea.pd, u64::from(UD_WINDOW) * 4096, ACCESS_ALL);
+    let dst = b.reg_mr(eb.uctx, eb.pd, u64::from(UD_WINDOW) * UD_SLOT, ACCESS_ALL);
+    a.mr_fill(&src, 0x5a);
+    b.mr_fill(&dst, 0);
+    let av = ud_av(b.addr(), eb.qp.qpn, TEST_QKEY);
+    let (mut posted, mut sent, mut received) = (0u32, 0u32, 0u32);
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs_f64(secs);
+    let mut sends = Vec::with_capacity(UD_BATCH as usize);
+    let mut recvs = Vec::with_capacity(UD_BATCH as usize);
+    loop {
+        let running = Instant::now() < deadline;
+        while running && posted.wrapping_sub(received) + UD_BATCH <= UD_WINDOW {
+            sends.clear();
+            recvs.clear();
+            for i in 0..UD_BATCH {
+                let slot = u64::from((posted + i) % UD_WINDOW);
+                recvs.push(RecvWr::new(
+                    slot,
+                    vec![dst.sge(slot * UD_SLOT, UD_SLOT as u32)],
+                ));
+                let wr = SendWr::datagram(slot, vec![src.sge(slot * 4096, 4096)], av);
+                sends.push(if i == UD_BATCH - 1 { wr.signaled() } else { wr });
+            }
+            // Receives first: a datagram that finds none is dropped.
+            b.post_recvs(&mut eb.qp, &recvs);
+            a.post_sends(&mut ea.qp, &sends);
+            posted += UD_BATCH;
+        }
+        if let Some(c) = a.poll_cq(&mut ea.send_cq) {
+            assert_eq!(c.status, u8::from(WcStatus::Success), "UD send: {c:?}");
+            sent += UD_BATCH;
+        }
+        while let Some(c) = b.poll_cq(&mut eb.recv_cq) {
+            assert_eq!(c.status, u8::from(WcStatus::Success), "UD receive: {c:?}");
+            assert_eq!(u64::from(c.byte_len.to_native()), UD_SLOT);
+            received += 1;
+        }
+        if !running && sent == posted && received == posted {
+            break;
+        }
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    let got = b.mr_read(&dst, UD_SLOT - 64, 64);
+    assert!(got.iter().all(|x| *x == 0x5a), "UD payload did not land");
+    (f64::from(received) * 4096.0 / elapsed, u64::from(received))
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i]
@@ -288,6 +364,14 @@ fn main() {
     );
     drop(bench);
     drop(devices);
+
+    let (bps, n) = ud_bandwidth(secs);
+    println!();
+    println!(
+        "UD SEND 4 KiB datagrams (RoCE, IPv4 GRH), {UD_WINDOW} in flight: {:.2} GiB/s, {:.0} K datagrams/s ({n} datagrams)",
+        gib(bps),
+        bps / 4096.0 / 1000.0
+    );
 
     println!();
     println!("aggregate RDMA WRITE 64 KiB, one driver thread per device pair:");

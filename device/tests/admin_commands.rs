@@ -807,9 +807,9 @@ fn create_qp_checks_handles_contexts_and_type() {
             CmdCreateQp::RECV_CQN_OFF,
         ),
         (
-            with(&|c| c.qp_type = QpType::Ud.into()),
-            AqStatus::NotSupported,
-            CmdCreateQp::QP_TYPE_OFF,
+            with(&|c| c.qp_type = QpType::Gsi.into()),
+            AqStatus::Permission,
+            CmdCreateQp::UCTX_OFF,
         ),
         (
             with(&|c| c.qp_type = QpType::Uc.into()),

@@ -20,6 +20,7 @@ fn tiny_caps() -> QpCaps {
         max_recv_sge: 1,
         max_inline: 0,
         layout: Layout::Contiguous,
+        qp_type: QpType::Rc,
     }
 }
 

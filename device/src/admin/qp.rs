@@ -1,7 +1,9 @@
 //! CREATE_QP, MODIFY_QP (the IBTA state machine), QUERY_QP and DESTROY_QP.
 
 use super::commands::{owned, uctx_exists, write_out};
-use super::error::{bad_field, bad_handle, bad_size, no_resources, CmdError, CmdResult};
+use super::error::{
+    bad_field, bad_handle, bad_size, busy, no_resources, permission, CmdError, CmdResult,
+};
 use super::prefetch::PageListReads;
 use super::queues::{read_ring, release_slot, take_slot};
 use crate::guest_memory::RamSnapshot;
@@ -36,16 +38,33 @@ pub fn create_qp(
         let cq = st.objects.cqs.get(cqn).ok_or(bad_handle(off))?;
         owned(cq.uctx, uctx, off)?;
     }
-    match QpType::try_from(cmd.qp_type) {
-        Ok(QpType::Rc) => {}
-        Ok(_) => {
+    let kind = match QpType::try_from(cmd.qp_type) {
+        Ok(k @ (QpType::Rc | QpType::Ud)) => k,
+        // SPEC "Link modes": one GSI QP per RoCE device, the kernel's.
+        Ok(QpType::Gsi) => {
+            if uctx != KERNEL_UCTX {
+                return Err(permission(CmdCreateQp::UCTX_OFF));
+            }
+            if !rnic.link().is_eth() {
+                return Err(CmdError::new(
+                    AqStatus::NotSupported,
+                    CmdCreateQp::QP_TYPE_OFF,
+                ));
+            }
+            if st.objects.gsi_qpn.is_some() {
+                return Err(busy(CmdCreateQp::QP_TYPE_OFF));
+            }
+            QpType::Gsi
+        }
+        Ok(QpType::Uc) => {
             return Err(CmdError::new(
                 AqStatus::NotSupported,
                 CmdCreateQp::QP_TYPE_OFF,
             ))
         }
         Err(_) => return Err(bad_field(CmdCreateQp::QP_TYPE_OFF)),
-    }
+    };
+    let datagram = kind != QpType::Rc;
     for (depth, off) in [
         (cmd.sq_depth_log2, CmdCreateQp::SQ_DEPTH_LOG2_OFF),
         (cmd.rq_depth_log2, CmdCreateQp::RQ_DEPTH_LOG2_OFF),
@@ -65,10 +84,16 @@ pub fn create_qp(
     if max_inline > bar0::MAX_INLINE_RESET {
         return Err(bad_size(CmdCreateQp::MAX_INLINE_OFF));
     }
+    // Datagram WQEs carry a ud_av before their payload.
+    let (payload_off, min_shift) = if datagram {
+        (UD_PAYLOAD_OFFSET as usize, UD_SEND_WQE_SHIFT_MIN)
+    } else {
+        (SendWqeHeader::SIZE, SEND_WQE_SHIFT_MIN)
+    };
     let send_need =
-        SendWqeHeader::SIZE + (Sge::SIZE * usize::from(cmd.max_send_sge)).max(max_inline as usize);
+        payload_off + (Sge::SIZE * usize::from(cmd.max_send_sge)).max(max_inline as usize);
     let sq_shift = u32::from(cmd.sq_wqe_shift);
-    if !(SEND_WQE_SHIFT_MIN..=SEND_WQE_SHIFT_MAX).contains(&sq_shift) || send_need > 1 << sq_shift {
+    if !(min_shift..=SEND_WQE_SHIFT_MAX).contains(&sq_shift) || send_need > 1 << sq_shift {
         return Err(bad_size(CmdCreateQp::SQ_WQE_SHIFT_OFF));
     }
     let recv_need = RecvWqeHeader::SIZE + Sge::SIZE * usize::from(cmd.max_recv_sge);
@@ -101,6 +126,7 @@ pub fn create_qp(
         index,
         Qp {
             qpn,
+            kind,
             uctx,
             pdn,
             send_cqn: cmd.send_cqn.to_native(),
@@ -124,8 +150,11 @@ pub fn create_qp(
             receive_in_flight: false,
         },
     );
+    if kind == QpType::Gsi {
+        st.objects.gsi_qpn = Some(qpn);
+    }
     log::debug!(
-        "{}: QP {qpn} created (uctx {uctx}, page {db_page}, slot {db_slot})",
+        "{}: {kind:?} QP {qpn} created (uctx {uctx}, page {db_page}, slot {db_slot})",
         rnic.name()
     );
     Ok([qpn, db_slot, db_page, 0])
@@ -273,7 +302,7 @@ pub fn modify_qp(rnic: &Rnic, st: &mut RnicState, cmd: &CmdModifyQp) -> CmdResul
         return Err(bad_field(CmdModifyQp::ATTR_MASK_OFF));
     }
     let attr = &cmd.attr;
-    let current = qp.state;
+    let (current, kind) = (qp.state, qp.kind);
     if m & mask::CUR_STATE != 0 && QpState::try_from(attr.cur_qp_state) != Ok(current) {
         return Err(CmdError::new(
             AqStatus::BadState,
@@ -285,7 +314,7 @@ pub fn modify_qp(rnic: &Rnic, st: &mut RnicState, cmd: &CmdModifyQp) -> CmdResul
     } else {
         current
     };
-    let (required, optional) = transition(current, target).ok_or(CmdError::new(
+    let (required, optional) = transition(kind, current, target).ok_or(CmdError::new(
         AqStatus::BadState,
         attr_off(QpAttr::QP_STATE_OFF),
     ))?;

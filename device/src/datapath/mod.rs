@@ -9,6 +9,9 @@
 //! (`DEVICE_BYTES_PER_PASS`), and each pass starts where the previous one stopped.
 
 pub mod copy;
+pub mod datagram;
+pub mod grh;
+pub mod receive;
 pub mod requester;
 pub mod responder;
 pub mod sge;

@@ -3,6 +3,7 @@
 //! "Send queue processing").
 
 use super::copy::Pieces;
+use super::datagram::{self, Datagram};
 use super::responder::{respond, Request, Response};
 use super::{sge, Budget, Peers, Progress, Route, CHUNK, WQE_BUDGET};
 use crate::addr::{Address, Gid};
@@ -16,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use vrnic_hw::{
     Access, Cqe, DbQpSlot, EventType, QpState, RecvWqeHeader, SendFlags, SendWqeHeader, Sge,
-    VendorErr, WcOpcode, WcStatus, WrOpcode, CQE_FLAG_RECV,
+    VendorErr, WcOpcode, WcStatus, WrOpcode, CQE_FLAG_RECV, UD_MAX_PAYLOAD, UD_PAYLOAD_OFFSET,
 };
 
 /// A failed WQE: its completion status and the device's reason.
@@ -40,6 +41,8 @@ pub struct Transfer {
     dest: Address,
     src_gid: Option<Gid>,
     dest_qpn: u32,
+    /// UD and GSI: the resolved address vector (boxed: RC transfers stay small).
+    datagram: Option<Box<Datagram>>,
     mem: RamSnapshot,
     _in_flight: InFlight,
 }
@@ -225,15 +228,26 @@ fn resolve(
     if wqe.flags & !known_flags != 0 || wqe.nonzero_reserved().is_some() {
         return Err(fail(bad));
     }
+    let datagram = match qp.is_datagram() {
+        true => Some(Box::new(
+            datagram::resolve(rnic, st, mem, qp, addr, &wqe).map_err(fail)?,
+        )),
+        false => None,
+    };
+    // Datagram WQEs carry their payload after the ud_av.
+    let payload_off = match datagram {
+        Some(_) => u64::from(UD_PAYLOAD_OFFSET),
+        None => SendWqeHeader::SIZE as u64,
+    };
     let stride = 1u64 << qp.sq.ring.entry_shift;
-    let payload = addr + SendWqeHeader::SIZE as u64;
+    let payload = addr + payload_off;
     let offset = qp.sq_offset;
     let (len, pieces) = if wqe.flags & u8::from(SendFlags::Inline) != 0 {
         let len = u64::from(wqe.inline_len.to_native());
         if wqe.num_sge != 0
             || opcode == WrOpcode::RdmaRead
             || len > u64::from(qp.max_inline)
-            || SendWqeHeader::SIZE as u64 + len > stride
+            || payload_off + len > stride
         {
             return Err(fail(bad));
         }
@@ -245,7 +259,7 @@ fn resolve(
         let n = usize::from(wqe.num_sge);
         if wqe.inline_len.to_native() != 0
             || n > usize::from(qp.max_send_sge)
-            || (SendWqeHeader::SIZE + n * Sge::SIZE) as u64 > stride
+            || payload_off + (n * Sge::SIZE) as u64 > stride
         {
             return Err(fail(bad));
         }
@@ -256,11 +270,15 @@ fn resolve(
         } else {
             0
         };
-        let len = sge::check(&st.objects, qp.pdn, &sges, access).map_err(fail)?;
+        let len = sge::check(&st.objects, sge::Owner::of(qp), &sges, access).map_err(fail)?;
         let offset = offset.min(len);
         let chunk = (len - offset).min(CHUNK);
         (len, sge::pieces(&st.objects, &sges, offset, chunk))
     };
+    if datagram.is_some() && len > u64::from(UD_MAX_PAYLOAD) {
+        // A datagram is one packet: at most the port's MTU.
+        return Err(fail((WcStatus::LocLenErr, VendorErr::Length)));
+    }
     let offset = offset.min(len);
     let chunk = (len - offset).min(CHUNK);
     // The local buffers must be reachable before the target is involved: a local DMA
@@ -276,7 +294,9 @@ fn resolve(
     }
     // RoCE mode names the peer by GID (SPEC "Send queue processing (RoCE mode, RC)"). A
     // source entry cleared since RTR leaves the request without a source the target knows.
-    let (dest, src_gid) = if rnic.link().is_eth() {
+    let (dest, src_gid) = if let Some(dg) = &datagram {
+        (dg.dest, None)
+    } else if rnic.link().is_eth() {
         let dgid = Address::Gid(Gid(qp.attr.dgid));
         (dgid, st.gid_table.get(qp.attr.sgid_index))
     } else {
@@ -297,6 +317,7 @@ fn resolve(
         dest,
         src_gid,
         dest_qpn: qp.attr.dest_qp_num.to_native(),
+        datagram,
         mem: mem.clone(),
         _in_flight: rnic.fence.enter(),
     })
@@ -304,10 +325,27 @@ fn resolve(
 
 /// Sends the transfer to its target; no lock of the requester is held.
 fn carry_out(peers: &dyn Peers, rnic: &Rnic, t: &Transfer) -> Response {
+    let with_imm = matches!(t.opcode, WrOpcode::SendWithImm | WrOpcode::RdmaWriteWithImm);
+    let solicited = t.wqe.flags & u8::from(SendFlags::Solicited) != 0;
+    if let Some(dg) = &t.datagram {
+        let Some(Route::Device(target)) = peers.route(&t.dest) else {
+            // Nothing answers to that address: the datagram is gone, as on a wire.
+            datagram::dropped(rnic, "no route", dg.dest_qpn);
+            return Response::Done;
+        };
+        let send = datagram::Send {
+            dg,
+            len: t.len,
+            imm: with_imm.then_some(t.wqe.imm_data),
+            solicited,
+            pieces: &t.pieces,
+            mem: &t.mem,
+        };
+        return datagram::deliver(&target, &send);
+    }
     let Some(Route::Device(target)) = peers.route(&t.dest) else {
         return Response::Unreachable;
     };
-    let with_imm = matches!(t.opcode, WrOpcode::SendWithImm | WrOpcode::RdmaWriteWithImm);
     let req = Request {
         opcode: t.opcode,
         src_lid: rnic.lid(),
@@ -316,7 +354,7 @@ fn carry_out(peers: &dyn Peers, rnic: &Rnic, t: &Transfer) -> Response {
         dest_qpn: t.dest_qpn,
         psn: t.psn,
         packets: t.packets,
-        solicited: t.wqe.flags & u8::from(SendFlags::Solicited) != 0,
+        solicited,
         imm: with_imm.then_some(t.wqe.imm_data),
         remote_addr: t.wqe.remote_addr.to_native(),
         rkey: t.wqe.rkey.to_native(),

@@ -4,16 +4,16 @@
 //! copies in between with no lock held.
 
 use super::copy::{copy, Fault, Pieces};
-use super::sge;
+use super::{receive, sge};
 use crate::addr::Gid;
 use crate::guest_memory::RamSnapshot;
 use crate::objects::qp::psn_add;
 use crate::rnic::fence::InFlight;
-use crate::rnic::notify::{post_async, post_cqe};
+use crate::rnic::notify::post_async;
 use crate::rnic::{Rnic, RnicState};
 use vrnic_hw::{
-    Access, Cqe, DbQpSlot, EventType, QpState, RecvWqeHeader, VendorErr, WcFlags, WcOpcode,
-    WcStatus, WrOpcode, CQE_FLAG_RECV, CQE_FLAG_SOLICITED,
+    Access, Cqe, EventType, QpState, QpType, VendorErr, WcFlags, WcOpcode, WcStatus, WrOpcode,
+    CQE_FLAG_SOLICITED,
 };
 
 /// A request travelling from a requester QP to its target.
@@ -104,7 +104,7 @@ fn accept(rnic: &Rnic, st: &mut RnicState, req: &Request) -> Result<Accepted, Re
         qp.attr.dlid.to_native() == req.src_lid
     };
     let connected = qp.attr.dest_qp_num.to_native() == req.src_qpn && from_peer;
-    if !qp.receives_allowed() || !connected {
+    if qp.kind != QpType::Rc || !qp.receives_allowed() || !connected {
         return Err(Response::Unreachable);
     }
     if req.psn != qp.expected_psn {
@@ -127,7 +127,7 @@ fn accept(rnic: &Rnic, st: &mut RnicState, req: &Request) -> Result<Accepted, Re
     let pieces = match req.opcode {
         WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm => {
             let dst = remote_access(rnic, st, req, Access::RemoteWrite)?;
-            if req.imm.is_some() && !receive_posted(rnic, st, req.dest_qpn) {
+            if req.imm.is_some() && !receive::posted(rnic, st, req.dest_qpn) {
                 return Err(rnr(st, req.dest_qpn));
             }
             dst
@@ -308,7 +308,7 @@ fn send_buffers(
     mem: &RamSnapshot,
     req: &Request,
 ) -> Result<Pieces, Response> {
-    if !receive_posted(rnic, st, req.dest_qpn) {
+    if !receive::posted(rnic, st, req.dest_qpn) {
         return Err(rnr(st, req.dest_qpn));
     }
     match receive_buffers(st, mem, req) {
@@ -342,14 +342,6 @@ fn send_buffers(
     }
 }
 
-fn receive_posted(rnic: &Rnic, st: &RnicState, qpn: u32) -> bool {
-    st.objects.qp(qpn).is_some_and(|qp| {
-        rnic.doorbells
-            .slot_word(qp.db_page, qp.db_slot, DbQpSlot::RQ_PI_OFF)
-            != qp.rq.ci
-    })
-}
-
 fn rnr(st: &RnicState, qpn: u32) -> Response {
     Response::Rnr(st.objects.qp(qpn).map_or(0, |qp| qp.attr.min_rnr_timer))
 }
@@ -374,26 +366,7 @@ fn receive_buffers(
     mem: &RamSnapshot,
     req: &Request,
 ) -> Result<Pieces, ReceiveError> {
-    let bad_wqe = ReceiveError::Wqe(WcStatus::LocQpOpErr, VendorErr::BadWqe);
-    let qp = st
-        .objects
-        .qp(req.dest_qpn)
-        .ok_or(ReceiveError::Wqe(WcStatus::LocQpOpErr, VendorErr::BadWqe))?;
-    let dma_fault = || ReceiveError::Wqe(WcStatus::LocQpOpErr, VendorErr::DmaFault);
-    let Some(addr) = qp.rq.ring.entry_addr(qp.rq.ci) else {
-        return Err(bad_wqe);
-    };
-    let hdr: RecvWqeHeader = mem.read_obj(addr).map_err(|_| dma_fault())?;
-    let stride = 1usize << qp.rq.ring.entry_shift;
-    let n = usize::from(hdr.num_sge);
-    if hdr.nonzero_reserved().is_some()
-        || n > usize::from(qp.max_recv_sge)
-        || RecvWqeHeader::SIZE + n * 16 > stride
-    {
-        return Err(bad_wqe);
-    }
-    let sges = sge::read(mem, addr + RecvWqeHeader::SIZE as u64, n).map_err(|_| dma_fault())?;
-    let capacity = sge::check(&st.objects, qp.pdn, &sges, u32::from(Access::LocalWrite))?;
+    let (sges, capacity) = receive::head(st, mem, req.dest_qpn)?;
     if req.len > capacity {
         return Err(ReceiveError::TooShort);
     }
@@ -444,28 +417,10 @@ fn finish_receive(
     why: VendorErr,
     byte_len: u32,
 ) -> bool {
-    let Some(qp) = st.objects.qp_mut(req.dest_qpn) else {
-        return false;
-    };
-    let index = qp.rq.ci;
-    qp.rq.ci = index.wrapping_add(1);
-    let wr_id = qp
-        .rq
-        .ring
-        .entry_addr(index)
-        .and_then(|addr| mem.read_obj::<RecvWqeHeader>(addr).ok())
-        .map_or(0, |h| h.wr_id.to_native());
-    let mut flags = CQE_FLAG_RECV as u8;
-    if req.solicited {
-        flags |= CQE_FLAG_SOLICITED as u8;
-    }
     let cqe = Cqe {
-        wr_id: wr_id.into(),
         byte_len: byte_len.into(),
         imm_data: req.imm.unwrap_or_default(),
-        qpn: req.dest_qpn.into(),
         src_qp: req.src_qpn.into(),
-        wqe_index: ((index & (qp.rq.ring.depth() - 1)) as u16).into(),
         opcode: opcode.into(),
         status: status.into(),
         wc_flags: if req.imm.is_some() {
@@ -474,9 +429,12 @@ fn finish_receive(
             0
         },
         vendor_err: why.into(),
-        flags,
+        flags: if req.solicited {
+            CQE_FLAG_SOLICITED as u8
+        } else {
+            0
+        },
         ..Default::default()
     };
-    let cqn = qp.recv_cqn;
-    post_cqe(rnic, st, mem, cqn, &cqe).is_ok()
+    receive::complete_head(rnic, st, mem, req.dest_qpn, cqe)
 }

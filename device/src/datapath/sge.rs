@@ -3,7 +3,7 @@
 use super::copy::Pieces;
 use crate::guest_memory::{DmaError, RamSnapshot};
 use crate::objects::Objects;
-use vrnic_hw::{bar0, Sge, VendorErr, WcStatus};
+use vrnic_hw::{bar0, Sge, VendorErr, WcStatus, KERNEL_UCTX, LOCAL_DMA_LKEY};
 
 /// Reads `count` SGEs at `addr`.
 pub fn read(mem: &RamSnapshot, addr: u64, count: usize) -> Result<Vec<Sge>, DmaError> {
@@ -12,18 +12,49 @@ pub fn read(mem: &RamSnapshot, addr: u64, count: usize) -> Result<Vec<Sge>, DmaE
         .collect()
 }
 
+/// Whose SGEs are checked: the QP's PD and whether it is the kernel context's, whose SGEs
+/// may use LOCAL_DMA_LKEY (SPEC "Kernel DMA key").
+#[derive(Debug, Clone, Copy)]
+pub struct Owner {
+    pub pdn: u32,
+    pub kernel: bool,
+}
+
+impl Owner {
+    pub fn of(qp: &crate::objects::Qp) -> Self {
+        Owner {
+            pdn: qp.pdn,
+            kernel: qp.uctx == KERNEL_UCTX,
+        }
+    }
+}
+
 /// Checks every SGE against its MR (key, PD, `access`, bounds) and returns the total
-/// length. Costs one look-up per SGE, whatever the lengths.
+/// length. Costs one look-up per SGE, whatever the lengths. A kernel QP's LOCAL_DMA_LKEY
+/// SGE names guest DMA addresses directly, with local read and write access (the device
+/// checks them against guest memory when it moves the data).
 pub fn check(
     objects: &Objects,
-    pdn: u32,
+    owner: Owner,
     sges: &[Sge],
     access: u32,
 ) -> Result<u64, (WcStatus, VendorErr)> {
+    let pdn = owner.pdn;
     let mut total: u64 = 0;
     for sge in sges {
         let len = u64::from(sge.length.to_native());
         if len == 0 {
+            continue;
+        }
+        if sge.lkey.to_native() == LOCAL_DMA_LKEY {
+            if !owner.kernel {
+                return Err((WcStatus::LocProtErr, VendorErr::BadLkey));
+            }
+            sge.addr
+                .to_native()
+                .checked_add(len)
+                .ok_or((WcStatus::LocProtErr, VendorErr::LocalBounds))?;
+            total += len;
             continue;
         }
         let mr = objects
@@ -60,7 +91,10 @@ pub fn pieces(objects: &Objects, sges: &[Sge], offset: u64, len: u64) -> Pieces 
             continue;
         }
         let take = (n - skip).min(left);
-        if let Some(range) = objects
+        if sge.lkey.to_native() == LOCAL_DMA_LKEY {
+            // Checked: only a kernel QP's SGE gets here with the DMA key.
+            out.push((sge.addr.to_native() + skip, take));
+        } else if let Some(range) = objects
             .mr_by_key(sge.lkey.to_native())
             .and_then(|mr| mr.range(sge.addr.to_native() + skip, take))
         {
@@ -108,12 +142,51 @@ mod tests {
     #[test]
     fn a_chunk_of_a_huge_message_costs_what_the_chunk_spans() {
         let (o, sge) = objects_with_repeating_mr();
-        let total = check(&o, 0, &[sge], 0).unwrap();
+        let owner = Owner {
+            pdn: 0,
+            kernel: false,
+        };
+        let total = check(&o, owner, &[sge], 0).unwrap();
 
         let middle = pieces(&o, &[sge], 1 << 30, 1 << 20);
 
         assert_eq!(total, (2u64 << 30) - 1);
         assert_eq!(middle.len(), 256, "one piece per page of the 1 MiB chunk");
         assert_eq!(middle.iter().map(|p| p.1).sum::<u64>(), 1 << 20);
+    }
+
+    #[test]
+    fn the_dma_key_names_guest_addresses_for_the_kernel_only() {
+        let o = Objects::new();
+        let sges = [
+            Sge {
+                addr: 0x20_0000.into(),
+                length: 0x1800.into(),
+                lkey: LOCAL_DMA_LKEY.into(),
+            },
+            Sge {
+                addr: 0x9000.into(),
+                length: 0x10.into(),
+                lkey: LOCAL_DMA_LKEY.into(),
+            },
+        ];
+        let kernel = Owner {
+            pdn: 3,
+            kernel: true,
+        };
+        let user = Owner {
+            pdn: 3,
+            kernel: false,
+        };
+
+        assert_eq!(check(&o, kernel, &sges, 1), Ok(0x1810));
+        assert_eq!(
+            pieces(&o, &sges, 0x1000, 0x810),
+            vec![(0x20_1000, 0x800), (0x9000, 0x10)]
+        );
+        assert_eq!(
+            check(&o, user, &sges, 1),
+            Err((WcStatus::LocProtErr, VendorErr::BadLkey))
+        );
     }
 }

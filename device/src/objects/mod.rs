@@ -234,6 +234,8 @@ pub struct Objects {
     /// transfer or retry in progress. The data path drops a QP once it finds it idle, so a
     /// pass costs what the busy QPs cost, not what all QPs do.
     active: BTreeSet<u32>,
+    /// The GSI QP (RoCE mode), which peers reach as GSI_QPN.
+    pub gsi_qpn: Option<u32>,
     /// Page-list entries held by all MRs (bounded by MAX_MTT_ENTRIES).
     mtt_entries: usize,
     generations: Generations,
@@ -251,6 +253,7 @@ impl Objects {
             qps: Table::new((bar0::MAX_QP_RESET as usize).min(1 << QPN_INDEX_BITS)),
             qp_slots: HashMap::new(),
             active: BTreeSet::new(),
+            gsi_qpn: None,
             mtt_entries: 0,
             generations: Generations::default(),
         }
@@ -298,6 +301,9 @@ impl Objects {
         let qp = self.qps.remove(qpn & QPN_INDEX_MASK)?;
         self.qp_slots.remove(&(qp.db_page, qp.db_slot));
         self.active.remove(&qpn);
+        if self.gsi_qpn == Some(qpn) {
+            self.gsi_qpn = None;
+        }
         Some(qp)
     }
 
@@ -448,6 +454,7 @@ mod tests {
     fn qp_at(qpn: u32, db_page: u32, db_slot: u32) -> Qp {
         Qp {
             qpn,
+            kind: vrnic_hw::QpType::Rc,
             uctx: 1,
             pdn: 0,
             send_cqn: 0,

@@ -1,8 +1,9 @@
-//! RC queue pairs and the IBTA state machine of MODIFY_QP.
+//! Queue pairs (RC, and the datagram types UD and GSI) and the IBTA state machine of
+//! MODIFY_QP.
 
 use super::queues::WorkQueue;
 use std::time::Instant;
-use vrnic_hw::{QpAttr, QpState};
+use vrnic_hw::{QpAttr, QpState, QpType};
 
 /// Why a QP's send queue is waiting before it retries its current WQE.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,6 +26,8 @@ pub struct Waiting {
 #[derive(Debug)]
 pub struct Qp {
     pub qpn: u32,
+    /// RC, UD or GSI (CREATE_QP refuses the others).
+    pub kind: QpType,
     pub uctx: u32,
     pub pdn: u32,
     pub send_cqn: u32,
@@ -79,9 +82,35 @@ pub fn psn_add(psn: u32, n: u32) -> u32 {
 /// `qp_attr_mask`; `mask::ALL` is every bit the device knows.
 pub use vrnic_hw::qp_attr_mask as mask;
 
-/// Attributes a transition requires and allows (RC), per IBTA 11.2.5 / ib_modify_qp_is_ok.
-/// `None` if the transition is not allowed.
-pub fn transition(from: QpState, to: QpState) -> Option<(u32, u32)> {
+/// Attributes a transition of a QP of type `kind` requires and allows, per IBTA 11.2.5 /
+/// ib_modify_qp_is_ok. `None` if the transition is not allowed.
+pub fn transition(kind: QpType, from: QpState, to: QpState) -> Option<(u32, u32)> {
+    match kind {
+        QpType::Ud | QpType::Gsi => datagram_transition(kind == QpType::Gsi, from, to),
+        _ => rc_transition(from, to),
+    }
+}
+
+/// UD and GSI: a Q_Key instead of a connection. The GSI QP needs no port (ib_mad gives
+/// none: the special QPs know theirs).
+fn datagram_transition(gsi: bool, from: QpState, to: QpState) -> Option<(u32, u32)> {
+    use mask::*;
+    use QpState::*;
+    let port = if gsi { 0 } else { PORT };
+    Some(match (from, to) {
+        (_, Reset) | (_, Err) => (0, 0),
+        (Reset, Init) => (PKEY_INDEX | QKEY | port, PORT & !port),
+        (Init, Init) => (0, PKEY_INDEX | PORT | QKEY),
+        (Init, Rtr) => (0, PKEY_INDEX | QKEY),
+        (Rtr, Rts) => (SQ_PSN, CUR_STATE | QKEY),
+        (Rts, Rts) | (Sqd, Rts) | (Sqe, Rts) => (0, CUR_STATE | QKEY),
+        (Rts, Sqd) => (0, EN_SQD_ASYNC_NOTIFY),
+        (Sqd, Sqd) => (0, PKEY_INDEX | QKEY),
+        _ => return None,
+    })
+}
+
+fn rc_transition(from: QpState, to: QpState) -> Option<(u32, u32)> {
     use mask::*;
     use QpState::*;
     let rts_optional = CUR_STATE | ACCESS_FLAGS | MIN_RNR_TIMER;
@@ -118,6 +147,11 @@ pub fn transition(from: QpState, to: QpState) -> Option<(u32, u32)> {
 }
 
 impl Qp {
+    /// A UD or GSI QP: sends carry an address vector, receives get a GRH.
+    pub fn is_datagram(&self) -> bool {
+        matches!(self.kind, QpType::Ud | QpType::Gsi)
+    }
+
     /// Moves to ERR: nothing is executed or waited for any more; the queues get flushed.
     pub fn enter_error(&mut self) {
         self.state = QpState::Err;
@@ -157,15 +191,34 @@ mod tests {
     #[test]
     fn rc_transitions_follow_ibta() {
         use QpState::*;
+        let rc = |from, to| transition(QpType::Rc, from, to);
         assert_eq!(
-            transition(Reset, Init).map(|t| t.0),
+            rc(Reset, Init).map(|t| t.0),
             Some(mask::PKEY_INDEX | mask::PORT | mask::ACCESS_FLAGS)
         );
-        assert!(transition(Reset, Rtr).is_none());
-        assert!(transition(Init, Rts).is_none());
-        assert!(transition(Rtr, Rts).is_some());
-        assert!(transition(Rts, Init).is_none());
-        assert_eq!(transition(Err, Reset), Some((0, 0)));
-        assert!(transition(Err, Rts).is_none());
+        assert!(rc(Reset, Rtr).is_none());
+        assert!(rc(Init, Rts).is_none());
+        assert!(rc(Rtr, Rts).is_some());
+        assert!(rc(Rts, Init).is_none());
+        assert_eq!(rc(Err, Reset), Some((0, 0)));
+        assert!(rc(Err, Rts).is_none());
+    }
+
+    #[test]
+    fn datagram_transitions_take_a_qkey_and_no_connection() {
+        use QpState::*;
+        let ud = |from, to| transition(QpType::Ud, from, to);
+        let gsi = |from, to| transition(QpType::Gsi, from, to);
+        assert_eq!(
+            ud(Reset, Init),
+            Some((mask::PKEY_INDEX | mask::PORT | mask::QKEY, 0))
+        );
+        assert_eq!(
+            gsi(Reset, Init),
+            Some((mask::PKEY_INDEX | mask::QKEY, mask::PORT))
+        );
+        assert_eq!(ud(Init, Rtr), Some((0, mask::PKEY_INDEX | mask::QKEY)));
+        assert_eq!(ud(Rtr, Rts).map(|t| t.0), Some(mask::SQ_PSN));
+        assert!(ud(Init, Rts).is_none());
     }
 }

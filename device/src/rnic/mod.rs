@@ -1,7 +1,7 @@
-//! The device state layer: one vrnic device's identity, registers, doorbells, interrupt
-//! lines, DMA fence and object tables, and the notifications (CQEs, EQEs) that change
-//! them. The admin engine and the data path (the layer above) act on it; this layer knows
-//! neither.
+//! The device state layer: one vrnic device's identity (its link mode), registers,
+//! doorbells, interrupt lines, DMA fence, object tables and GID table, and the
+//! notifications (CQEs, EQEs) that change them. The admin engine and the data path (the
+//! layer above) act on it; this layer knows neither.
 
 pub mod doorbells;
 pub mod fence;
@@ -23,6 +23,7 @@ use gids::{DeviceId, GidDirectory, GidTable, Gids};
 use irqs::{IrqLines, PendingIrqs};
 use link::LinkMode;
 use regs::Registers;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard};
 use vrnic_hw::MSIX_TABLE_OFF;
 use waker::Waker;
@@ -67,6 +68,9 @@ pub struct Rnic {
     /// The device's index in its fabric, and the fabric's GID directory.
     pub id: DeviceId,
     gid_directory: Arc<GidDirectory>,
+    /// Datagrams this device sent that found no route, or that came here and found no
+    /// taker (SPEC "Datagrams": dropped, as on a wire).
+    pub datagrams_dropped: AtomicU64,
     waker: Arc<Waker>,
     state: Mutex<RnicState>,
 }
@@ -184,6 +188,7 @@ impl Rnic {
             fence: Arc::new(DmaFence::default()),
             id,
             gid_directory,
+            datagrams_dropped: AtomicU64::new(0),
             state: Mutex::new(state),
             waker,
         }))

@@ -552,7 +552,7 @@ impl FakeDriver {
             pdn: pd.into(),
             send_cqn: send_cq.cqn.into(),
             recv_cqn: recv_cq.cqn.into(),
-            qp_type: QpType::Rc.into(),
+            qp_type: caps.qp_type.into(),
             sq_depth_log2: caps.sq_depth_log2 as u8,
             rq_depth_log2: caps.rq_depth_log2 as u8,
             sq_wqe_shift: sq_shift as u8,

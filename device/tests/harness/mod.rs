@@ -18,7 +18,8 @@
 //! - `driver`: `FakeDriver`: bring-up, registers, the admin queue, doorbells, interrupts;
 //! - `commands`: admin command builders and typed wrappers (contexts, PDs, MRs, CQs, EQs, QPs);
 //! - `queues`: work requests, posting (SPEC doorbell protocol), CQ/EQ polling and arming;
-//! - `pair`: two connected QPs, on two devices or on one (loopback), for data-path tests.
+//! - `pair`: two connected QPs, on two devices or on one (loopback), for data-path tests;
+//! - `ud`: datagram QPs (UD, GSI) brought to RTS, and their address vectors.
 //!
 //! Every wait has a deadline (`TIMEOUT`): a broken device fails a test, never hangs it.
 #![allow(dead_code, unused_imports, unused_macros)]
@@ -30,6 +31,7 @@ pub mod memory;
 pub mod pair;
 pub mod queues;
 pub mod test_model;
+pub mod ud;
 pub mod vfio;
 
 pub use commands::*;
@@ -39,6 +41,7 @@ pub use memory::GuestMemory;
 pub(crate) use pair::on_both_topologies;
 pub use pair::{Pair, Topology, Which};
 pub use queues::*;
+pub use ud::*;
 
 use std::fs::File;
 use std::os::fd::FromRawFd;

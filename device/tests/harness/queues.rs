@@ -88,6 +88,7 @@ pub struct QpCaps {
     pub max_recv_sge: u8,
     pub max_inline: u32,
     pub layout: Layout,
+    pub qp_type: QpType,
 }
 
 impl Default for QpCaps {
@@ -99,14 +100,36 @@ impl Default for QpCaps {
             max_recv_sge: 4,
             max_inline: 64,
             layout: Layout::Scattered,
+            qp_type: QpType::Rc,
         }
     }
 }
 
 impl QpCaps {
-    /// The smallest send WQE holding the header and max(SGEs, inline data).
+    /// The default sizes for a QP of `qp_type`.
+    pub fn of(qp_type: QpType) -> Self {
+        QpCaps {
+            qp_type,
+            ..QpCaps::default()
+        }
+    }
+
+    pub fn is_datagram(&self) -> bool {
+        matches!(self.qp_type, QpType::Ud | QpType::Gsi)
+    }
+
+    /// Where a send WQE's SGEs or inline data start.
+    pub fn payload_offset(&self) -> usize {
+        if self.is_datagram() {
+            UD_PAYLOAD_OFFSET as usize
+        } else {
+            SendWqeHeader::SIZE
+        }
+    }
+
+    /// The smallest send WQE holding the header (and ud_av) and max(SGEs, inline data).
     pub fn sq_wqe_shift(&self) -> u32 {
-        let need = SendWqeHeader::SIZE
+        let need = self.payload_offset()
             + (Sge::SIZE * usize::from(self.max_send_sge)).max(self.max_inline as usize);
         (SEND_WQE_SHIFT_MIN..=SEND_WQE_SHIFT_MAX)
             .find(|s| need <= 1 << s)
@@ -199,6 +222,8 @@ pub struct SendWr {
     pub remote_addr: u64,
     pub rkey: u32,
     pub imm: [u8; 4],
+    /// UD and GSI: the address vector (then the payload starts at UD_PAYLOAD_OFFSET).
+    pub av: Option<UdAv>,
 }
 
 impl SendWr {
@@ -212,6 +237,15 @@ impl SendWr {
             remote_addr: 0,
             rkey: 0,
             imm: [0; 4],
+            av: None,
+        }
+    }
+
+    /// A datagram SEND of `sges` with address vector `av`.
+    pub fn datagram(wr_id: u64, sges: Vec<Sge>, av: UdAv) -> Self {
+        SendWr {
+            av: Some(av),
+            ..Self::new(wr_id, WrOpcode::Send, sges)
         }
     }
 
@@ -297,6 +331,9 @@ impl SendWr {
             ..Default::default()
         };
         let mut out = hdr.as_slice().to_vec();
+        if let Some(av) = &self.av {
+            out.extend_from_slice(av.as_slice());
+        }
         match &self.inline {
             Some(d) => out.extend_from_slice(d),
             None => self
