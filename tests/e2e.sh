@@ -113,7 +113,8 @@ for t in "${TESTS[@]}"; do
 	fi
 	if [[ -z $why ]]; then
 		pass=$((pass + 1))
-		echo "PASS $name"
+		ms=$(cat "$res_c.ms" 2>/dev/null || echo 0)
+		echo "PASS $name (client $((ms / 1000)).$((ms % 1000 / 100)) s)"
 	else
 		fail=$((fail + 1))
 		echo "FAIL $name: $why"

@@ -40,7 +40,13 @@ finish() {
 	echo $? >"/job/results/$1.$2.rc"
 }
 
-run() { start "$@"; finish "$1" "$2" "$started"; }
+# run NAME SIDE COMMAND: start and finish; its run time (ms) to /job/results/NAME.SIDE.ms.
+run() {
+	t0=$(date +%s%N)
+	start "$@"
+	finish "$1" "$2" "$started"
+	echo $((($(date +%s%N) - t0) / 1000000)) >"/job/results/$1.$2.ms"
+}
 
 # listening PORT: a TCP socket (IPv4 or IPv6) or an rdma_cm ID listens on PORT.
 listening() {
