@@ -22,6 +22,8 @@ on_both_topologies!(
     rdma_write_at_unaligned_offsets_lands_byte_for_byte,
     rdma_write_of_8_mib_lands_byte_for_byte,
     rdma_write_with_imm_consumes_a_receive_and_carries_the_immediate,
+    zero_length_write_with_imm_needs_no_rkey_or_address,
+    zero_length_read_needs_no_rkey_or_address,
     rdma_read_of_1_byte_reads,
     rdma_read_of_8_mib_reads_byte_for_byte,
     sixteen_sges_gather_and_scatter_in_order,
@@ -194,6 +196,33 @@ fn rdma_write_with_imm_consumes_a_receive_and_carries_the_immediate(t: Topology)
         ([1, 2, 3, 4], u8::from(WcFlags::WithImm), p.qpn(A), 5000)
     );
     assert_same_bytes(&p.read(B, &dst, 0, 5000), &data, "written data");
+}
+
+fn zero_length_write_with_imm_needs_no_rkey_or_address(t: Topology) {
+    let mut p = Pair::new(t);
+    let dst = p.mr(B, 64, ACCESS_ALL);
+    // IBTA C9-88: no memory is touched, so neither rkey nor address is checked.
+    let wr = SendWr::write_imm(0x21, vec![], &dst, 0, [5, 6, 7, 8])
+        .remote(0xdead_0000, dst.key ^ 0x5a5a_0000)
+        .signaled();
+    p.post_recv(B, &RecvWr::new(0x20, vec![]));
+    p.post_send(A, &wr);
+
+    assert_cqe_ok(&p.send_cqe(A), 0x21, WcOpcode::RdmaWrite);
+    let r = p.recv_cqe(B);
+    assert_cqe_ok(&r, 0x20, WcOpcode::RecvRdmaWithImm);
+    assert_eq!((r.imm_data, r.byte_len.to_native()), ([5, 6, 7, 8], 0));
+}
+
+fn zero_length_read_needs_no_rkey_or_address(t: Topology) {
+    let mut p = Pair::new(t);
+    let remote = p.mr(B, 64, ACCESS_ALL);
+    let wr = SendWr::read(0x22, vec![], &remote, 0)
+        .remote(0, 0)
+        .signaled();
+    p.post_send(A, &wr);
+
+    assert_cqe_ok(&p.send_cqe(A), 0x22, WcOpcode::RdmaRead);
 }
 
 /// RDMA READ of `len` bytes of B's MR into A's MR.

@@ -251,11 +251,20 @@ fn fail(
 /// access of MR and QP, bounds).
 fn remote_range(st: &RnicState, req: &Request, access: Access) -> Result<Pieces, VendorErr> {
     let qp = st.objects.qp(req.dest_qpn).ok_or(VendorErr::Unreachable)?;
+    let bit = u32::from(access);
+    if req.len == 0 {
+        // IBTA C9-88: a zero-length RDMA WRITE or READ touches no memory, so its R_Key and
+        // VA are not checked (rsockets sends its control messages as zero-length
+        // WRITE_WITH_IMM with neither set); the QP's access flags still apply.
+        if qp.attr.qp_access_flags.to_native() & bit == 0 {
+            return Err(VendorErr::RemoteAccess);
+        }
+        return Ok(Pieces::new());
+    }
     let mr = st.objects.mr_by_key(req.rkey).ok_or(VendorErr::BadRkey)?;
     if mr.pdn != qp.pdn {
         return Err(VendorErr::PdMismatch);
     }
-    let bit = u32::from(access);
     if !mr.allows(bit) || qp.attr.qp_access_flags.to_native() & bit == 0 {
         return Err(VendorErr::RemoteAccess);
     }
