@@ -225,6 +225,21 @@ fn ib_datagrams_with_a_grh_carry_an_ib_grh_and_without_leave_the_40_bytes_alone(
 }
 
 #[test]
+fn a_datagram_send_completes_only_after_its_receive_completed() {
+    let devices = TestDevices::start_roce(2);
+    let mut e = ends(&devices, false, QpType::Ud);
+    let av = e.av(TEST_QKEY);
+    e.post_recv(1, 4096 + 40);
+
+    let sent = e.send(1, &pattern(5, 4096), av);
+    let received = e.poll_recv();
+
+    assert_cqe_ok(&sent, 1, WcOpcode::Send);
+    let received = received.expect("the receive CQE is written before the send's");
+    assert_cqe_ok(&received, 1, WcOpcode::Recv);
+}
+
+#[test]
 fn send_with_imm_and_solicited_reach_the_datagram_receiver() {
     let devices = TestDevices::start_roce(2);
     let mut e = ends(&devices, false, QpType::Ud);

@@ -168,12 +168,74 @@ fn duplicate_lids_are_refused_before_serving() {
 }
 
 #[test]
+fn a_roce_device_serves_next_to_an_ib_device() {
+    let dir = temp_dir("roce");
+    let sockets = [dir.join("ib.sock"), dir.join("eth.sock")];
+    let child = vrnic()
+        .arg("serve")
+        .arg("--device")
+        .arg(format!("ib,socket={},lid=1", sockets[0].display()))
+        .arg("--device")
+        .arg(format!(
+            "eth,socket={},link=eth,mac=52:54:00:12:34:56",
+            sockets[1].display()
+        ))
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start vrnic");
+    let serving = Serving(Some(child));
+
+    wait_until("both sockets", || sockets.iter().all(|s| s.exists()));
+
+    serving.stop();
+    assert!(sockets.iter().all(|s| !s.exists()), "sockets removed");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn bad_or_duplicate_macs_are_refused_with_the_reason() {
+    let dir = temp_dir("mac");
+    let dev = |name: &str, mac: &str| {
+        format!(
+            "{name},socket={},link=eth,mac={mac}",
+            dir.join(format!("{name}.sock")).display()
+        )
+    };
+    let cases = [
+        (vec![dev("a", "01:00:5e:00:00:01")], "multicast"),
+        (vec![dev("a", "00:00:00:00:00:00")], "zero"),
+        (vec![dev("a", "52:54:00:12:34")], "not a MAC"),
+        (
+            vec![dev("a", "52:54:00:12:34:56"), dev("b", "52:54:00:12:34:56")],
+            "both use MAC 52:54:00:12:34:56",
+        ),
+    ];
+    for (devices, want) in cases {
+        let mut cmd = vrnic();
+        cmd.arg("serve");
+        for d in &devices {
+            cmd.arg("--device").arg(d);
+        }
+        let out = cmd.output().expect("run vrnic");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{devices:?}: {stderr}");
+        assert!(stderr.contains(want), "{devices:?}: {stderr}");
+    }
+    assert!(!dir.join("a.sock").exists());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
 fn help_describes_serve() {
     let out = vrnic().arg("--help").output().expect("run vrnic");
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains("vrnic serve --device NAME,socket=PATH,lid=N"),
+        "{text}"
+    );
+    assert!(
+        text.contains("--device NAME,socket=PATH,link=eth,mac=MAC"),
         "{text}"
     );
 }

@@ -237,6 +237,8 @@ static const struct ib_device_ops vrnic_dev_ops = {
 	.create_ah = vrnic_create_ah,
 	.create_cq = vrnic_create_cq,
 	.create_qp = vrnic_create_qp,
+	/* The same AV either way: uverbs calls this one for user AHs. */
+	.create_user_ah = vrnic_create_ah,
 	.dealloc_pd = vrnic_dealloc_pd,
 	.dealloc_ucontext = vrnic_dealloc_ucontext,
 	.dereg_mr = vrnic_dereg_mr,

@@ -41,8 +41,8 @@ pub struct Transfer {
     dest: Address,
     src_gid: Option<Gid>,
     dest_qpn: u32,
-    /// UD and GSI: the resolved address vector.
-    datagram: Option<Datagram>,
+    /// UD and GSI: the resolved address vector (boxed: RC transfers stay small).
+    datagram: Option<Box<Datagram>>,
     mem: RamSnapshot,
     _in_flight: InFlight,
 }
@@ -229,7 +229,9 @@ fn resolve(
         return Err(fail(bad));
     }
     let datagram = match qp.is_datagram() {
-        true => Some(datagram::resolve(rnic, st, mem, qp, addr, &wqe).map_err(fail)?),
+        true => Some(Box::new(
+            datagram::resolve(rnic, st, mem, qp, addr, &wqe).map_err(fail)?,
+        )),
         false => None,
     };
     // Datagram WQEs carry their payload after the ud_av.

@@ -1,7 +1,7 @@
-//! The device state layer: one vrnic device's identity, registers, doorbells, interrupt
-//! lines, DMA fence and object tables, and the notifications (CQEs, EQEs) that change
-//! them. The admin engine and the data path (the layer above) act on it; this layer knows
-//! neither.
+//! The device state layer: one vrnic device's identity (its link mode), registers,
+//! doorbells, interrupt lines, DMA fence, object tables and GID table, and the
+//! notifications (CQEs, EQEs) that change them. The admin engine and the data path (the
+//! layer above) act on it; this layer knows neither.
 
 pub mod doorbells;
 pub mod fence;

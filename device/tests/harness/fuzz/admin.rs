@@ -14,6 +14,7 @@ use vm_memory::ByteValued;
 use vrnic_hw::*;
 
 use super::aq::{self, Aq};
+use super::glue::{ib, is_roce, roce as roce_link};
 use super::guest::{CanaryRam, PAGE};
 use super::input::Input;
 use super::objs::{allow_list, buffer, mutate_list, Heap, LAYOUTS};
@@ -21,23 +22,28 @@ use super::rig::{Rig, ACQ_ADDR, AQ_ADDR, INTERESTING_ADDRS};
 use super::stats;
 
 thread_local! {
-    static RIG: RefCell<Option<Rig>> = const { RefCell::new(None) };
+    /// One rig per link mode (IB, RoCE): an input's first byte picks the device it drives.
+    static RIGS: RefCell<[Option<Rig>; 2]> = const { RefCell::new([None, None]) };
 }
 
 /// Runs one input (the function both runners call).
 pub fn run_one(input: &[u8]) {
-    RIG.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        let rig = slot.get_or_insert_with(|| Rig::new(1, false));
-        run(rig, input);
+    RIGS.with(|cell| {
+        let mut rigs = cell.borrow_mut();
+        let roce = input.first().is_some_and(|b| b & 1 == 1);
+        let link = if roce { roce_link(0) } else { ib(0) };
+        let rig = rigs[usize::from(roce)].get_or_insert_with(|| Rig::with_links(vec![link], false));
+        run(rig, input.get(1..).unwrap_or_default());
     });
 }
 
-/// Forgets the rig after a failure (it may be mid-command); the next input builds a new one.
+/// Forgets the rigs after a failure (one may be mid-command); the next input builds new ones.
 pub fn discard() {
-    RIG.with(|cell| {
-        if let Ok(mut slot) = cell.try_borrow_mut() {
-            std::mem::forget(slot.take());
+    RIGS.with(|cell| {
+        if let Ok(mut rigs) = cell.try_borrow_mut() {
+            for slot in rigs.iter_mut() {
+                std::mem::forget(slot.take());
+            }
         }
     });
 }
@@ -90,6 +96,7 @@ fn next_step(inp: &mut Input, h: &Handles) -> AqOpcode {
             AqOpcode::QueryQp,
             AqOpcode::RegMr,
             AqOpcode::CreateQp,
+            AqOpcode::SetGid,
         ])
     }
 }
@@ -364,8 +371,14 @@ fn build(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, h: &Handles) -> 
                 let v = [0, 16, 64, 128][inp.below(4)];
                 inp.mostly_u32(v)
             };
-            let need_sq = SendWqeHeader::SIZE
-                + (Sge::SIZE * usize::from(max_send_sge)).max(max_inline as usize);
+            // RC mostly; UD and the kernel's GSI QP, whose WQEs carry a ud_av.
+            let qp_type = inp.pick(&[QpType::Rc, QpType::Rc, QpType::Ud, QpType::Gsi]);
+            let payload_off = match qp_type {
+                QpType::Rc => SendWqeHeader::SIZE,
+                _ => UD_PAYLOAD_OFFSET as usize,
+            };
+            let need_sq =
+                payload_off + (Sge::SIZE * usize::from(max_send_sge)).max(max_inline as usize);
             let need_rq = RecvWqeHeader::SIZE + Sge::SIZE * usize::from(max_recv_sge);
             let fit =
                 |need: usize, min: u32| (min..16).find(|s| need <= 1 << s).unwrap_or(min) as u8;
@@ -383,7 +396,7 @@ fn build(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, h: &Handles) -> 
                 pdn: pd.into(),
                 send_cqn: scq.into(),
                 recv_cqn: rcq.into(),
-                qp_type: inp.mostly_u8(QpType::Rc.into()),
+                qp_type: inp.mostly_u8(qp_type.into()),
                 sq_depth_log2: sq_depth,
                 rq_depth_log2: rq_depth,
                 sq_wqe_shift: sq_shift,
@@ -410,6 +423,11 @@ fn build(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, h: &Handles) -> 
                 (0x1, QpState::Sqd),
                 (0x1, QpState::Rts),
                 (0x3, QpState::Rts),
+                // UD (PKEY_INDEX, PORT, QKEY) and GSI (no PORT) to INIT; RTR; RTS with SQ_PSN.
+                (0x71, QpState::Init),
+                (0x51, QpState::Init),
+                (0x1, QpState::Rtr),
+                (0x1_0001, QpState::Rts),
             ];
             let (mask, state) = if inp.chance(75) {
                 inp.pick(steps)
@@ -458,6 +476,20 @@ fn build(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, h: &Handles) -> 
                 rq_psn: (inp.u32() & 0xff_ffff).into(),
                 sq_psn: (inp.u32() & 0xff_ffff).into(),
                 dlid: inp.mostly_u16(1).into(),
+                qkey: inp.mostly_u32(GSI_QKEY).into(),
+                // RoCE mode's AV: a GRH naming a GID of the table.
+                is_global: inp.mostly_u8(1),
+                sgid_index: {
+                    let v = inp.below(3) as u8;
+                    inp.mostly_u8(v)
+                },
+                dgid: {
+                    let mut g = [0u8; 16];
+                    g[10] = 0xff;
+                    g[11] = 0xff;
+                    g[15] = inp.u8();
+                    g
+                },
                 ..Default::default()
             };
             // QUERY_QP takes no attributes: mostly none.
@@ -475,6 +507,12 @@ fn build(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, h: &Handles) -> 
                 out_addr: out_addr.into(),
                 out_len: out_len.into(),
                 uctx: claim(inp, h, owner).into(),
+                // RoCE mode's AV carries the destination MAC.
+                dmac: if inp.chance(3) {
+                    [2, 0, 0, 0, 0, inp.u8()]
+                } else {
+                    [0; 6]
+                },
                 ..Default::default()
             };
             put(cmd.as_slice());
@@ -621,6 +659,7 @@ fn run(rig: &mut Rig, input: &[u8]) {
             }
         }
     }
-    check_alive(&mut aq, dev, aqram, ram, &mut heap, 1);
+    let lid = if is_roce(dev) { 0 } else { 1 };
+    check_alive(&mut aq, dev, aqram, ram, &mut heap, lid);
     rig.finish("admin");
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
+use vrnic::addr::Mac;
 use vrnic::fabric::{Fabric, PollerConfig, Pollers};
 use vrnic::guest_memory::{DmaMapRequest, GuestRam};
 use vrnic::model::RnicModel;
@@ -106,10 +107,11 @@ impl Drop for Dev {
     }
 }
 
-/// `n` devices (LIDs 1..=n) of one fabric, each "connected" with an empty DMA table and an
-/// eventfd per MSI-X vector, plus the pollers (only when `poller` is set: the admin and
-/// register targets need none, as admin commands run in the doorbell write), one shard per
-/// device so that transfers between devices cross shards.
+/// Devices of one fabric (IB mode with LIDs 1..=n, or the link modes given), each
+/// "connected" with an empty DMA table and an eventfd per MSI-X vector, plus the pollers
+/// (only when `poller` is set: the admin and register targets need none, as admin commands
+/// run in the doorbell write), one shard per device so that transfers between devices
+/// cross shards.
 pub struct World {
     pub devs: Vec<Dev>,
     fabric: Arc<Fabric>,
@@ -118,14 +120,18 @@ pub struct World {
 
 impl World {
     pub fn new(n: usize, poller: bool) -> Self {
-        let configs = (0..n)
-            .map(|i| RnicConfig {
+        Self::with_links((0..n).map(ib).collect(), poller)
+    }
+
+    pub fn with_links(links: Vec<LinkMode>, poller: bool) -> Self {
+        let n = links.len();
+        let configs = links
+            .into_iter()
+            .enumerate()
+            .map(|(i, link)| RnicConfig {
                 name: format!("fuzz{i}"),
                 socket: std::env::temp_dir().join(format!("vrnic-fuzz-unused-{i}.sock")),
-                link: LinkMode::Ib {
-                    lid: u16::try_from(i + 1).expect("lid"),
-                    guid: None,
-                },
+                link,
                 ids: PciIds::default(),
             })
             .collect();
@@ -160,6 +166,28 @@ impl World {
             pollers,
         }
     }
+}
+
+/// IB mode with LID `i + 1`.
+pub fn ib(i: usize) -> LinkMode {
+    LinkMode::Ib {
+        lid: u16::try_from(i + 1).expect("lid"),
+        guid: None,
+    }
+}
+
+/// RoCE mode with a locally administered MAC of its own.
+pub fn roce(i: usize) -> LinkMode {
+    LinkMode::Eth {
+        mac: Mac([0x02, 0xf0, 0, 0, 0, u8::try_from(i + 1).expect("mac")]),
+    }
+}
+
+/// The link mode of `dev`'s port is RoCE (PORT_INFO.LINK_ETH).
+pub fn is_roce(dev: &mut Dev) -> bool {
+    dev.read32(vrnic_hw::BAR_CTRL, vrnic_hw::bar0::PORT_INFO)
+        & vrnic_hw::bar0::PORT_INFO_LINK_ETH_MASK
+        != 0
 }
 
 impl Drop for World {

@@ -61,7 +61,15 @@ pub struct Rig {
 
 impl Rig {
     pub fn new(devices: usize, poller: bool) -> Self {
-        let mut world = World::new(devices, poller);
+        Self::with_world(World::new(devices, poller))
+    }
+
+    /// A rig of devices in the link modes given.
+    pub fn with_links(links: Vec<vrnic::rnic::link::LinkMode>, poller: bool) -> Self {
+        Self::with_world(World::with_links(links, poller))
+    }
+
+    fn with_world(mut world: World) -> Self {
         let mut rams = Vec::new();
         let mut aqs = Vec::new();
         for dev in &mut world.devs {

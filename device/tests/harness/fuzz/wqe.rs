@@ -21,7 +21,7 @@ use vrnic_hw::*;
 
 use super::admin::check_alive;
 use super::aq::{self, Aq, Done};
-use super::glue::Dev;
+use super::glue::{self, Dev};
 use super::guest::{CanaryRam, PAGE};
 use super::input::Input;
 use super::objs::{buffer, describe, Heap, Layout, LAYOUTS};
@@ -30,25 +30,49 @@ use super::stats;
 use crate::harness::TIMEOUT;
 
 thread_local! {
-    static RIG: RefCell<Option<Rig>> = const { RefCell::new(None) };
+    /// Two IB-mode devices, and two RoCE-mode ones: an input's first byte picks the pair.
+    static RIGS: RefCell<[Option<Rig>; 2]> = const { RefCell::new([None, None]) };
 }
 
 /// Runs one input (the function both runners call).
 pub fn run_one(input: &[u8]) {
-    RIG.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        let rig = slot.get_or_insert_with(|| Rig::new(2, true));
-        run(rig, input);
+    RIGS.with(|cell| {
+        let mut rigs = cell.borrow_mut();
+        let roce = input.first().is_some_and(|b| b & 1 == 1);
+        let rig = rigs[usize::from(roce)].get_or_insert_with(|| {
+            let links = match roce {
+                true => vec![glue::roce(0), glue::roce(1)],
+                false => vec![glue::ib(0), glue::ib(1)],
+            };
+            Rig::with_links(links, true)
+        });
+        run(rig, input.get(1..).unwrap_or_default(), roce);
     });
 }
 
-/// Forgets the rig after a failure; the next input builds a new one.
+/// Forgets the rigs after a failure; the next input builds new ones.
 pub fn discard() {
-    RIG.with(|cell| {
-        if let Ok(mut slot) = cell.try_borrow_mut() {
-            std::mem::forget(slot.take());
+    RIGS.with(|cell| {
+        if let Ok(mut rigs) = cell.try_borrow_mut() {
+            for slot in rigs.iter_mut() {
+                std::mem::forget(slot.take());
+            }
         }
     });
+}
+
+/// RoCE rigs: device `n` (1-based, as IB LIDs are) holds GID 0 ::ffff:10.0.0.n; the
+/// inputs name peers by that number in both modes.
+fn gid_of(n: u16) -> [u8; 16] {
+    let mut g = [0u8; 16];
+    g[10] = 0xff;
+    g[11] = 0xff;
+    g[12..].copy_from_slice(&[10, 0, 0, n as u8]);
+    g
+}
+
+fn is_datagram(kind: QpType) -> bool {
+    matches!(kind, QpType::Ud | QpType::Gsi)
 }
 
 const ACCESS_ALL: u32 = ACCESS_SUPPORTED_MASK & !(Access::RemoteAtomic as u32);
@@ -96,6 +120,10 @@ struct Eq {
 
 struct Qp {
     qpn: u32,
+    /// RC, UD or GSI.
+    kind: QpType,
+    /// UD and GSI: the (device number, QPN) its datagrams go to.
+    ud_peer: (u16, u32),
     uctx: u32,
     page: u32,
     slot: u32,
@@ -158,6 +186,8 @@ struct Ctx<'r> {
     /// wr_ids that may legitimately appear in a CQE (0: a zeroed ring slot).
     wr_ids: HashSet<u64>,
     next_wr: u64,
+    /// The devices are in RoCE mode: peers are named by GID.
+    roce: bool,
     cqes: u64,
 }
 
@@ -261,11 +291,13 @@ struct Caps {
     max_recv_sge: u8,
     max_inline: u32,
     layout: Layout,
+    kind: QpType,
 }
 
 impl Caps {
-    fn from_input(inp: &mut Input) -> Self {
+    fn from_input(inp: &mut Input, kind: QpType) -> Self {
         Caps {
+            kind,
             sq_depth_log2: 2 + inp.below(5) as u32,
             rq_depth_log2: 2 + inp.below(5) as u32,
             max_send_sge: 1 + inp.below(4) as u8,
@@ -277,10 +309,15 @@ impl Caps {
 }
 
 fn create_qp(c: &mut Ctx, uctx: u32, pd: u32, send_cq: usize, recv_cq: usize, caps: Caps) -> usize {
+    // A UD WQE carries its ud_av before the payload.
+    let (header, min) = match is_datagram(caps.kind) {
+        true => (UD_PAYLOAD_OFFSET as usize, UD_SEND_WQE_SHIFT_MIN),
+        false => (SendWqeHeader::SIZE, SEND_WQE_SHIFT_MIN),
+    };
     let sq_shift = wqe_shift(
-        SendWqeHeader::SIZE,
+        header,
         (Sge::SIZE * usize::from(caps.max_send_sge)).max(caps.max_inline as usize),
-        SEND_WQE_SHIFT_MIN,
+        min,
         SEND_WQE_SHIFT_MAX,
     );
     let rq_shift = wqe_shift(
@@ -297,7 +334,7 @@ fn create_qp(c: &mut Ctx, uctx: u32, pd: u32, send_cq: usize, recv_cq: usize, ca
         pdn: pd.into(),
         send_cqn: c.cqs[send_cq].cqn.into(),
         recv_cqn: c.cqs[recv_cq].cqn.into(),
-        qp_type: QpType::Rc.into(),
+        qp_type: caps.kind.into(),
         sq_depth_log2: caps.sq_depth_log2 as u8,
         rq_depth_log2: caps.rq_depth_log2 as u8,
         sq_wqe_shift: sq_shift as u8,
@@ -318,6 +355,8 @@ fn create_qp(c: &mut Ctx, uctx: u32, pd: u32, send_cq: usize, recv_cq: usize, ca
     }
     c.qps.push(Qp {
         qpn,
+        kind: caps.kind,
+        ud_peer: (0, 0),
         uctx,
         page,
         slot,
@@ -356,7 +395,12 @@ struct Conn {
     min_rnr_timer: u8,
     rd_atomic: u8,
     dlid: u16,
+    /// UD: the QP's Q_Key.
+    qkey: u32,
 }
+
+/// The Q_Key of the inputs' UD QPs.
+const UD_QKEY: u32 = 0x0123_4567;
 
 impl Conn {
     fn sentinel() -> Self {
@@ -368,6 +412,7 @@ impl Conn {
             min_rnr_timer: 1,
             rd_atomic: 16,
             dlid: 1,
+            qkey: UD_QKEY,
         }
     }
 
@@ -397,6 +442,7 @@ impl Conn {
             } else {
                 dlid
             },
+            qkey: if inp.mutate(10) { inp.u32() } else { UD_QKEY },
         }
     }
 }
@@ -404,11 +450,53 @@ impl Conn {
 /// RESET -> INIT -> RTR -> RTS towards `dest`; the outcome of each step (they may fail
 /// when the input moved the QP elsewhere first).
 fn connect(c: &mut Ctx, qp: usize, dest: u32, o: Conn) -> bool {
-    let ok = connect_steps(c, qp, dest, o);
+    let ok = match is_datagram(c.qps[qp].kind) {
+        true => {
+            // A datagram QP has no connection: its sends name (dlid, dest) in every WQE.
+            c.qps[qp].ud_peer = (o.dlid, dest);
+            ud_steps(c, qp, o)
+        }
+        false => connect_steps(c, qp, dest, o),
+    };
     if super::admin::trace() {
         eprintln!("wqe: connect QP {} to {dest}: {ok}", c.qps[qp].qpn);
     }
     ok
+}
+
+/// RESET -> INIT (P_Key index, port, Q_Key) -> RTR -> RTS (SQ PSN) of a UD QP.
+fn ud_steps(c: &mut Ctx, qp: usize, o: Conn) -> bool {
+    use QpAttrMask::*;
+    let m = |bits: &[QpAttrMask]| bits.iter().fold(0u32, |a, b| a | *b as u32);
+    let steps = [
+        (
+            m(&[State, PkeyIndex, Port, Qkey]),
+            QpAttr {
+                qp_state: QpState::Init.into(),
+                port_num: PORT_NUM as u8,
+                qkey: o.qkey.into(),
+                ..Default::default()
+            },
+        ),
+        (
+            m(&[State]),
+            QpAttr {
+                qp_state: QpState::Rtr.into(),
+                ..Default::default()
+            },
+        ),
+        (
+            m(&[State, SqPsn]),
+            QpAttr {
+                qp_state: QpState::Rts.into(),
+                sq_psn: 0x200u32.into(),
+                ..Default::default()
+            },
+        ),
+    ];
+    steps
+        .into_iter()
+        .all(|(mask, attr)| modify(c, qp, mask, attr).status == AqStatus::Success)
 }
 
 fn connect_steps(c: &mut Ctx, qp: usize, dest: u32, o: Conn) -> bool {
@@ -428,6 +516,10 @@ fn connect_steps(c: &mut Ctx, qp: usize, dest: u32, o: Conn) -> bool {
         max_dest_rd_atomic: o.rd_atomic,
         min_rnr_timer: o.min_rnr_timer,
         dlid: o.dlid.into(),
+        // RoCE mode: the peer by GRH (MODIFY_QP refuses an AV without one).
+        is_global: u8::from(c.roce),
+        dgid: if c.roce { gid_of(o.dlid) } else { [0; 16] },
+        hop_limit: 64,
         ..Default::default()
     };
     let rts = QpAttr {
@@ -590,17 +682,22 @@ fn new_wr_id(c: &mut Ctx) -> u64 {
 }
 
 fn post_send(inp: &mut Input, c: &mut Ctx, qp: usize) {
-    let opcodes = [
-        WrOpcode::RdmaWrite,
-        WrOpcode::RdmaWriteWithImm,
-        WrOpcode::Send,
-        WrOpcode::SendWithImm,
-        WrOpcode::RdmaRead,
-    ];
+    let ud = is_datagram(c.qps[qp].kind);
+    let opcodes: &[WrOpcode] = if ud {
+        &[WrOpcode::Send, WrOpcode::SendWithImm]
+    } else {
+        &[
+            WrOpcode::RdmaWrite,
+            WrOpcode::RdmaWriteWithImm,
+            WrOpcode::Send,
+            WrOpcode::SendWithImm,
+            WrOpcode::RdmaRead,
+        ]
+    };
     let opcode: u8 = if inp.mutate(2) {
         inp.u8()
     } else {
-        inp.pick(&opcodes).into()
+        inp.pick(opcodes).into()
     };
     let mut flags = u8::from(SendFlags::Signaled) * u8::from(inp.chance(80));
     if inp.chance(10) {
@@ -634,11 +731,18 @@ fn post_send(inp: &mut Input, c: &mut Ctx, qp: usize) {
         body = vec![0xa5; inline_len.min(1024) as usize];
     } else {
         for _ in 0..num_sge.min(16) {
-            body.extend_from_slice(sge(inp, c).as_slice());
+            let mut sge = sge(inp, c);
+            if ud && !inp.mutate(10) {
+                // Mostly within the MTU (UD_MAX_PAYLOAD over at most four SGEs).
+                sge.length = sge.length.to_native().min(1024).into();
+            }
+            body.extend_from_slice(sge.as_slice());
         }
     }
     let remote = c.remote.as_ref().unwrap_or(&c.mrs);
-    let (remote_addr, rkey) = if remote.is_empty() || inp.mutate(5) {
+    let (remote_addr, rkey) = if ud && !inp.mutate(10) {
+        (0, 0)
+    } else if remote.is_empty() || inp.mutate(5) {
         (inp.u64(), inp.u32())
     } else {
         // The message's length (SGEs or inline), so that the remote range mostly fits.
@@ -671,6 +775,9 @@ fn post_send(inp: &mut Input, c: &mut Ctx, qp: usize) {
         inline_len: inline_len.into(),
     };
     let mut wqe = header.as_slice().to_vec();
+    if ud {
+        wqe.extend_from_slice(ud_av(inp, c.qps[qp].ud_peer, c.roce).as_slice());
+    }
     wqe.extend_from_slice(&body);
     if super::admin::trace() {
         let sges: Vec<Sge> = body
@@ -684,6 +791,41 @@ fn post_send(inp: &mut Input, c: &mut Ctx, qp: usize) {
         eprintln!("wqe: post on QP {}: {header:?} {sges:?}", c.qps[qp].qpn);
     }
     write_sq(c, qp, &wqe);
+}
+
+/// The address vector of a UD send to `(dlid, qpn)`: mostly right, now and then with
+/// another QPN, Q_Key (bit 31: the QP's own), a GRH or spoiled fields.
+fn ud_av(inp: &mut Input, (dlid, qpn): (u16, u32), roce: bool) -> UdAv {
+    // RoCE mode needs the GRH; IB mode takes one now and then.
+    let global = if roce {
+        !inp.mutate(10)
+    } else {
+        inp.chance(20)
+    };
+    let qkey = if inp.chance(20) { 1 << 31 } else { UD_QKEY };
+    let mut av = UdAv {
+        remote_qpn: inp.mostly_u32(qpn).into(),
+        remote_qkey: inp.mostly_u32(qkey).into(),
+        dlid: inp.mostly_u16(dlid).into(),
+        sl: inp.mostly_u8(0),
+        is_global: inp.mostly_u8(u8::from(global)),
+        hop_limit: inp.u8(),
+        traffic_class: inp.u8(),
+        flow_label: inp.u32().into(),
+        ..Default::default()
+    };
+    if global && roce {
+        av.dgid = gid_of(dlid);
+    } else if global {
+        av.dgid[0] = 0xfe;
+        av.dgid[1] = 0x80;
+        av.dgid[15] = inp.u8();
+    }
+    if inp.mutate(5) {
+        av.reserved0 = inp.u8();
+        av.sgid_index = inp.u8();
+    }
+    av
 }
 
 fn write_sq(c: &mut Ctx, qp: usize, bytes: &[u8]) {
@@ -769,10 +911,20 @@ fn poll_cq(c: &mut Ctx, i: usize) -> Vec<Cqe> {
             eprintln!("wqe: CQ {} {cqe:?}", cq.cqn);
         }
         check_cqe(&cqe, &qpns, &c.wr_ids, cq.cqn);
+        let kind = c
+            .qps
+            .iter()
+            .find(|q| q.qpn == cqe.qpn.to_native())
+            .map_or(QpType::Rc, |q| q.kind);
         stats::count(
             "wqe",
             format_args!(
-                "{:?}/{:?}",
+                "{}{:?}/{:?}",
+                match kind {
+                    QpType::Ud => "UD ",
+                    QpType::Gsi => "GSI ",
+                    _ => "",
+                },
                 WcStatus::try_from(cqe.status).unwrap_or(WcStatus::GeneralErr),
                 VendorErr::try_from(cqe.vendor_err).unwrap_or(VendorErr::None)
             ),
@@ -810,6 +962,15 @@ fn check_cqe(cqe: &Cqe, qpns: &[u32], wr_ids: &HashSet<u64>, cqn: u32) {
     assert!(
         wr_ids.contains(&cqe.wr_id.to_native()),
         "CQ {cqn}: CQE with a wr_id never posted: {cqe:?}"
+    );
+    assert_eq!(
+        cqe.nonzero_reserved(),
+        None,
+        "CQ {cqn}: CQE with reserved bytes set: {cqe:?}"
+    );
+    assert!(
+        NetworkType::try_from(cqe.network_type).is_ok(),
+        "CQ {cqn}: CQE with an unknown network_type: {cqe:?}"
     );
     if status == WcStatus::Success {
         assert!(
@@ -881,7 +1042,7 @@ struct Sentinel {
 }
 
 /// Creates the EQs, a user context with two PDs and two CQs, `n` QPs and a few MRs.
-fn setup_side(inp: &mut Input, c: &mut Ctx, n: usize) -> Side {
+fn setup_side(inp: &mut Input, c: &mut Ctx, n: usize, kind: QpType) -> Side {
     create_eq(c, true, 0);
     create_eq(c, false, 1);
     let uctx = admin_ok(
@@ -899,7 +1060,7 @@ fn setup_side(inp: &mut Input, c: &mut Ctx, n: usize) -> Side {
     let cq1 = create_cq(c, uctx, d1, inp.pick(LAYOUTS));
     let qps = (0..n)
         .map(|_| {
-            let caps = Caps::from_input(inp);
+            let caps = Caps::from_input(inp, kind);
             create_qp(c, uctx, pd, cq0, cq1, caps)
         })
         .collect();
@@ -965,6 +1126,7 @@ fn setup_sentinel(c: &mut Ctx) -> Sentinel {
         max_recv_sge: 1,
         max_inline: 0,
         layout: Layout::Contiguous,
+        kind: QpType::Rc,
     };
     let s1 = create_qp(c, s_uctx, s_pd, s_cq, s_cq, s_caps);
     let s2 = create_qp(c, s_uctx, s_pd, s_cq, s_cq, s_caps);
@@ -1186,10 +1348,17 @@ fn op(inp: &mut Input, c: &mut Ctx, side: &Side) {
     }
 }
 
-fn new_ctx<'r>(dev: &'r mut Dev, ram: &'r mut CanaryRam, aqram: &'r mut CanaryRam) -> Ctx<'r> {
+/// The input's world on device number `n` (1 or 2); a RoCE device gets its GID 0.
+fn new_ctx<'r>(
+    dev: &'r mut Dev,
+    ram: &'r mut CanaryRam,
+    aqram: &'r mut CanaryRam,
+    roce: bool,
+    n: u16,
+) -> Ctx<'r> {
     let aq = aq::enable(dev, aqram, AQ_ADDR, ACQ_ADDR, 4)
         .expect("the device refused a valid admin queue");
-    Ctx {
+    let mut c = Ctx {
         dev,
         ram,
         aqram,
@@ -1205,11 +1374,44 @@ fn new_ctx<'r>(dev: &'r mut Dev, ram: &'r mut CanaryRam, aqram: &'r mut CanaryRa
         wr_ids: HashSet::from([0]),
         next_wr: 0,
         cqes: 0,
+        roce,
+    };
+    if roce {
+        let cmd = CmdSetGid {
+            hdr: hdr(AqOpcode::SetGid),
+            port: PORT_NUM as u8,
+            index: 0,
+            gid_type: GidType::RoceV2.into(),
+            valid: 1,
+            uctx: KERNEL_UCTX.into(),
+            gid: gid_of(n),
+            ..Default::default()
+        };
+        admin_ok(&mut c, &cmd, "SET_GID");
     }
+    c
+}
+
+/// Now and then a GSI QP of the kernel context on a RoCE device (on the side's PD and
+/// CQs, which the kernel may use), sending to the peer device's QPN 1.
+fn maybe_add_gsi(inp: &mut Input, c: &mut Ctx, side: &mut Side, peer: u16) {
+    if !c.roce || !inp.chance(50) {
+        return;
+    }
+    let caps = Caps::from_input(inp, QpType::Gsi);
+    let gsi = create_qp(c, KERNEL_UCTX, c.pds[0], side.cqs[0], side.cqs[1], caps);
+    let conn = Conn {
+        qkey: GSI_QKEY,
+        ..Conn::from_input(inp, peer)
+    };
+    connect(c, gsi, GSI_QPN, conn);
+    side.qps.push(gsi);
+    side.peers.push((peer, GSI_QPN));
 }
 
 fn finish_side(c: Ctx, side: &Side, lid: u16) {
     let mut c = c;
+    let lid = if c.roce { 0 } else { lid };
     for &i in &side.cqs {
         poll_cq(&mut c, i);
     }
@@ -1225,11 +1427,17 @@ fn finish_side(c: Ctx, side: &Side, lid: u16) {
     check_alive(&mut aq, dev, aqram, ram, &mut heap, lid);
 }
 
-fn run(rig: &mut Rig, input: &[u8]) {
+fn run(rig: &mut Rig, input: &[u8], roce: bool) {
     let mut inp = Input::new(input);
     rig.begin();
     // Mostly two QPs on one device (loopback); otherwise one QP on each of two devices.
+    // RC QPs mostly; otherwise UD QPs sending each other datagrams.
     let two = inp.chance(35);
+    let kind = if inp.chance(25) {
+        QpType::Ud
+    } else {
+        QpType::Rc
+    };
     let mut parts = rig
         .world
         .devs
@@ -1238,31 +1446,38 @@ fn run(rig: &mut Rig, input: &[u8]) {
         .zip(rig.aqs.iter_mut());
     let ((dev0, ram0), aq0) = parts.next().expect("device 0");
     let ((dev1, ram1), aq1) = parts.next().expect("device 1");
-    let mut c0 = new_ctx(dev0, ram0, aq0);
+    let mut c0 = new_ctx(dev0, ram0, aq0, roce, 1);
     let mut sides = Vec::new();
     let mut c1 = None;
     if two {
-        let mut c = new_ctx(dev1, ram1, aq1);
-        let mut a = setup_side(&mut inp, &mut c0, 1);
-        let mut b = setup_side(&mut inp, &mut c, 1);
+        let mut c = new_ctx(dev1, ram1, aq1, roce, 2);
+        let mut a = setup_side(&mut inp, &mut c0, 1, kind);
+        let mut b = setup_side(&mut inp, &mut c, 1, kind);
         let (qa, qb) = (c0.qps[a.qps[0]].qpn, c.qps[b.qps[0]].qpn);
         a.peers.push((2, qb));
         b.peers.push((1, qa));
         let (ca, cb) = (Conn::from_input(&mut inp, 2), Conn::from_input(&mut inp, 1));
         connect(&mut c0, a.qps[0], qb, ca);
         connect(&mut c, b.qps[0], qa, cb);
+        if kind == QpType::Ud {
+            maybe_add_gsi(&mut inp, &mut c0, &mut a, 2);
+            maybe_add_gsi(&mut inp, &mut c, &mut b, 1);
+        }
         c0.remote = Some(c.mrs.clone());
         c.remote = Some(c0.mrs.clone());
         sides.push(a);
         sides.push(b);
         c1 = Some(c);
     } else {
-        let mut a = setup_side(&mut inp, &mut c0, 2);
+        let mut a = setup_side(&mut inp, &mut c0, 2, kind);
         let (qa, qb) = (c0.qps[a.qps[0]].qpn, c0.qps[a.qps[1]].qpn);
         a.peers = vec![(1, qb), (1, qa)];
         let (ca, cb) = (Conn::from_input(&mut inp, 1), Conn::from_input(&mut inp, 1));
         connect(&mut c0, a.qps[0], qb, ca);
         connect(&mut c0, a.qps[1], qa, cb);
+        if kind == QpType::Ud {
+            maybe_add_gsi(&mut inp, &mut c0, &mut a, 1);
+        }
         sides.push(a);
     }
     let sentinel = setup_sentinel(&mut c0);
