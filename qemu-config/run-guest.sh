@@ -11,6 +11,8 @@
 #   --ip ADDR/PFX        eth0 address; link-local 169.254.x.x only
 #   --net-listen PATH    eth0 = point-to-point link; this guest listens on UNIX socket PATH
 #   --net-connect PATH   eth0 = point-to-point link to the guest listening on PATH
+#   --mac MAC            eth0's MAC (a RoCE-mode vrnic pairs with the interface of its
+#                        own MAC)                  [52:54:00:fe:X:Y from --ip or --name]
 #   --timeout SECS       kill QEMU after SECS and exit 124                [no limit]
 #   --log FILE           serial console to FILE (default: this terminal, interactive;
 #                        Ctrl-A X quits)
@@ -21,9 +23,9 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
-usage() { sed -n '2,21s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
+usage() { sed -n '2,23s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
 name=vrnic-guest mem=2G smp=2 timeout=0 accel=tcg
-job='' ip='' listen='' connect='' logf='' initrd='' append=''
+job='' ip='' mac='' listen='' connect='' logf='' initrd='' append=''
 sockets=() extra=()
 while (($#)); do
   case $1 in
@@ -35,6 +37,7 @@ while (($#)); do
     --ip) ip=${2:?}; shift 2 ;;
     --net-listen) listen=$(realpath -m "${2:?}"); shift 2 ;;
     --net-connect) connect=$(realpath -m "${2:?}"); shift 2 ;;
+    --mac) mac=${2:?}; shift 2 ;;
     --timeout) timeout=${2:?}; shift 2 ;;
     --log) logf=${2:?}; shift 2 ;;
     --initrd) initrd=$(realpath "${2:?}"); shift 2 ;;
@@ -48,6 +51,7 @@ done
 [[ -z $ip || $ip =~ ^169\.254\.[0-9]+\.[0-9]+/[0-9]+$ ]] || die "--ip must be link-local 169.254.x.x/PFX, got '$ip'"
 [[ -z $listen || -z $connect ]] || die "--net-listen and --net-connect exclude each other"
 [[ -z $job || -d $job ]] || die "--job: no such directory: $job"
+[[ -z $mac || $mac =~ ^([0-9a-f]{2}:){5}[0-9a-f]{2}$ ]] || die "--mac must be six lower-case hex bytes (52:54:00:12:34:56), got '$mac'"
 
 VRNIC_QUIET=1 "$QC_DIR/provision.sh" qemu guest
 [[ -n $initrd ]] || initrd=$GUEST_CPIO
@@ -72,9 +76,11 @@ if [[ -n $job ]]; then
     -device virtio-9p-pci,fsdev=jobfs,mount_tag=job)
 fi
 if [[ -n $listen$connect ]]; then
-  # MAC from the IP (or the name) so the two ends of a link differ.
-  if [[ -n $ip ]]; then IFS=./ read -r _ _ a b _ <<<"$ip"; else a=$(($(cksum <<<"$name" | cut -d' ' -f1) % 256)) b=1; fi
-  mac=$(printf '52:54:00:fe:%02x:%02x' "$a" "$b")
+  # Without --mac: a MAC from the IP (or the name) so the two ends of a link differ.
+  if [[ -z $mac ]]; then
+    if [[ -n $ip ]]; then IFS=./ read -r _ _ a b _ <<<"$ip"; else a=$(($(cksum <<<"$name" | cut -d' ' -f1) % 256)) b=1; fi
+    mac=$(printf '52:54:00:fe:%02x:%02x' "$a" "$b")
+  fi
   if [[ -n $listen ]]; then
     rm -f "$listen"
     net="server=on,addr.type=unix,addr.path=$listen"

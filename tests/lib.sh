@@ -8,7 +8,9 @@
 #   guests_wait               wait for the guests started; GUEST_RC[ROLE] holds their status
 #   show_tails                guest consoles and vrnic's log, for a failure report
 # Roles a and b started with --link are the two linked guests: a virtio-net point-to-point
-# link ($WORK/link.sock), a = 169.254.100.1 (listens), b = 169.254.100.2 (connects).
+# link ($WORK/link.sock), a = 169.254.100.1 (listens), b = 169.254.100.2 (connects), with
+# the MACs $LINK_A_MAC and $LINK_B_MAC. A RoCE-mode device given a guest's MAC
+# (roce_spec ROLE NAME) pairs with that guest's interface.
 # shellcheck shell=bash
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CACHE=${VRNIC_CACHE:-/var/cache/vrnic}
@@ -19,6 +21,8 @@ TARGET_DIR=${CARGO_TARGET_DIR:-$REPO/target}
 VRNIC_BIN=$TARGET_DIR/release/vrnic
 LINK_A_IP=169.254.100.1
 LINK_B_IP=169.254.100.2
+LINK_A_MAC=52:54:00:fe:64:01
+LINK_B_MAC=52:54:00:fe:64:02
 WORK=''
 VRNIC_PID=''
 GUEST_ROLES=()
@@ -87,6 +91,16 @@ start_vrnic() {
 	done
 }
 
+# roce_spec ROLE NAME: the start_vrnic SPEC of a RoCE-mode device NAME for linked guest ROLE
+# (its MAC is that guest's interface's).
+roce_spec() {
+	case $1 in
+	a) echo "$2,link=eth,mac=$LINK_A_MAC" ;;
+	b) echo "$2,link=eth,mac=$LINK_B_MAC" ;;
+	*) say "roce_spec: only roles a and b are linked, not '$1'"; return 2 ;;
+	esac
+}
+
 # stop_vrnic [SIGNAL]: stops vrnic (SIGTERM, or SIGNAL) and reaps it.
 stop_vrnic() {
 	[[ -n $VRNIC_PID ]] || return 0
@@ -106,8 +120,8 @@ guest_args() {
 	if [[ ${1:-} == --link ]]; then
 		shift
 		case $role in
-		a) GUEST_ARGS+=(--ip "$LINK_A_IP/24" --net-listen "$WORK/link.sock") ;;
-		b) GUEST_ARGS+=(--ip "$LINK_B_IP/24" --net-connect "$WORK/link.sock") ;;
+		a) GUEST_ARGS+=(--ip "$LINK_A_IP/24" --mac "$LINK_A_MAC" --net-listen "$WORK/link.sock") ;;
+		b) GUEST_ARGS+=(--ip "$LINK_B_IP/24" --mac "$LINK_B_MAC" --net-connect "$WORK/link.sock") ;;
 		*) say "guest_args: only roles a and b are linked, not '$role'"; return 2 ;;
 		esac
 	fi
@@ -179,5 +193,9 @@ suite_job() {
 	cp "$REPO/tests/guest/suite.sh" "$WORK/$1/run.sh"
 	echo "$1" >"$WORK/$1/role"
 	echo "$LINK_B_IP" >"$WORK/$1/peer"
+	case $1 in
+	a) echo "$LINK_A_IP" >"$WORK/$1/ip" && echo "$LINK_B_IP" >"$WORK/$1/other" ;;
+	b) echo "$LINK_B_IP" >"$WORK/$1/ip" && echo "$LINK_A_IP" >"$WORK/$1/other" ;;
+	esac
 	cat >"$WORK/$1/tests"
 }

@@ -6,44 +6,162 @@
 #   NAME|WHERE|SERVER-COMMAND|CLIENT-COMMAND
 # WHERE is "pair" (server on b, client on a, PEER = b's address), "local" (both on a, the
 # server in the background, PEER = 127.0.0.1) or "one" (CLIENT-COMMAND alone on a).
-# Every test gets its own TCP port (PORT) so a failed test cannot confuse the next one.
+# "pair@P" and "local@P": the server listens on port P instead of PORT (udaddy's fixed port).
+# Every test gets its own port (PORT) so a failed test cannot confuse the next one.
+#
+# A client starts once its server listens (a TCP socket or an rdma_cm ID in state LISTEN on
+# the port), so it runs once and fails at once if it fails. Pair tests run in lockstep over
+# the IP link: b starts the server and, once it listens (or after LISTEN_WAIT seconds),
+# connects to a's control port (PORT + 10000); a runs the client, then connects to b's
+# control port; b then gives the server GRACE seconds to end before it kills it.
+#
+# Commands also see IB0 and IB1 (the InfiniBand-mode devices, in name order), ROCE (the
+# Ethernet-mode device), GIDX (ROCE's GID index of this guest's IPv4 address, RoCE v2) and
+# MYIP (this guest's address).
 role=$(cat /job/role)
-peer=$(cat /job/peer 2>/dev/null)
+peer=$(cat /job/peer 2>/dev/null)    # b's address: where clients connect
+MYIP=$(cat /job/ip 2>/dev/null)
+other=$(cat /job/other 2>/dev/null)  # the other guest's address (control messages)
 mkdir -p /job/results
 port=18515
+TEST_TIMEOUT=300 LISTEN_WAIT=60 GRACE=30 CTRL_WAIT=1200
+peer_gone=''
 
-run() { # NAME SIDE COMMAND: runs COMMAND with PORT and PEER set, saves output and status
-	timeout 300 sh -c "$3" >"/job/results/$1.$2.out" 2>&1
+# start NAME SIDE COMMAND: runs COMMAND in the background with PORT and PEER set (output
+# and status to /job/results/NAME.SIDE.*); $started is the pid of its timeout(1).
+start() {
+	timeout "$TEST_TIMEOUT" sh -c "$3" </dev/null >"/job/results/$1.$2.out" 2>&1 &
+	started=$!
+}
+
+# finish NAME SIDE PID: waits for the command started as PID and records its status.
+finish() {
+	wait "$3"
 	echo $? >"/job/results/$1.$2.rc"
 }
 
-client() { # like run, retrying while the server is not listening yet
+# run NAME SIDE COMMAND: start and finish; its run time (ms) to /job/results/NAME.SIDE.ms.
+run() {
+	t0=$(date +%s%N)
+	start "$@"
+	finish "$1" "$2" "$started"
+	echo $((($(date +%s%N) - t0) / 1000000)) >"/job/results/$1.$2.ms"
+}
+
+# listening PORT: a TCP socket (IPv4 or IPv6) or an rdma_cm ID listens on PORT.
+listening() {
+	hex=$(printf '%04X' "$1")
+	grep -q ":$hex [0-9A-F]*:0000 0A " /proc/net/tcp /proc/net/tcp6 2>/dev/null ||
+		rdma res show cm_id src-port "$1" 2>/dev/null | grep -q 'state LISTEN'
+}
+
+# wait_listen NAME PORT PID: waits until PORT listens, the server PID ended, or LISTEN_WAIT
+# seconds passed (noted in /job/results/NAME.note, where the suite's remarks on a test go).
+wait_listen() {
 	n=0
-	while :; do
-		run "$@"
-		grep -qi "couldn't connect\|Unable to open file descriptor for socket connection\|Connection refused" "/job/results/$1.$2.out" || break
-		n=$((n + 1)); [ $n -lt 90 ] || break
-		sleep 1
+	until listening "$2"; do
+		kill -0 "$3" 2>/dev/null || return 0 # ended: its own output says why
+		n=$((n + 1))
+		if [ $n -gt $((LISTEN_WAIT * 5)) ]; then
+			echo "the server did not listen on port $2 within ${LISTEN_WAIT}s" >>"/job/results/$1.note"
+			return 0
+		fi
+		sleep 0.2
 	done
+}
+
+# signal HOST PORT: connects to the control port HOST:PORT (retrying while nobody listens).
+signal() {
+	n=0
+	until busybox nc -w 5 "$1" "$2" </dev/null >/dev/null 2>&1; do
+		n=$((n + 1))
+		[ $n -lt $((CTRL_WAIT * 2)) ] || return 1
+		sleep 0.5
+	done
+}
+
+# await PORT: waits for the other guest to connect to our control port PORT.
+await() { timeout "$CTRL_WAIT" busybox nc -l -p "$1" </dev/null >/dev/null 2>&1; }
+
+# end_server NAME PID: gives the server GRACE seconds to end after its client did.
+end_server() {
+	n=0
+	while kill -0 "$2" 2>/dev/null && [ $n -lt $((GRACE * 5)) ]; do
+		n=$((n + 1))
+		sleep 0.2
+	done
+	if kill -0 "$2" 2>/dev/null; then
+		echo "the server was still running ${GRACE}s after its client ended: killed" >>"/job/results/$1.note"
+		kill "$2"
+	fi
+	finish "$1" server "$2"
+}
+
+# The RoCE device: the one whose port has the Ethernet link layer. Its GIDs come from eth0's
+# addresses through ib_core's GID cache (asynchronously): wait for the IPv4 one.
+find_devices() {
+	IB0='' IB1='' ROCE='' GIDX=''
+	for d in /sys/class/infiniband/*; do
+		[ -e "$d/ports/1/link_layer" ] || continue
+		case $(cat "$d/ports/1/link_layer") in
+		Ethernet) ROCE=${d##*/} ;;
+		*) if [ -z "$IB0" ]; then IB0=${d##*/}; elif [ -z "$IB1" ]; then IB1=${d##*/}; fi ;;
+		esac
+	done
+	[ -n "$ROCE" ] && [ -n "$MYIP" ] || return 0
+	want=$(echo "$MYIP" | awk -F. '{ printf "0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x", $1, $2, $3, $4 }')
+	n=0
+	while [ -z "$GIDX" ] && [ $n -lt 150 ]; do
+		for g in /sys/class/infiniband/"$ROCE"/ports/1/gids/*; do
+			i=${g##*/}
+			[ "$(cat "$g" 2>/dev/null)" = "$want" ] || continue
+			[ "$(cat "/sys/class/infiniband/$ROCE/ports/1/gid_attrs/types/$i" 2>/dev/null)" = "RoCE v2" ] && GIDX=$i
+		done
+		[ -n "$GIDX" ] || { n=$((n + 1)); sleep 0.2; }
+	done
+	[ -n "$GIDX" ] || echo "no RoCE v2 GID of $MYIP on $ROCE after 30 s"
 }
 
 # A device started with other PCI IDs binds through new_id (README: "own PCI IDs").
 if [ -f /job/new_id ]; then
 	cat /job/new_id >/sys/bus/pci/drivers/vrnic/new_id || echo "new_id failed"
 fi
+find_devices
 echo "devices: $(ibv_devices 2>&1 | tr '\n' ' ')"
+echo "IB0=$IB0 IB1=$IB1 ROCE=$ROCE GIDX=$GIDX MYIP=$MYIP"
+export IB0 IB1 ROCE GIDX MYIP
 while IFS='|' read -r name where server cmd; do
 	[ -n "$name" ] || continue
 	port=$((port + 1))
+	ctrl=$((port + 10000))
+	lport=$port
+	case $where in *@*) lport=${where#*@} where=${where%@*} ;; esac
 	export PORT="$port" PEER="$peer"
 	echo "== $name ($where)"
 	case "$where/$role" in
-	pair/b) run "$name" server "$server" ;;
-	pair/a) client "$name" client "$cmd" ;;
+	pair/b)
+		start "$name" server "$server"
+		spid=$started
+		wait_listen "$name" "$lport" "$spid"
+		signal "$other" "$ctrl" || echo "guest a never took the ready signal" >>"/job/results/$name.note"
+		await "$ctrl" || echo "guest a never said its client ended" >>"/job/results/$name.note"
+		end_server "$name" "$spid"
+		;;
+	pair/a)
+		if [ -n "$peer_gone" ] || ! await "$ctrl"; then
+			peer_gone=1
+			echo "no ready signal from guest b: not run" >>"/job/results/$name.note"
+			continue
+		fi
+		run "$name" client "$cmd"
+		signal "$peer" "$ctrl" || echo "guest b never took the done signal" >>"/job/results/$name.note"
+		;;
 	local/a)
-		run "$name" server "$server" &
-		PEER=127.0.0.1 client "$name" client "$cmd"
-		wait
+		start "$name" server "$server"
+		spid=$started
+		wait_listen "$name" "$lport" "$spid"
+		PEER=127.0.0.1 run "$name" client "$cmd"
+		end_server "$name" "$spid"
 		;;
 	one/a) run "$name" client "$cmd" ;;
 	esac
