@@ -14,9 +14,12 @@ a_gid6=$(IFS=: read -r m1 m2 m3 m4 m5 m6 <<<"$LINK_A_MAC" &&
 	printf 'fe80::%x:%x:%x:%x' $((((0x$m1 ^ 2) << 8) | 0x$m2)) $(((0x$m3 << 8) | 0xff)) \
 		$((0xfe00 | 0x$m4)) $(((0x$m5 << 8) | 0x$m6)))
 udp_row="^ *[0-9]+ +2000 +[0-9.]+ +[0-9.]+" # UD: perftest picks the size (the MTU)
+UNPAIRED_MAC=52:54:00:fe:64:ff # guest A's device that no interface pairs with
 
 ROCE_TESTS=(
 	"roce-ibv_devinfo|one|link_layer:[[:space:]]+Ethernet;;state:[[:space:]]+PORT_ACTIVE;;$(gid_row "$a_gid4");;$(gid_row "$a_gid6")||ibv_devinfo -v -d \$ROCE"
+	# no interface with the device's MAC: the port stays DOWN, with no GIDs
+	"roce-unpaired-port-down|one|link_layer:[[:space:]]+Ethernet;;state:[[:space:]]+PORT_DOWN;;!:GID\\[||ibv_devinfo -v -d \$ROCE_UNPAIRED"
 	# rdma_cm: RC connections
 	"roce-rping|pair|^ping data: rdma-ping-99: ;;s:^server ping data: rdma-ping-99: |rping -s -a \$MYIP -p \$PORT -v -V -C 100|rping -c -a \$PEER -p \$PORT -v -V -C 100"
 	"roce-ucmatose|pair|^data transfers complete;;^test complete;;^return status 0\$;;s:^data transfers complete;;s:^return status 0\$|ucmatose -c 4 -C 20 -p \$PORT|ucmatose -s \$PEER -c 4 -C 20 -p \$PORT"
