@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# End-to-end tests: one vrnic process with five devices. Guest A gets two IB-mode devices
-# ($IB0 = LID 1, $IB1 = LID 3) and a RoCE-mode one ($ROCE, its MAC = A's virtio-net MAC),
-# guest B one IB-mode device ($IB0 = LID 2) and a RoCE-mode one (B's MAC); the guests share
+# End-to-end tests: one vrnic process with six devices. Guest A gets two IB-mode devices
+# ($IB0 = LID 1, $IB1 = LID 3), a RoCE-mode one ($ROCE, its MAC = A's virtio-net MAC) and
+# one whose MAC no interface has ($ROCE_UNPAIRED); guest B one IB-mode device ($IB0 = LID 2)
+# and a RoCE-mode one (B's MAC); the guests share
 # a virtio-net link (169.254.100.1 and .2, IPv6 link-local) that carries perftest's TCP
 # exchange, ARP and the RoCE GIDs. Every test runs stock tools in the guests and is judged
 # on their own output (tests/e2e-roce.sh lists the RoCE and UD ones). Ends with
@@ -28,7 +29,7 @@ lat_row() { echo "^ *$1 +[0-9]+ +[0-9.]+ +[0-9.]+"; }
 # ';;'-separated extended regexes the client's output must match; "s:" marks one for the
 # server's output, "!:" and "s!:" one that must not match.
 TESTS=(
-	"ibv_devices|one|vrnic0;;vrnic1;;vrnic2||ibv_devices"
+	"ibv_devices|one|vrnic0;;vrnic1;;vrnic2;;vrnic3||ibv_devices"
 	"ibv_devinfo|one|state:[[:space:]]+PORT_ACTIVE;;port_lid:[[:space:]]+1\$;;max_qp:[[:space:]]+65536;;max_cq:[[:space:]]+65536;;max_qp_wr:[[:space:]]+4096;;max_cqe:[[:space:]]+65536;;link_layer:[[:space:]]+InfiniBand;;active_mtu:[[:space:]]+4096||ibv_devinfo -v -d \$IB0"
 	"ibv_devinfo-own-pci-id|one|vendor_part_id:[[:space:]]+30291;;port_lid:[[:space:]]+3\$||ibv_devinfo -d \$IB1"
 	"ibv_rc_pingpong|pair|bytes in [0-9.]+ seconds|ibv_rc_pingpong -d \$IB0 -i 1 -c -n 200 -p \$PORT|ibv_rc_pingpong -d \$IB0 -i 1 -c -n 200 -p \$PORT \$PEER"
@@ -75,14 +76,15 @@ session_begin e2e
 build_all
 # rnic2 runs with its own PCI device ID: the guest binds it through new_id, the provider
 # matches it by name. rnic3 and rnic4 are RoCE-mode devices paired with A's and B's
-# virtio-net interfaces.
-start_vrnic "rnic0,lid=1" "rnic1,lid=2" "rnic2,lid=3,device=0x7653" "$(roce_spec a rnic3)" "$(roce_spec b rnic4)"
+# virtio-net interfaces; rnic5's MAC matches no interface.
+start_vrnic "rnic0,lid=1" "rnic1,lid=2" "rnic2,lid=3,device=0x7653" "$(roce_spec a rnic3)" "$(roce_spec b rnic4)" \
+	"rnic5,link=eth,mac=$UNPAIRED_MAC"
 for g in a b; do printf '%s\n' "${TESTS[@]}" | cut -d'|' -f1,2,4,5 | suite_job "$g"; done
 echo "1234 7653" >"$WORK/a/new_id"
 
 say "booting guests A and B; ${#TESTS[@]} tests"
 t0=$SECONDS
-guest_start a --link --dev rnic0 --dev rnic2 --dev rnic3 --timeout 3000
+guest_start a --link --dev rnic0 --dev rnic2 --dev rnic3 --dev rnic5 --timeout 3000
 guest_start b --link --dev rnic1 --dev rnic4 --timeout 3000
 guests_wait || true
 say "guests done after $((SECONDS - t0)) s"

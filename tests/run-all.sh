@@ -32,5 +32,5 @@ cargo test -p vrnic --lib --test admin_commands --test datapath_ops --test datap
 step "kernel driver in a guest: probe, loopback verbs, rmmod with resources open"
 bash guest-driver/kernel/tests/guest-smoke.sh
 
-step "end-to-end tests in QEMU guests (perftest, ibv_* tools)"
+step "end-to-end tests in QEMU guests (perftest, ibv_* tools; IB and RoCE mode, rdma_cm, UD)"
 bash tests/e2e.sh

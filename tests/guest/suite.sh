@@ -16,8 +16,9 @@
 # control port; b then gives the server GRACE seconds to end before it kills it.
 #
 # Commands also see IB0 and IB1 (the InfiniBand-mode devices, in name order), ROCE (the
-# Ethernet-mode device), GIDX (ROCE's GID index of this guest's IPv4 address, RoCE v2) and
-# MYIP (this guest's address).
+# Ethernet-mode device of eth0's MAC: its node GUID is the MAC's EUI-64), ROCE_UNPAIRED (an
+# Ethernet-mode device of another MAC, if any), GIDX (ROCE's GID index of this guest's IPv4
+# address, RoCE v2) and MYIP (this guest's address).
 role=$(cat /job/role)
 peer=$(cat /job/peer 2>/dev/null)    # b's address: where clients connect
 MYIP=$(cat /job/ip 2>/dev/null)
@@ -97,14 +98,20 @@ end_server() {
 	finish "$1" server "$2"
 }
 
-# The RoCE device: the one whose port has the Ethernet link layer. Its GIDs come from eth0's
-# addresses through ib_core's GID cache (asynchronously): wait for the IPv4 one.
+# The RoCE devices: those whose port has the Ethernet link layer. ROCE's GIDs come from
+# eth0's addresses through ib_core's GID cache (asynchronously): wait for the IPv4 one.
 find_devices() {
-	IB0='' IB1='' ROCE='' GIDX=''
+	IB0='' IB1='' ROCE='' ROCE_UNPAIRED='' GIDX=''
+	eui=''
+	if IFS=: read -r m1 m2 m3 m4 m5 m6 </sys/class/net/eth0/address 2>/dev/null; then
+		eui=$(printf '%02x%s:%sff:fe%s:%s%s' $((0x$m1 ^ 2)) "$m2" "$m3" "$m4" "$m5" "$m6")
+	fi
 	for d in /sys/class/infiniband/*; do
 		[ -e "$d/ports/1/link_layer" ] || continue
 		case $(cat "$d/ports/1/link_layer") in
-		Ethernet) ROCE=${d##*/} ;;
+		Ethernet)
+			if [ "$(cat "$d/node_guid")" = "$eui" ]; then ROCE=${d##*/}; else ROCE_UNPAIRED=${d##*/}; fi
+			;;
 		*) if [ -z "$IB0" ]; then IB0=${d##*/}; elif [ -z "$IB1" ]; then IB1=${d##*/}; fi ;;
 		esac
 	done
@@ -128,8 +135,8 @@ if [ -f /job/new_id ]; then
 fi
 find_devices
 echo "devices: $(ibv_devices 2>&1 | tr '\n' ' ')"
-echo "IB0=$IB0 IB1=$IB1 ROCE=$ROCE GIDX=$GIDX MYIP=$MYIP"
-export IB0 IB1 ROCE GIDX MYIP
+echo "IB0=$IB0 IB1=$IB1 ROCE=$ROCE ROCE_UNPAIRED=$ROCE_UNPAIRED GIDX=$GIDX MYIP=$MYIP"
+export IB0 IB1 ROCE ROCE_UNPAIRED GIDX MYIP
 while IFS='|' read -r name where server cmd; do
 	[ -n "$name" ] || continue
 	port=$((port + 1))
