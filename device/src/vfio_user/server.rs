@@ -174,9 +174,15 @@ impl Server {
             }
         };
         info!("{}: client connected", self.name);
-        let mut session = Session::start(&self.name, &conn, &*self.model);
-        let end = session.run();
-        session.finish();
+        let end = {
+            let mut session = Session::start(&self.name, &conn, &*self.model);
+            let end = session.run();
+            session.finish();
+            end
+        };
+        // The client's fds are closed before its end is logged, so whoever watches the
+        // log (the fd-limit test) sees them free.
+        drop(conn);
         match &end {
             ConnError::Closed => info!("{}: client disconnected", self.name),
             ConnError::Stopped => info!("{}: dropping the client, server stopping", self.name),
