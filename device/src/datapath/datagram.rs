@@ -237,14 +237,7 @@ fn complete(
     acc: Accepted,
     placed: Result<(), Fault>,
 ) -> Response {
-    let Some(qp) = st.objects.qp_mut(acc.qpn) else {
-        return Response::Done;
-    };
-    qp.receive_in_flight = false;
-    if qp.epoch != acc.epoch {
-        // ERR or RESET while the bytes moved: lost, as on a wire. Its flush waited for
-        // this receive: let the poller go on.
-        rnic.wake();
+    if receive::copy_ended(rnic, st, acc.qpn, acc.epoch).is_none() {
         return Response::Done;
     }
     match placed {

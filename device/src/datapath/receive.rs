@@ -3,6 +3,7 @@
 
 use super::sge;
 use crate::guest_memory::RamSnapshot;
+use crate::objects::Qp;
 use crate::rnic::notify::post_cqe;
 use crate::rnic::{Rnic, RnicState};
 use vrnic_hw::{Access, Cqe, DbQpSlot, RecvWqeHeader, Sge, VendorErr, WcStatus, CQE_FLAG_RECV};
@@ -14,6 +15,26 @@ pub fn posted(rnic: &Rnic, st: &RnicState, qpn: u32) -> bool {
             .slot_word(qp.db_page, qp.db_slot, DbQpSlot::RQ_PI_OFF)
             != qp.rq.ci
     })
+}
+
+/// The target QP `qpn` once a copy into it has ended: no receive is in flight any more.
+/// None if the QP is gone, or went through ERR or RESET while the bytes moved (its
+/// `epoch` changed since `accepted_epoch`): the message is lost, as on a wire, and the
+/// flush that waited for the receive may go on.
+pub fn copy_ended<'st>(
+    rnic: &Rnic,
+    st: &'st mut RnicState,
+    qpn: u32,
+    accepted_epoch: u32,
+) -> Option<&'st mut Qp> {
+    let qp = st.objects.qp_mut(qpn)?;
+    qp.receive_in_flight = false;
+    if qp.epoch != accepted_epoch {
+        // The flush runs on the target's own poller, which may sleep on another shard.
+        rnic.wake();
+        return None;
+    }
+    Some(qp)
 }
 
 /// The head receive WQE's SGEs, checked against their MRs for local write, and their total

@@ -183,16 +183,9 @@ fn complete(
     acc: Accepted,
     result: Result<(), Fault>,
 ) -> Response {
-    let Some(qp) = st.objects.qp_mut(req.dest_qpn) else {
+    let Some(qp) = receive::copy_ended(rnic, st, req.dest_qpn, acc.epoch) else {
         return Response::Unreachable;
     };
-    qp.receive_in_flight = false;
-    if qp.epoch != acc.epoch {
-        // The QP went to ERR or RESET while the bytes moved: as if the packet was lost.
-        // Its flush waited for this receive: let the target's poller go on.
-        rnic.wake();
-        return Response::Unreachable;
-    }
     let reading = req.opcode == WrOpcode::RdmaRead;
     let sending = matches!(req.opcode, WrOpcode::Send | WrOpcode::SendWithImm);
     match result {
