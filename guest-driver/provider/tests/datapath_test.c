@@ -10,16 +10,7 @@
 #include <string.h>
 
 #include "../vrnic.h"
-
-static int failures;
-#define CHECK(cond)                                                          \
-	do {                                                                 \
-		if (!(cond)) {                                               \
-			fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, \
-				__LINE__, #cond);                            \
-			failures++;                                          \
-		}                                                            \
-	} while (0)
+#include "check.h"
 
 #define START 0xfffffffeu /* every free-running index wraps during the test */
 #define QPN 0x123456u

@@ -10,16 +10,7 @@
 #include <string.h>
 
 #include "vrnic_wqe.h"
-
-static int failures;
-#define CHECK(cond)                                                          \
-	do {                                                                 \
-		if (!(cond)) {                                               \
-			fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, \
-				__LINE__, #cond);                            \
-			failures++;                                          \
-		}                                                            \
-	} while (0)
+#include "check.h"
 
 static void check_bytes(const char *what, const void *got, const void *want,
 			size_t len)
