@@ -326,10 +326,7 @@ fn build(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, h: &Handles) -> 
             let cmd = CmdCreateEq {
                 hdr,
                 depth_log2: depth,
-                flags: {
-                    let v = inp.below(2) as u8;
-                    inp.mostly_u8(v)
-                },
+                flags: inp.mostly_u8_below(2),
                 msix_vector: {
                     let v = inp.below(MSIX_VECTORS as usize) as u16;
                     inp.mostly_u16(v)
@@ -359,14 +356,8 @@ fn build(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, h: &Handles) -> 
                 let v = 1 + inp.below(10) as u8;
                 inp.mostly_u8(v)
             };
-            let max_send_sge = {
-                let v = inp.below(5) as u8;
-                inp.mostly_u8(v)
-            };
-            let max_recv_sge = {
-                let v = inp.below(5) as u8;
-                inp.mostly_u8(v)
-            };
+            let max_send_sge = inp.mostly_u8_below(5);
+            let max_recv_sge = inp.mostly_u8_below(5);
             let max_inline = {
                 let v = [0, 16, 64, 128][inp.below(4)];
                 inp.mostly_u32(v)
@@ -446,30 +437,12 @@ fn build(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, h: &Handles) -> 
                     let v = 1 + inp.below(5) as u8;
                     inp.mostly_u8(v)
                 },
-                timeout: {
-                    let v = inp.below(32) as u8;
-                    inp.mostly_u8(v)
-                },
-                retry_cnt: {
-                    let v = inp.below(8) as u8;
-                    inp.mostly_u8(v)
-                },
-                rnr_retry: {
-                    let v = inp.below(8) as u8;
-                    inp.mostly_u8(v)
-                },
-                min_rnr_timer: {
-                    let v = inp.below(32) as u8;
-                    inp.mostly_u8(v)
-                },
-                max_rd_atomic: {
-                    let v = inp.below(17) as u8;
-                    inp.mostly_u8(v)
-                },
-                max_dest_rd_atomic: {
-                    let v = inp.below(17) as u8;
-                    inp.mostly_u8(v)
-                },
+                timeout: inp.mostly_u8_below(32),
+                retry_cnt: inp.mostly_u8_below(8),
+                rnr_retry: inp.mostly_u8_below(8),
+                min_rnr_timer: inp.mostly_u8_below(32),
+                max_rd_atomic: inp.mostly_u8_below(17),
+                max_dest_rd_atomic: inp.mostly_u8_below(17),
                 port_num: inp.mostly_u8(PORT_NUM as u8),
                 qp_access_flags: access(inp).into(),
                 dest_qp_num: inp.mostly_u32(dest).into(),
@@ -479,10 +452,7 @@ fn build(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, h: &Handles) -> 
                 qkey: inp.mostly_u32(GSI_QKEY).into(),
                 // RoCE mode's AV: a GRH naming a GID of the table.
                 is_global: inp.mostly_u8(1),
-                sgid_index: {
-                    let v = inp.below(3) as u8;
-                    inp.mostly_u8(v)
-                },
+                sgid_index: inp.mostly_u8_below(3),
                 dgid: {
                     let mut g = [0u8; 16];
                     g[10] = 0xff;
@@ -525,10 +495,7 @@ fn build(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, h: &Handles) -> 
             let cmd = CmdSetGid {
                 hdr,
                 port: inp.mostly_u8(PORT_NUM as u8),
-                index: {
-                    let v = inp.below(GID_TABLE_LEN as usize + 1) as u8;
-                    inp.mostly_u8(v)
-                },
+                index: inp.mostly_u8_below(GID_TABLE_LEN as usize + 1),
                 gid_type: inp.mostly_u8(u8::from(GidType::RoceV2)),
                 valid: inp.mostly_u8(1),
                 uctx: inp.mostly_u32(KERNEL_UCTX).into(),

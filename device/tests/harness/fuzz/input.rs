@@ -127,6 +127,12 @@ impl<'a> Input<'a> {
         self.mostly(u64::from(valid), 8) as u8
     }
 
+    /// `mostly_u8` of a valid value drawn below `n` (at most 256).
+    pub fn mostly_u8_below(&mut self, n: usize) -> u8 {
+        let valid = self.below(n) as u8;
+        self.mostly_u8(valid)
+    }
+
     pub fn mostly_u16(&mut self, valid: u16) -> u16 {
         self.mostly(u64::from(valid), 16) as u16
     }

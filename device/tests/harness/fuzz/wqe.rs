@@ -716,10 +716,7 @@ fn post_send(inp: &mut Input, c: &mut Ctx, qp: usize) {
         flags
     };
     let max_sge = c.qps[qp].max_send_sge;
-    let num_sge = {
-        let v = inp.below(usize::from(max_sge) + 1) as u8;
-        inp.mostly_u8(v)
-    };
+    let num_sge = inp.mostly_u8_below(usize::from(max_sge) + 1);
     let mut body = Vec::new();
     let mut inline_len = 0u32;
     if inline {
@@ -840,10 +837,7 @@ fn write_sq(c: &mut Ctx, qp: usize, bytes: &[u8]) {
 
 fn post_recv(inp: &mut Input, c: &mut Ctx, qp: usize) {
     let max_sge = c.qps[qp].max_recv_sge;
-    let num_sge = {
-        let v = inp.below(usize::from(max_sge) + 1) as u8;
-        inp.mostly_u8(v)
-    };
+    let num_sge = inp.mostly_u8_below(usize::from(max_sge) + 1);
     let wr_id = new_wr_id(c);
     let header = RecvWqeHeader {
         wr_id: wr_id.into(),
