@@ -77,6 +77,9 @@ fn run(
         QueryQp => super::qp::query_qp(st, mem, &checked(cmd)?),
         DestroyQp => super::qp::destroy_qp(rnic, st, &checked(cmd)?),
         SetGid => super::gid::set_gid(rnic, st, &checked(cmd)?),
+        CreateSrq | ModifySrq | QuerySrq | DestroySrq | AllocMr | AllocMw | DeallocMw => {
+            Err(CmdError::general(AqStatus::NotSupported))
+        }
     }
 }
 

@@ -150,7 +150,12 @@ fn accept(rnic: &Rnic, st: &mut RnicState, req: &Request) -> Result<Accepted, Re
             }
             remote_access(rnic, st, req, Access::RemoteRead)?
         }
-        WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd => {
+        WrOpcode::AtomicCmpAndSwp
+        | WrOpcode::AtomicFetchAndAdd
+        | WrOpcode::LocalInv
+        | WrOpcode::BindMw
+        | WrOpcode::SendWithInv
+        | WrOpcode::RegMr => {
             return Err(fail(
                 rnic,
                 st,

@@ -12,7 +12,7 @@
 #include "vrnic_io.h"
 
 /* Version of the structs below. */
-#define VRNIC_UVERBS_ABI_VERSION 3
+#define VRNIC_UVERBS_ABI_VERSION 4
 
 /* Response of ibv_open_device (alloc_ucontext). */
 struct vrnic_alloc_ucontext_resp {
@@ -95,7 +95,7 @@ _Static_assert(__builtin_offsetof(struct vrnic_create_cq_resp, kick_mmap_key) ==
 /* Request of create_qp. */
 struct vrnic_create_qp_cmd {
 	__le64 sq_buf_addr; /* 0: User address of the send ring (page-aligned, 2^(sq_depth_log2 + sq_wqe_shift) bytes, zeroed). */
-	__le64 rq_buf_addr; /* 8: User address of the receive ring (page-aligned, 2^(rq_depth_log2 + rq_wqe_shift) bytes, zeroed). */
+	__le64 rq_buf_addr; /* 8: User address of the receive ring (page-aligned, 2^(rq_depth_log2 + rq_wqe_shift) bytes, zeroed); 0 for a QP with an SRQ (then rq_depth_log2 and rq_wqe_shift are 0 too). */
 	__u8 sq_depth_log2; /* 16: log2 of the send queue depth. */
 	__u8 rq_depth_log2; /* 17: log2 of the receive queue depth. */
 	__u8 sq_wqe_shift; /* 18: log2 of the send WQE size. */
@@ -157,5 +157,47 @@ struct vrnic_create_ah_resp {
 _Static_assert(sizeof(struct vrnic_create_ah_resp) == 8, "vrnic_create_ah_resp size");
 _Static_assert(__builtin_offsetof(struct vrnic_create_ah_resp, dmac) == 0, "vrnic_create_ah_resp.dmac offset");
 _Static_assert(__builtin_offsetof(struct vrnic_create_ah_resp, reserved0) == 6, "vrnic_create_ah_resp.reserved0 offset");
+
+/* Request of create_srq. */
+struct vrnic_create_srq_cmd {
+	__le64 buf_addr; /* 0: User address of the ring (page-aligned, 2^(depth_log2 + wqe_shift) bytes, zeroed). */
+	__u8 depth_log2; /* 8: log2 of the ring depth. */
+	__u8 wqe_shift; /* 9: log2 of the WQE size. */
+	__u8 reserved0[6]; /* 10: must be zero */
+};
+#define VRNIC_CREATE_SRQ_CMD_SIZE 16
+#define VRNIC_CREATE_SRQ_CMD_BUF_ADDR_OFF 0
+#define VRNIC_CREATE_SRQ_CMD_DEPTH_LOG2_OFF 8
+#define VRNIC_CREATE_SRQ_CMD_WQE_SHIFT_OFF 9
+#define VRNIC_CREATE_SRQ_CMD_RESERVED0_OFF 10
+_Static_assert(sizeof(struct vrnic_create_srq_cmd) == 16, "vrnic_create_srq_cmd size");
+_Static_assert(__builtin_offsetof(struct vrnic_create_srq_cmd, buf_addr) == 0, "vrnic_create_srq_cmd.buf_addr offset");
+_Static_assert(__builtin_offsetof(struct vrnic_create_srq_cmd, depth_log2) == 8, "vrnic_create_srq_cmd.depth_log2 offset");
+_Static_assert(__builtin_offsetof(struct vrnic_create_srq_cmd, wqe_shift) == 9, "vrnic_create_srq_cmd.wqe_shift offset");
+_Static_assert(__builtin_offsetof(struct vrnic_create_srq_cmd, reserved0) == 10, "vrnic_create_srq_cmd.reserved0 offset");
+
+/* Response of create_srq. */
+struct vrnic_create_srq_resp {
+	__le32 srqn; /* 0: SRQ number. */
+	__le32 db_slot; /* 4: Doorbell slot in page db_page. */
+	__le32 db_page; /* 8: Doorbell page holding the slot (CREATE_SRQ result2), a page of the caller's context. */
+	__le32 reserved0; /* 12: must be zero */
+	__le64 db_mmap_key; /* 16: mmap offset of doorbell page db_page. */
+	__le64 kick_mmap_key; /* 24: mmap offset of kick page db_page. */
+};
+#define VRNIC_CREATE_SRQ_RESP_SIZE 32
+#define VRNIC_CREATE_SRQ_RESP_SRQN_OFF 0
+#define VRNIC_CREATE_SRQ_RESP_DB_SLOT_OFF 4
+#define VRNIC_CREATE_SRQ_RESP_DB_PAGE_OFF 8
+#define VRNIC_CREATE_SRQ_RESP_RESERVED0_OFF 12
+#define VRNIC_CREATE_SRQ_RESP_DB_MMAP_KEY_OFF 16
+#define VRNIC_CREATE_SRQ_RESP_KICK_MMAP_KEY_OFF 24
+_Static_assert(sizeof(struct vrnic_create_srq_resp) == 32, "vrnic_create_srq_resp size");
+_Static_assert(__builtin_offsetof(struct vrnic_create_srq_resp, srqn) == 0, "vrnic_create_srq_resp.srqn offset");
+_Static_assert(__builtin_offsetof(struct vrnic_create_srq_resp, db_slot) == 4, "vrnic_create_srq_resp.db_slot offset");
+_Static_assert(__builtin_offsetof(struct vrnic_create_srq_resp, db_page) == 8, "vrnic_create_srq_resp.db_page offset");
+_Static_assert(__builtin_offsetof(struct vrnic_create_srq_resp, reserved0) == 12, "vrnic_create_srq_resp.reserved0 offset");
+_Static_assert(__builtin_offsetof(struct vrnic_create_srq_resp, db_mmap_key) == 16, "vrnic_create_srq_resp.db_mmap_key offset");
+_Static_assert(__builtin_offsetof(struct vrnic_create_srq_resp, kick_mmap_key) == 24, "vrnic_create_srq_resp.kick_mmap_key offset");
 
 #endif /* VRNIC_ABI_H */

@@ -40,9 +40,17 @@
 /* The device's only port. */
 #define VRNIC_PORT_NUM 1
 /* Access bits the device understands; REG_MR ignores optional bits above them (e.g. IBV_ACCESS_RELAXED_ORDERING), the driver strips them. */
-#define VRNIC_ACCESS_SUPPORTED_MASK 15
+#define VRNIC_ACCESS_SUPPORTED_MASK 0x1F
 /* cmd_create_eq.flags: the EQ receives async events. */
 #define VRNIC_EQ_FLAG_ASYNC 1
+/* cmd_create_qp.flags: the QP takes its receive WQEs from an SRQ. */
+#define VRNIC_QP_FLAG_SRQ 1
+/* Most SRQs of a device. */
+#define VRNIC_MAX_SRQ 0x1000
+/* Most pages of a fast-registration MR (the page list of a REG_MR work request is one 4 KiB page). */
+#define VRNIC_MAX_FAST_REG_PAGES 0x200
+/* Most memory windows of a device (they share the MAX_MR key table with MRs). */
+#define VRNIC_MAX_MW 0x2000
 
 /* Admin command opcodes. */
 enum vrnic_aq_opcode {
@@ -63,6 +71,13 @@ enum vrnic_aq_opcode {
 	VRNIC_AQ_OPCODE_QUERY_QP = 15, /* Write the QP's qp_attr to out_addr. */
 	VRNIC_AQ_OPCODE_DESTROY_QP = 0x10, /* Destroy a QP (any state); its outstanding WQEs are dropped without completions. */
 	VRNIC_AQ_OPCODE_SET_GID = 0x11, /* RoCE mode: set or clear one entry of the port's GID table (cmd_set_gid). IB mode: NOT_SUPPORTED. */
+	VRNIC_AQ_OPCODE_CREATE_SRQ = 0x12, /* Create a shared receive queue (cmd_create_srq); result0 = srqn, result1 = doorbell slot (zeroed by the device), result2 = the doorbell page holding the slot (a page of the owning context). NO_RESOURCES when MAX_SRQ exist. */
+	VRNIC_AQ_OPCODE_MODIFY_SRQ = 0x13, /* Change an SRQ's attributes (cmd_modify_srq): LIMIT arms the limit event; MAX_WR (resizing) is NOT_SUPPORTED. */
+	VRNIC_AQ_OPCODE_QUERY_SRQ = 0x14, /* Write the SRQ's srq_attr to out_addr (cmd_modify_srq). */
+	VRNIC_AQ_OPCODE_DESTROY_SRQ = 0x15, /* Destroy an SRQ (cmd_handle); fails with BUSY while QPs use it. */
+	VRNIC_AQ_OPCODE_ALLOC_MR = 0x16, /* Create a FREE fast-registration MR (cmd_alloc_mr, kernel context only: PERMISSION); result0 = its key. DEREG_MR destroys it. */
+	VRNIC_AQ_OPCODE_ALLOC_MW = 0x17, /* Create a memory window (cmd_alloc_mw); result0 = its rkey. It gives no access until bound. */
+	VRNIC_AQ_OPCODE_DEALLOC_MW = 0x18, /* Destroy a memory window (cmd_handle, handle = its current rkey, any variant of its index). */
 };
 
 /* Admin completion status. */
@@ -93,15 +108,16 @@ enum vrnic_access {
 	VRNIC_ACCESS_LOCAL_WRITE = 1, /* Local writes (receive, RDMA READ destination). */
 	VRNIC_ACCESS_REMOTE_WRITE = 2, /* Remote RDMA WRITE. */
 	VRNIC_ACCESS_REMOTE_READ = 4, /* Remote RDMA READ. */
-	VRNIC_ACCESS_REMOTE_ATOMIC = 8, /* Remote atomics (reserved). */
+	VRNIC_ACCESS_REMOTE_ATOMIC = 8, /* Remote atomics (CMP_AND_SWP, FETCH_AND_ADD). Requires LOCAL_WRITE. */
+	VRNIC_ACCESS_MW_BIND = 0x10, /* MRs only: memory windows may be bound to the MR. */
 };
-#define VRNIC_ACCESS_ALL 0xFu /* every bit above */
+#define VRNIC_ACCESS_ALL 0x1Fu /* every bit above */
 
 /* QP transport types (values of ibv_qp_type). */
 enum vrnic_qp_type {
 	VRNIC_QP_TYPE_GSI = 1, /* RoCE mode only: the port's GSI QP (QP1): UD semantics, known to peers as GSI_QPN. Kernel context only (PERMISSION), one per device (BUSY), NOT_SUPPORTED in IB mode. */
 	VRNIC_QP_TYPE_RC = 2, /* Reliable connected. */
-	VRNIC_QP_TYPE_UC = 3, /* Unreliable connected (reserved). */
+	VRNIC_QP_TYPE_UC = 3, /* Unreliable connected: SEND and RDMA WRITE (with or without immediate), no acknowledgements (see Unreliable connected). */
 	VRNIC_QP_TYPE_UD = 4, /* Unreliable datagram: send WQEs carry a ud_av (sq_wqe_shift >= 7). */
 };
 
@@ -156,6 +172,26 @@ enum vrnic_gid_type {
 	VRNIC_GID_TYPE_IB = 0, /* InfiniBand GID (IB mode only; never set by SET_GID). */
 	VRNIC_GID_TYPE_ROCE_V1 = 1, /* RoCE v1 (not supported: BAD_FIELD). */
 	VRNIC_GID_TYPE_ROCE_V2 = 2, /* RoCE v2: UDP/IP encapsulation; an IPv4-mapped GID (::ffff:a.b.c.d) means IPv4. */
+};
+
+/* Which srq_attr fields MODIFY_SRQ applies (values of ibv_srq_attr_mask). */
+enum vrnic_srq_attr_mask {
+	VRNIC_SRQ_ATTR_MASK_MAX_WR = 1, /* Resize (NOT_SUPPORTED). */
+	VRNIC_SRQ_ATTR_MASK_LIMIT = 2, /* srq_limit: arm the limit event (0 disarms). */
+};
+#define VRNIC_SRQ_ATTR_MASK_ALL 0x3u /* every bit above */
+
+/* Memory window types (values of ibv_mw_type). */
+enum vrnic_mw_type {
+	VRNIC_MW_TYPE_TYPE_1 = 1, /* Bound through any QP of its PD; invalidated by rebinding or DEALLOC_MW. */
+	VRNIC_MW_TYPE_TYPE_2 = 2, /* Bound to one QP; invalidated by LOCAL_INV or SEND_WITH_INV. */
+};
+
+/* device_attr.atomic_cap (values of ibv_atomic_cap). */
+enum vrnic_atomic_cap {
+	VRNIC_ATOMIC_CAP_NONE = 0, /* No atomics. */
+	VRNIC_ATOMIC_CAP_HCA = 1, /* Atomic with respect to every other atomic of the device (here: of every device of the process), not to CPU accesses. */
+	VRNIC_ATOMIC_CAP_GLOB = 2, /* Also atomic with respect to CPU accesses (not offered). */
 };
 
 /* Port link layers (values of IB_LINK_LAYER_*). */
@@ -268,7 +304,7 @@ _Static_assert(__builtin_offsetof(struct vrnic_cmd_query, out_len) == 16, "vrnic
 _Static_assert(__builtin_offsetof(struct vrnic_cmd_query, port) == 20, "vrnic_cmd_query.port offset");
 _Static_assert(__builtin_offsetof(struct vrnic_cmd_query, reserved0) == 21, "vrnic_cmd_query.reserved0 offset");
 
-/* Commands naming one object: ALLOC_UCTX (handle 0), DEALLOC_UCTX (uctx), ALLOC_PD (handle = uctx), DEALLOC_PD (pdn), DEREG_MR (mkey), DESTROY_CQ (cqn), DESTROY_EQ (eqn), DESTROY_QP (qpn). */
+/* Commands naming one object: ALLOC_UCTX (handle 0), DEALLOC_UCTX (uctx), ALLOC_PD (handle = uctx), DEALLOC_PD (pdn), DEREG_MR (mkey, also of a fast-registration MR, in any state), DESTROY_CQ (cqn), DESTROY_EQ (eqn), DESTROY_QP (qpn), DESTROY_SRQ (srqn), DEALLOC_MW (rkey). */
 struct vrnic_cmd_handle {
 	struct vrnic_aq_header hdr;
 	__le32 handle; /* 8: The object. */
@@ -290,7 +326,7 @@ _Static_assert(__builtin_offsetof(struct vrnic_cmd_handle, reserved0) == 16, "vr
 struct vrnic_cmd_reg_mr {
 	struct vrnic_aq_header hdr;
 	__le32 pdn; /* 8: Protection domain. */
-	__le32 access; /* 12: enum access bits. REMOTE_WRITE requires LOCAL_WRITE. */
+	__le32 access; /* 12: enum access bits. REMOTE_WRITE and REMOTE_ATOMIC require LOCAL_WRITE. */
 	__le64 iova; /* 16: Virtual address the region is known by (the address used in SGEs and remote_addr). */
 	__le64 length; /* 24: Length in bytes, 1..MAX_MR_SIZE. */
 	struct vrnic_page_list pages; /* 32: The pages; npages must cover (iova mod page size) + length. */
@@ -316,7 +352,7 @@ _Static_assert(__builtin_offsetof(struct vrnic_cmd_reg_mr, pages) == 32, "vrnic_
 _Static_assert(__builtin_offsetof(struct vrnic_cmd_reg_mr, uctx) == 48, "vrnic_cmd_reg_mr.uctx offset");
 _Static_assert(__builtin_offsetof(struct vrnic_cmd_reg_mr, reserved0) == 52, "vrnic_cmd_reg_mr.reserved0 offset");
 
-/* CREATE_CQ. The ring holds 2^depth_log2 cqe of 32 bytes, zeroed by the driver. */
+/* CREATE_CQ. The ring holds 2^depth_log2 cqe of 64 bytes, zeroed by the driver. */
 struct vrnic_cmd_create_cq {
 	struct vrnic_aq_header hdr;
 	__le32 uctx; /* 8: Owning context: one of its doorbell pages gets the CQ's slot. */
@@ -370,23 +406,23 @@ _Static_assert(__builtin_offsetof(struct vrnic_cmd_create_eq, reserved0) == 12, 
 _Static_assert(__builtin_offsetof(struct vrnic_cmd_create_eq, ring) == 16, "vrnic_cmd_create_eq.ring offset");
 _Static_assert(__builtin_offsetof(struct vrnic_cmd_create_eq, reserved1) == 32, "vrnic_cmd_create_eq.reserved1 offset");
 
-/* CREATE_QP. Send WQEs are 2^sq_wqe_shift bytes, receive WQEs 2^rq_wqe_shift bytes; both rings are zeroed by the driver. */
+/* CREATE_QP. Send WQEs are 2^sq_wqe_shift bytes, receive WQEs 2^rq_wqe_shift bytes; both rings are zeroed by the driver. With QP_FLAG_SRQ the QP has no receive queue of its own: rq_depth_log2, rq_wqe_shift, max_recv_sge and rq_ring are zero (BAD_FIELD otherwise) and receives take WQEs from SRQ srqn (a live SRQ of the same context: BAD_HANDLE, PERMISSION); GSI QPs cannot use an SRQ (BAD_FIELD). */
 struct vrnic_cmd_create_qp {
 	struct vrnic_aq_header hdr;
 	__le32 uctx; /* 8: Owning context. */
 	__le32 pdn; /* 12: Protection domain. */
 	__le32 send_cqn; /* 16: CQ for send completions. */
 	__le32 recv_cqn; /* 20: CQ for receive completions. */
-	__u8 qp_type; /* 24: RC, UD or GSI. */
+	__u8 qp_type; /* 24: RC, UC, UD or GSI. */
 	__u8 sq_depth_log2; /* 25: log2 of the send queue depth; 1..log2(MAX_QP_WR). */
 	__u8 rq_depth_log2; /* 26: log2 of the receive queue depth; 1..log2(MAX_QP_WR). */
 	__u8 sq_wqe_shift; /* 27: log2 of the send WQE size, 6..10; must hold send_wqe_header (+ ud_av for UD and GSI) + max(16 * max_send_sge, max_inline). */
 	__u8 rq_wqe_shift; /* 28: log2 of the receive WQE size, 5..9; must hold recv_wqe_header + 16 * max_recv_sge. */
 	__u8 max_send_sge; /* 29: 1..MAX_SGE. */
-	__u8 max_recv_sge; /* 30: 1..MAX_SGE. */
-	__u8 reserved0; /* 31: must be zero */
+	__u8 max_recv_sge; /* 30: 1..MAX_SGE (0 with QP_FLAG_SRQ). */
+	__u8 flags; /* 31: Bit 0 QP_FLAG_SRQ: receives come from SRQ srqn. */
 	__le32 max_inline; /* 32: 0..MAX_INLINE. */
-	__le32 reserved1; /* 36: must be zero */
+	__le32 srqn; /* 36: With QP_FLAG_SRQ: the SRQ. Otherwise 0. */
 	struct vrnic_page_list sq_ring; /* 40: Send queue pages. */
 	struct vrnic_page_list rq_ring; /* 56: Receive queue pages. */
 	__u8 reserved2[56]; /* 72: must be zero */
@@ -404,9 +440,9 @@ struct vrnic_cmd_create_qp {
 #define VRNIC_CMD_CREATE_QP_RQ_WQE_SHIFT_OFF 28
 #define VRNIC_CMD_CREATE_QP_MAX_SEND_SGE_OFF 29
 #define VRNIC_CMD_CREATE_QP_MAX_RECV_SGE_OFF 30
-#define VRNIC_CMD_CREATE_QP_RESERVED0_OFF 31
+#define VRNIC_CMD_CREATE_QP_FLAGS_OFF 31
 #define VRNIC_CMD_CREATE_QP_MAX_INLINE_OFF 32
-#define VRNIC_CMD_CREATE_QP_RESERVED1_OFF 36
+#define VRNIC_CMD_CREATE_QP_SRQN_OFF 36
 #define VRNIC_CMD_CREATE_QP_SQ_RING_OFF 40
 #define VRNIC_CMD_CREATE_QP_RQ_RING_OFF 56
 #define VRNIC_CMD_CREATE_QP_RESERVED2_OFF 72
@@ -423,9 +459,9 @@ _Static_assert(__builtin_offsetof(struct vrnic_cmd_create_qp, sq_wqe_shift) == 2
 _Static_assert(__builtin_offsetof(struct vrnic_cmd_create_qp, rq_wqe_shift) == 28, "vrnic_cmd_create_qp.rq_wqe_shift offset");
 _Static_assert(__builtin_offsetof(struct vrnic_cmd_create_qp, max_send_sge) == 29, "vrnic_cmd_create_qp.max_send_sge offset");
 _Static_assert(__builtin_offsetof(struct vrnic_cmd_create_qp, max_recv_sge) == 30, "vrnic_cmd_create_qp.max_recv_sge offset");
-_Static_assert(__builtin_offsetof(struct vrnic_cmd_create_qp, reserved0) == 31, "vrnic_cmd_create_qp.reserved0 offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_create_qp, flags) == 31, "vrnic_cmd_create_qp.flags offset");
 _Static_assert(__builtin_offsetof(struct vrnic_cmd_create_qp, max_inline) == 32, "vrnic_cmd_create_qp.max_inline offset");
-_Static_assert(__builtin_offsetof(struct vrnic_cmd_create_qp, reserved1) == 36, "vrnic_cmd_create_qp.reserved1 offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_create_qp, srqn) == 36, "vrnic_cmd_create_qp.srqn offset");
 _Static_assert(__builtin_offsetof(struct vrnic_cmd_create_qp, sq_ring) == 40, "vrnic_cmd_create_qp.sq_ring offset");
 _Static_assert(__builtin_offsetof(struct vrnic_cmd_create_qp, rq_ring) == 56, "vrnic_cmd_create_qp.rq_ring offset");
 _Static_assert(__builtin_offsetof(struct vrnic_cmd_create_qp, reserved2) == 72, "vrnic_cmd_create_qp.reserved2 offset");
@@ -586,6 +622,132 @@ _Static_assert(__builtin_offsetof(struct vrnic_cmd_set_gid, uctx) == 12, "vrnic_
 _Static_assert(__builtin_offsetof(struct vrnic_cmd_set_gid, gid) == 16, "vrnic_cmd_set_gid.gid offset");
 _Static_assert(__builtin_offsetof(struct vrnic_cmd_set_gid, reserved0) == 32, "vrnic_cmd_set_gid.reserved0 offset");
 
+/* CREATE_SRQ. The ring holds 2^depth_log2 receive WQEs of 2^wqe_shift bytes (the format of a QP's receive WQEs), zeroed by the driver. Receive SGEs are checked against the SRQ's PD. */
+struct vrnic_cmd_create_srq {
+	struct vrnic_aq_header hdr;
+	__le32 uctx; /* 8: Owning context: one of its doorbell pages gets the SRQ's slot. */
+	__le32 pdn; /* 12: Protection domain of the receive buffers. */
+	__u8 depth_log2; /* 16: log2 of the ring size; 1..log2(MAX_QP_WR). */
+	__u8 wqe_shift; /* 17: log2 of the WQE size, RECV_WQE_SHIFT_MIN..RECV_WQE_SHIFT_MAX; must hold recv_wqe_header + 16 * max_sge. */
+	__u8 max_sge; /* 18: 1..MAX_SGE. */
+	__u8 reserved0; /* 19: must be zero */
+	__le32 reserved1; /* 20: must be zero */
+	struct vrnic_page_list ring; /* 24: The ring's pages. */
+	__u8 reserved2[88]; /* 40: must be zero */
+};
+#define VRNIC_CMD_CREATE_SRQ_SIZE 128
+#define VRNIC_CMD_CREATE_SRQ_HDR_OFF 0
+#define VRNIC_CMD_CREATE_SRQ_UCTX_OFF 8
+#define VRNIC_CMD_CREATE_SRQ_PDN_OFF 12
+#define VRNIC_CMD_CREATE_SRQ_DEPTH_LOG2_OFF 16
+#define VRNIC_CMD_CREATE_SRQ_WQE_SHIFT_OFF 17
+#define VRNIC_CMD_CREATE_SRQ_MAX_SGE_OFF 18
+#define VRNIC_CMD_CREATE_SRQ_RESERVED0_OFF 19
+#define VRNIC_CMD_CREATE_SRQ_RESERVED1_OFF 20
+#define VRNIC_CMD_CREATE_SRQ_RING_OFF 24
+#define VRNIC_CMD_CREATE_SRQ_RESERVED2_OFF 40
+_Static_assert(sizeof(struct vrnic_cmd_create_srq) == 128, "vrnic_cmd_create_srq size");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_create_srq, hdr) == 0, "vrnic_cmd_create_srq.hdr offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_create_srq, uctx) == 8, "vrnic_cmd_create_srq.uctx offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_create_srq, pdn) == 12, "vrnic_cmd_create_srq.pdn offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_create_srq, depth_log2) == 16, "vrnic_cmd_create_srq.depth_log2 offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_create_srq, wqe_shift) == 17, "vrnic_cmd_create_srq.wqe_shift offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_create_srq, max_sge) == 18, "vrnic_cmd_create_srq.max_sge offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_create_srq, reserved0) == 19, "vrnic_cmd_create_srq.reserved0 offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_create_srq, reserved1) == 20, "vrnic_cmd_create_srq.reserved1 offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_create_srq, ring) == 24, "vrnic_cmd_create_srq.ring offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_create_srq, reserved2) == 40, "vrnic_cmd_create_srq.reserved2 offset");
+
+/* SRQ attributes, as carried by MODIFY_SRQ and written by QUERY_SRQ (those of struct ibv_srq_attr). */
+struct vrnic_srq_attr {
+	__le32 max_wr; /* 0: QUERY_SRQ: the ring depth. */
+	__le32 max_sge; /* 4: QUERY_SRQ: max_sge of CREATE_SRQ. */
+	__le32 srq_limit; /* 8: The armed limit, 0 when not armed; MODIFY_SRQ: at most max_wr (BAD_FIELD). */
+	__le32 reserved0; /* 12: must be zero */
+};
+#define VRNIC_SRQ_ATTR_SIZE 16
+#define VRNIC_SRQ_ATTR_MAX_WR_OFF 0
+#define VRNIC_SRQ_ATTR_MAX_SGE_OFF 4
+#define VRNIC_SRQ_ATTR_SRQ_LIMIT_OFF 8
+#define VRNIC_SRQ_ATTR_RESERVED0_OFF 12
+_Static_assert(sizeof(struct vrnic_srq_attr) == 16, "vrnic_srq_attr size");
+_Static_assert(__builtin_offsetof(struct vrnic_srq_attr, max_wr) == 0, "vrnic_srq_attr.max_wr offset");
+_Static_assert(__builtin_offsetof(struct vrnic_srq_attr, max_sge) == 4, "vrnic_srq_attr.max_sge offset");
+_Static_assert(__builtin_offsetof(struct vrnic_srq_attr, srq_limit) == 8, "vrnic_srq_attr.srq_limit offset");
+_Static_assert(__builtin_offsetof(struct vrnic_srq_attr, reserved0) == 12, "vrnic_srq_attr.reserved0 offset");
+
+/* MODIFY_SRQ and QUERY_SRQ. */
+struct vrnic_cmd_modify_srq {
+	struct vrnic_aq_header hdr;
+	__le32 srqn; /* 8: The SRQ. */
+	__le32 attr_mask; /* 12: MODIFY_SRQ: enum srq_attr_mask bits. QUERY_SRQ: 0. */
+	struct vrnic_srq_attr attr; /* 16: MODIFY_SRQ: the attributes named by attr_mask. QUERY_SRQ: zero. */
+	__le64 out_addr; /* 32: QUERY_SRQ: guest address receiving an srq_attr. MODIFY_SRQ: 0. */
+	__le32 out_len; /* 40: QUERY_SRQ: bytes available at out_addr. */
+	__le32 uctx; /* 44: The context the caller acts for. */
+	__u8 reserved0[80]; /* 48: must be zero */
+};
+#define VRNIC_CMD_MODIFY_SRQ_SIZE 128
+#define VRNIC_CMD_MODIFY_SRQ_HDR_OFF 0
+#define VRNIC_CMD_MODIFY_SRQ_SRQN_OFF 8
+#define VRNIC_CMD_MODIFY_SRQ_ATTR_MASK_OFF 12
+#define VRNIC_CMD_MODIFY_SRQ_ATTR_OFF 16
+#define VRNIC_CMD_MODIFY_SRQ_OUT_ADDR_OFF 32
+#define VRNIC_CMD_MODIFY_SRQ_OUT_LEN_OFF 40
+#define VRNIC_CMD_MODIFY_SRQ_UCTX_OFF 44
+#define VRNIC_CMD_MODIFY_SRQ_RESERVED0_OFF 48
+_Static_assert(sizeof(struct vrnic_cmd_modify_srq) == 128, "vrnic_cmd_modify_srq size");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_modify_srq, hdr) == 0, "vrnic_cmd_modify_srq.hdr offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_modify_srq, srqn) == 8, "vrnic_cmd_modify_srq.srqn offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_modify_srq, attr_mask) == 12, "vrnic_cmd_modify_srq.attr_mask offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_modify_srq, attr) == 16, "vrnic_cmd_modify_srq.attr offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_modify_srq, out_addr) == 32, "vrnic_cmd_modify_srq.out_addr offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_modify_srq, out_len) == 40, "vrnic_cmd_modify_srq.out_len offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_modify_srq, uctx) == 44, "vrnic_cmd_modify_srq.uctx offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_modify_srq, reserved0) == 48, "vrnic_cmd_modify_srq.reserved0 offset");
+
+/* ALLOC_MR: a FREE fast-registration MR (see Memory keys). */
+struct vrnic_cmd_alloc_mr {
+	struct vrnic_aq_header hdr;
+	__le32 pdn; /* 8: Protection domain. */
+	__le32 uctx; /* 12: KERNEL_UCTX (others: PERMISSION). */
+	__le32 max_pages; /* 16: Most pages one REG_MR work request may give it, 1..MAX_FAST_REG_PAGES. */
+	__u8 reserved0[108]; /* 20: must be zero */
+};
+#define VRNIC_CMD_ALLOC_MR_SIZE 128
+#define VRNIC_CMD_ALLOC_MR_HDR_OFF 0
+#define VRNIC_CMD_ALLOC_MR_PDN_OFF 8
+#define VRNIC_CMD_ALLOC_MR_UCTX_OFF 12
+#define VRNIC_CMD_ALLOC_MR_MAX_PAGES_OFF 16
+#define VRNIC_CMD_ALLOC_MR_RESERVED0_OFF 20
+_Static_assert(sizeof(struct vrnic_cmd_alloc_mr) == 128, "vrnic_cmd_alloc_mr size");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_alloc_mr, hdr) == 0, "vrnic_cmd_alloc_mr.hdr offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_alloc_mr, pdn) == 8, "vrnic_cmd_alloc_mr.pdn offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_alloc_mr, uctx) == 12, "vrnic_cmd_alloc_mr.uctx offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_alloc_mr, max_pages) == 16, "vrnic_cmd_alloc_mr.max_pages offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_alloc_mr, reserved0) == 20, "vrnic_cmd_alloc_mr.reserved0 offset");
+
+/* ALLOC_MW. */
+struct vrnic_cmd_alloc_mw {
+	struct vrnic_aq_header hdr;
+	__le32 pdn; /* 8: Protection domain. */
+	__le32 uctx; /* 12: Context of the PD. */
+	__u8 mw_type; /* 16: TYPE_1 or TYPE_2. */
+	__u8 reserved0[111]; /* 17: must be zero */
+};
+#define VRNIC_CMD_ALLOC_MW_SIZE 128
+#define VRNIC_CMD_ALLOC_MW_HDR_OFF 0
+#define VRNIC_CMD_ALLOC_MW_PDN_OFF 8
+#define VRNIC_CMD_ALLOC_MW_UCTX_OFF 12
+#define VRNIC_CMD_ALLOC_MW_MW_TYPE_OFF 16
+#define VRNIC_CMD_ALLOC_MW_RESERVED0_OFF 17
+_Static_assert(sizeof(struct vrnic_cmd_alloc_mw) == 128, "vrnic_cmd_alloc_mw size");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_alloc_mw, hdr) == 0, "vrnic_cmd_alloc_mw.hdr offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_alloc_mw, pdn) == 8, "vrnic_cmd_alloc_mw.pdn offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_alloc_mw, uctx) == 12, "vrnic_cmd_alloc_mw.uctx offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_alloc_mw, mw_type) == 16, "vrnic_cmd_alloc_mw.mw_type offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_alloc_mw, reserved0) == 17, "vrnic_cmd_alloc_mw.reserved0 offset");
+
 /* Written by QUERY_DEVICE. */
 struct vrnic_device_attr {
 	__le64 fw_ver; /* 0: Device firmware version (major << 32 | minor << 16 | patch). */
@@ -611,7 +773,12 @@ struct vrnic_device_attr {
 	__le32 max_uctx; /* 100: MAX_UCTX. */
 	__le32 num_comp_vectors; /* 104: MSI-X vectors available for completion EQs. */
 	__u8 phys_port_cnt; /* 108: 1. */
-	__u8 reserved0[19]; /* 109: must be zero */
+	__u8 atomic_cap; /* 109: HCA. */
+	__u8 reserved0[2]; /* 110: must be zero */
+	__le32 max_srq; /* 112: MAX_SRQ (max_srq_wr is MAX_QP_WR, max_srq_sge MAX_SGE). */
+	__le32 max_fast_reg_pages; /* 116: MAX_FAST_REG_PAGES. */
+	__le32 max_mw; /* 120: MAX_MW. */
+	__le32 reserved1; /* 124: must be zero */
 };
 #define VRNIC_DEVICE_ATTR_SIZE 128
 #define VRNIC_DEVICE_ATTR_FW_VER_OFF 0
@@ -637,7 +804,12 @@ struct vrnic_device_attr {
 #define VRNIC_DEVICE_ATTR_MAX_UCTX_OFF 100
 #define VRNIC_DEVICE_ATTR_NUM_COMP_VECTORS_OFF 104
 #define VRNIC_DEVICE_ATTR_PHYS_PORT_CNT_OFF 108
-#define VRNIC_DEVICE_ATTR_RESERVED0_OFF 109
+#define VRNIC_DEVICE_ATTR_ATOMIC_CAP_OFF 109
+#define VRNIC_DEVICE_ATTR_RESERVED0_OFF 110
+#define VRNIC_DEVICE_ATTR_MAX_SRQ_OFF 112
+#define VRNIC_DEVICE_ATTR_MAX_FAST_REG_PAGES_OFF 116
+#define VRNIC_DEVICE_ATTR_MAX_MW_OFF 120
+#define VRNIC_DEVICE_ATTR_RESERVED1_OFF 124
 _Static_assert(sizeof(struct vrnic_device_attr) == 128, "vrnic_device_attr size");
 _Static_assert(__builtin_offsetof(struct vrnic_device_attr, fw_ver) == 0, "vrnic_device_attr.fw_ver offset");
 _Static_assert(__builtin_offsetof(struct vrnic_device_attr, node_guid) == 8, "vrnic_device_attr.node_guid offset");
@@ -662,7 +834,12 @@ _Static_assert(__builtin_offsetof(struct vrnic_device_attr, max_eq) == 96, "vrni
 _Static_assert(__builtin_offsetof(struct vrnic_device_attr, max_uctx) == 100, "vrnic_device_attr.max_uctx offset");
 _Static_assert(__builtin_offsetof(struct vrnic_device_attr, num_comp_vectors) == 104, "vrnic_device_attr.num_comp_vectors offset");
 _Static_assert(__builtin_offsetof(struct vrnic_device_attr, phys_port_cnt) == 108, "vrnic_device_attr.phys_port_cnt offset");
-_Static_assert(__builtin_offsetof(struct vrnic_device_attr, reserved0) == 109, "vrnic_device_attr.reserved0 offset");
+_Static_assert(__builtin_offsetof(struct vrnic_device_attr, atomic_cap) == 109, "vrnic_device_attr.atomic_cap offset");
+_Static_assert(__builtin_offsetof(struct vrnic_device_attr, reserved0) == 110, "vrnic_device_attr.reserved0 offset");
+_Static_assert(__builtin_offsetof(struct vrnic_device_attr, max_srq) == 112, "vrnic_device_attr.max_srq offset");
+_Static_assert(__builtin_offsetof(struct vrnic_device_attr, max_fast_reg_pages) == 116, "vrnic_device_attr.max_fast_reg_pages offset");
+_Static_assert(__builtin_offsetof(struct vrnic_device_attr, max_mw) == 120, "vrnic_device_attr.max_mw offset");
+_Static_assert(__builtin_offsetof(struct vrnic_device_attr, reserved1) == 124, "vrnic_device_attr.reserved1 offset");
 
 /* Written by QUERY_PORT. The device's port is always ACTIVE (IB mode: with the configured LID; no subnet manager is involved). In RoCE mode the driver reports the state of its paired network interface. */
 struct vrnic_port_attr {

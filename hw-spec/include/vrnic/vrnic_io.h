@@ -38,8 +38,12 @@ enum vrnic_wr_opcode {
 	VRNIC_WR_OPCODE_SEND = 2, /* Send into the target's next receive WQE. */
 	VRNIC_WR_OPCODE_SEND_WITH_IMM = 3, /* SEND carrying imm_data. */
 	VRNIC_WR_OPCODE_RDMA_READ = 4, /* Read remote_addr/rkey into local SGEs. */
-	VRNIC_WR_OPCODE_ATOMIC_CMP_AND_SWP = 5, /* Reserved (atomic_seg follows the header). */
-	VRNIC_WR_OPCODE_ATOMIC_FETCH_AND_ADD = 6, /* Reserved (atomic_seg follows the header). */
+	VRNIC_WR_OPCODE_ATOMIC_CMP_AND_SWP = 5, /* Compare and swap the 8 bytes at remote_addr (see Atomics). */
+	VRNIC_WR_OPCODE_ATOMIC_FETCH_AND_ADD = 6, /* Fetch and add the 8 bytes at remote_addr (see Atomics). */
+	VRNIC_WR_OPCODE_LOCAL_INV = 7, /* Invalidate the key in rkey (see Memory operations). */
+	VRNIC_WR_OPCODE_BIND_MW = 8, /* Bind the window named by rkey (bind_mw_seg follows the header). */
+	VRNIC_WR_OPCODE_SEND_WITH_INV = 9, /* SEND, then the target invalidates rkey. */
+	VRNIC_WR_OPCODE_REG_MR = 0x20, /* Kernel QPs: register a fast-registration MR under the key in rkey (reg_mr_seg follows the header; IB_WR_REG_MR). */
 };
 
 /* send_wqe_header.flags bits (values of ibv_send_flags). */
@@ -56,8 +60,11 @@ enum vrnic_wc_opcode {
 	VRNIC_WC_OPCODE_SEND = 0, /* SEND or SEND_WITH_IMM completed. */
 	VRNIC_WC_OPCODE_RDMA_WRITE = 1, /* RDMA WRITE (with or without immediate) completed. */
 	VRNIC_WC_OPCODE_RDMA_READ = 2, /* RDMA READ completed. */
-	VRNIC_WC_OPCODE_COMP_SWAP = 3, /* Reserved. */
-	VRNIC_WC_OPCODE_FETCH_ADD = 4, /* Reserved. */
+	VRNIC_WC_OPCODE_COMP_SWAP = 3, /* ATOMIC_CMP_AND_SWP completed. */
+	VRNIC_WC_OPCODE_FETCH_ADD = 4, /* ATOMIC_FETCH_AND_ADD completed. */
+	VRNIC_WC_OPCODE_BIND_MW = 5, /* BIND_MW completed. */
+	VRNIC_WC_OPCODE_LOCAL_INV = 6, /* LOCAL_INV completed. */
+	VRNIC_WC_OPCODE_REG_MR = 8, /* REG_MR completed (IB_WC_REG_MR). */
 	VRNIC_WC_OPCODE_RECV = 0x80, /* A receive WQE consumed by a SEND. */
 	VRNIC_WC_OPCODE_RECV_RDMA_WITH_IMM = 0x81, /* A receive WQE consumed by RDMA_WRITE_WITH_IMM. */
 };
@@ -70,7 +77,7 @@ enum vrnic_wc_status {
 	VRNIC_WC_STATUS_LOC_EEC_OP_ERR = 3, /* Unused. */
 	VRNIC_WC_STATUS_LOC_PROT_ERR = 4, /* Local protection error (bad lkey, PD mismatch, out of MR bounds, DMA fault). */
 	VRNIC_WC_STATUS_WR_FLUSH_ERR = 5, /* Flushed: the QP is in ERR. */
-	VRNIC_WC_STATUS_MW_BIND_ERR = 6, /* Unused. */
+	VRNIC_WC_STATUS_MW_BIND_ERR = 6, /* A BIND_MW failed. */
 	VRNIC_WC_STATUS_BAD_RESP_ERR = 7, /* Unused. */
 	VRNIC_WC_STATUS_LOC_ACCESS_ERR = 8, /* Local access error (MR lacks LOCAL_WRITE for a write into it). */
 	VRNIC_WC_STATUS_REM_INV_REQ_ERR = 9, /* Remote invalid request (receive too small, opcode not allowed). */
@@ -92,8 +99,9 @@ enum vrnic_wc_status {
 enum vrnic_wc_flags {
 	VRNIC_WC_FLAGS_GRH = 1, /* Datagram receive: a GRH was written into the first 40 bytes. */
 	VRNIC_WC_FLAGS_WITH_IMM = 2, /* imm_data is valid. */
+	VRNIC_WC_FLAGS_WITH_INV = 8, /* A SEND_WITH_INV was received: imm_data holds the invalidated key (little-endian u32). */
 };
-#define VRNIC_WC_FLAGS_ALL 0x3u /* every bit above */
+#define VRNIC_WC_FLAGS_ALL 0xBu /* every bit above */
 
 /* cqe.network_type: the network header of a received datagram (values of rdma_network_type). */
 enum vrnic_network_type {
@@ -123,6 +131,8 @@ enum vrnic_vendor_err {
 	VRNIC_VENDOR_ERR_FLUSH = 15, /* Flushed because the QP is in ERR. */
 	VRNIC_VENDOR_ERR_QP_STATE = 0x10, /* WQE posted in a state that does not process it. */
 	VRNIC_VENDOR_ERR_REMOTE_ERROR = 0x11, /* The target QP failed the request. */
+	VRNIC_VENDOR_ERR_MKEY_STATE = 0x12, /* A memory key names no MR or window in the state, PD, context or QP the operation needs. */
+	VRNIC_VENDOR_ERR_MISALIGNED = 0x13, /* An atomic's remote_addr is not 8-byte aligned. */
 };
 
 /* EQE event types. */
@@ -133,11 +143,13 @@ enum vrnic_event_type {
 	VRNIC_EVENT_TYPE_QP_ACCESS_ERR = 3, /* QP `obj`, as responder, saw an access violation and is in ERR (IBV_EVENT_QP_ACCESS_ERR). */
 	VRNIC_EVENT_TYPE_COMM_EST = 4, /* QP `obj` received its first message in RTR (IBV_EVENT_COMM_EST). */
 	VRNIC_EVENT_TYPE_SQ_DRAINED = 5, /* QP `obj` finished draining in SQD (IBV_EVENT_SQ_DRAINED). */
-	VRNIC_EVENT_TYPE_QP_LAST_WQE_REACHED = 6, /* Reserved for SRQ. */
+	VRNIC_EVENT_TYPE_QP_LAST_WQE_REACHED = 6, /* QP `obj`, attached to an SRQ, is in ERR and will take no more SRQ WQEs (IBV_EVENT_QP_LAST_WQE_REACHED). */
 	VRNIC_EVENT_TYPE_CQ_ERR = 7, /* CQ `obj` overflowed or could not be written and is in error (IBV_EVENT_CQ_ERR). */
 	VRNIC_EVENT_TYPE_PORT_ACTIVE = 8, /* Port `obj` became active. */
 	VRNIC_EVENT_TYPE_PORT_ERR = 9, /* Port `obj` went down. */
 	VRNIC_EVENT_TYPE_DEVICE_FATAL = 10, /* The device is in the FATAL state (IBV_EVENT_DEVICE_FATAL). */
+	VRNIC_EVENT_TYPE_SRQ_LIMIT_REACHED = 11, /* SRQ `obj` fell below its armed limit (IBV_EVENT_SRQ_LIMIT_REACHED). */
+	VRNIC_EVENT_TYPE_SRQ_ERR = 12, /* SRQ `obj` failed (doorbell overflow, ring unreadable) and takes no more WQEs (IBV_EVENT_SRQ_ERR). */
 };
 
 /* Start of every send WQE. Followed, at offset 32, by num_sge sge entries or (INLINE) inline_len bytes of payload. */
@@ -149,7 +161,7 @@ struct vrnic_send_wqe_header {
 	__u8 imm_data[4]; /* 4: Immediate data, network order, copied unchanged into the receiver's CQE. */
 	__le64 wr_id; /* 8: Opaque, copied into the CQE. */
 	__le64 remote_addr; /* 16: RDMA: remote virtual address. */
-	__le32 rkey; /* 24: RDMA: remote key. */
+	__le32 rkey; /* 24: RDMA and atomics: remote key. SEND_WITH_INV: the key the target invalidates. LOCAL_INV: the key to invalidate. REG_MR: the MR's new key. BIND_MW: the window's new rkey. */
 	__le32 inline_len; /* 28: INLINE: payload bytes; otherwise 0. */
 };
 #define VRNIC_SEND_WQE_HEADER_SIZE 32
@@ -188,7 +200,7 @@ _Static_assert(__builtin_offsetof(struct vrnic_sge, addr) == 0, "vrnic_sge.addr 
 _Static_assert(__builtin_offsetof(struct vrnic_sge, length) == 8, "vrnic_sge.length offset");
 _Static_assert(__builtin_offsetof(struct vrnic_sge, lkey) == 12, "vrnic_sge.lkey offset");
 
-/* Reserved for atomics: follows send_wqe_header for ATOMIC_* opcodes. */
+/* Follows send_wqe_header for ATOMIC_* opcodes (one sge follows it, see Atomics). */
 struct vrnic_atomic_seg {
 	__le64 compare_add; /* 0: Compare value (CMP_AND_SWP) or addend (FETCH_AND_ADD). */
 	__le64 swap; /* 8: Swap value (CMP_AND_SWP). */
@@ -199,6 +211,54 @@ struct vrnic_atomic_seg {
 _Static_assert(sizeof(struct vrnic_atomic_seg) == 16, "vrnic_atomic_seg size");
 _Static_assert(__builtin_offsetof(struct vrnic_atomic_seg, compare_add) == 0, "vrnic_atomic_seg.compare_add offset");
 _Static_assert(__builtin_offsetof(struct vrnic_atomic_seg, swap) == 8, "vrnic_atomic_seg.swap offset");
+
+/* Follows send_wqe_header in a REG_MR WQE (see Memory operations). */
+struct vrnic_reg_mr_seg {
+	__le64 iova; /* 0: Virtual address the MR is known by; its first byte is at offset iova mod page size of the first page. */
+	__le64 length; /* 8: Length in bytes (0 allowed: a VALID MR covering nothing). */
+	__le64 page_list; /* 16: Guest address of npages little-endian u64 page addresses (8-byte aligned, not crossing a 4 KiB boundary). */
+	__le16 npages; /* 24: Pages in the list, 1..max_pages of the MR. */
+	__u8 page_shift; /* 26: log2 of the page size, PAGE_SHIFT_MIN..PAGE_SHIFT_MAX. */
+	__u8 reserved0; /* 27: must be zero */
+	__le32 access; /* 28: enum access bits (not MW_BIND). */
+};
+#define VRNIC_REG_MR_SEG_SIZE 32
+#define VRNIC_REG_MR_SEG_IOVA_OFF 0
+#define VRNIC_REG_MR_SEG_LENGTH_OFF 8
+#define VRNIC_REG_MR_SEG_PAGE_LIST_OFF 16
+#define VRNIC_REG_MR_SEG_NPAGES_OFF 24
+#define VRNIC_REG_MR_SEG_PAGE_SHIFT_OFF 26
+#define VRNIC_REG_MR_SEG_RESERVED0_OFF 27
+#define VRNIC_REG_MR_SEG_ACCESS_OFF 28
+_Static_assert(sizeof(struct vrnic_reg_mr_seg) == 32, "vrnic_reg_mr_seg size");
+_Static_assert(__builtin_offsetof(struct vrnic_reg_mr_seg, iova) == 0, "vrnic_reg_mr_seg.iova offset");
+_Static_assert(__builtin_offsetof(struct vrnic_reg_mr_seg, length) == 8, "vrnic_reg_mr_seg.length offset");
+_Static_assert(__builtin_offsetof(struct vrnic_reg_mr_seg, page_list) == 16, "vrnic_reg_mr_seg.page_list offset");
+_Static_assert(__builtin_offsetof(struct vrnic_reg_mr_seg, npages) == 24, "vrnic_reg_mr_seg.npages offset");
+_Static_assert(__builtin_offsetof(struct vrnic_reg_mr_seg, page_shift) == 26, "vrnic_reg_mr_seg.page_shift offset");
+_Static_assert(__builtin_offsetof(struct vrnic_reg_mr_seg, reserved0) == 27, "vrnic_reg_mr_seg.reserved0 offset");
+_Static_assert(__builtin_offsetof(struct vrnic_reg_mr_seg, access) == 28, "vrnic_reg_mr_seg.access offset");
+
+/* Follows send_wqe_header in a BIND_MW WQE (see Memory operations). */
+struct vrnic_bind_mw_seg {
+	__le64 addr; /* 0: Start of the window (an address inside the MR). */
+	__le64 length; /* 8: Length of the window (type 1: 0 unbinds). */
+	__le32 mr_lkey; /* 16: The MR the window is bound to. */
+	__le32 access; /* 20: REMOTE_WRITE, REMOTE_READ and REMOTE_ATOMIC bits of the window. */
+	__le64 reserved0; /* 24: must be zero */
+};
+#define VRNIC_BIND_MW_SEG_SIZE 32
+#define VRNIC_BIND_MW_SEG_ADDR_OFF 0
+#define VRNIC_BIND_MW_SEG_LENGTH_OFF 8
+#define VRNIC_BIND_MW_SEG_MR_LKEY_OFF 16
+#define VRNIC_BIND_MW_SEG_ACCESS_OFF 20
+#define VRNIC_BIND_MW_SEG_RESERVED0_OFF 24
+_Static_assert(sizeof(struct vrnic_bind_mw_seg) == 32, "vrnic_bind_mw_seg size");
+_Static_assert(__builtin_offsetof(struct vrnic_bind_mw_seg, addr) == 0, "vrnic_bind_mw_seg.addr offset");
+_Static_assert(__builtin_offsetof(struct vrnic_bind_mw_seg, length) == 8, "vrnic_bind_mw_seg.length offset");
+_Static_assert(__builtin_offsetof(struct vrnic_bind_mw_seg, mr_lkey) == 16, "vrnic_bind_mw_seg.mr_lkey offset");
+_Static_assert(__builtin_offsetof(struct vrnic_bind_mw_seg, access) == 20, "vrnic_bind_mw_seg.access offset");
+_Static_assert(__builtin_offsetof(struct vrnic_bind_mw_seg, reserved0) == 24, "vrnic_bind_mw_seg.reserved0 offset");
 
 /* Address vector of a UD or GSI send WQE: follows send_wqe_header (see Datagrams). */
 struct vrnic_ud_av {
@@ -264,10 +324,10 @@ _Static_assert(__builtin_offsetof(struct vrnic_recv_wqe_header, reserved0) == 9,
 struct vrnic_cqe {
 	__le64 wr_id; /* 0: wr_id of the WQE. */
 	__le32 byte_len; /* 8: Receive: payload bytes placed. RDMA READ: bytes read. Otherwise the message length. */
-	__u8 imm_data[4]; /* 12: With WITH_IMM: immediate data, network order. */
+	__u8 imm_data[4]; /* 12: With WITH_IMM: immediate data, network order. With WITH_INV: the invalidated key, little-endian. */
 	__le32 qpn; /* 16: Local QP. */
 	__le32 src_qp; /* 20: Receive: the sending QP (GSI_QPN for a GSI QP). */
-	__le16 wqe_index; /* 24: Index (mod depth) of the WQE in its queue. */
+	__le16 wqe_index; /* 24: Index (mod depth) of the WQE in its queue (for a QP with an SRQ, in the SRQ). */
 	__u8 opcode; /* 26: What completed. */
 	__u8 status; /* 27: Outcome. */
 	__u8 wc_flags; /* 28: enum wc_flags bits. */
@@ -325,7 +385,7 @@ struct vrnic_eqe {
 	__u8 event_type; /* 0: What happened. */
 	__u8 reserved0; /* 1: must be zero */
 	__le16 reserved1; /* 2: must be zero */
-	__le32 obj; /* 4: CQN, QPN or port number, per event_type. */
+	__le32 obj; /* 4: CQN, QPN, SRQN or port number, per event_type. */
 	__le32 data; /* 8: Event detail (enum vendor_err for QP events, else 0). */
 	__u8 reserved2[3]; /* 12: must be zero */
 	__u8 owner; /* 15: Bit 0: phase. Written last. */

@@ -79,6 +79,20 @@ static inline const char *vrnic_aq_opcode_name(unsigned int value)
 		return "DESTROY_QP";
 	case VRNIC_AQ_OPCODE_SET_GID:
 		return "SET_GID";
+	case VRNIC_AQ_OPCODE_CREATE_SRQ:
+		return "CREATE_SRQ";
+	case VRNIC_AQ_OPCODE_MODIFY_SRQ:
+		return "MODIFY_SRQ";
+	case VRNIC_AQ_OPCODE_QUERY_SRQ:
+		return "QUERY_SRQ";
+	case VRNIC_AQ_OPCODE_DESTROY_SRQ:
+		return "DESTROY_SRQ";
+	case VRNIC_AQ_OPCODE_ALLOC_MR:
+		return "ALLOC_MR";
+	case VRNIC_AQ_OPCODE_ALLOC_MW:
+		return "ALLOC_MW";
+	case VRNIC_AQ_OPCODE_DEALLOC_MW:
+		return "DEALLOC_MW";
 	default:
 		return "UNKNOWN";
 	}
@@ -141,6 +155,8 @@ static inline const char *vrnic_access_name(unsigned int value)
 		return "REMOTE_READ";
 	case VRNIC_ACCESS_REMOTE_ATOMIC:
 		return "REMOTE_ATOMIC";
+	case VRNIC_ACCESS_MW_BIND:
+		return "MW_BIND";
 	default:
 		return "UNKNOWN";
 	}
@@ -266,6 +282,44 @@ static inline const char *vrnic_gid_type_name(unsigned int value)
 	}
 }
 
+static inline const char *vrnic_srq_attr_mask_name(unsigned int value)
+{
+	switch (value) {
+	case VRNIC_SRQ_ATTR_MASK_MAX_WR:
+		return "MAX_WR";
+	case VRNIC_SRQ_ATTR_MASK_LIMIT:
+		return "LIMIT";
+	default:
+		return "UNKNOWN";
+	}
+}
+
+static inline const char *vrnic_mw_type_name(unsigned int value)
+{
+	switch (value) {
+	case VRNIC_MW_TYPE_TYPE_1:
+		return "TYPE_1";
+	case VRNIC_MW_TYPE_TYPE_2:
+		return "TYPE_2";
+	default:
+		return "UNKNOWN";
+	}
+}
+
+static inline const char *vrnic_atomic_cap_name(unsigned int value)
+{
+	switch (value) {
+	case VRNIC_ATOMIC_CAP_NONE:
+		return "NONE";
+	case VRNIC_ATOMIC_CAP_HCA:
+		return "HCA";
+	case VRNIC_ATOMIC_CAP_GLOB:
+		return "GLOB";
+	default:
+		return "UNKNOWN";
+	}
+}
+
 static inline const char *vrnic_link_layer_name(unsigned int value)
 {
 	switch (value) {
@@ -311,6 +365,14 @@ static inline const char *vrnic_wr_opcode_name(unsigned int value)
 		return "ATOMIC_CMP_AND_SWP";
 	case VRNIC_WR_OPCODE_ATOMIC_FETCH_AND_ADD:
 		return "ATOMIC_FETCH_AND_ADD";
+	case VRNIC_WR_OPCODE_LOCAL_INV:
+		return "LOCAL_INV";
+	case VRNIC_WR_OPCODE_BIND_MW:
+		return "BIND_MW";
+	case VRNIC_WR_OPCODE_SEND_WITH_INV:
+		return "SEND_WITH_INV";
+	case VRNIC_WR_OPCODE_REG_MR:
+		return "REG_MR";
 	default:
 		return "UNKNOWN";
 	}
@@ -345,6 +407,12 @@ static inline const char *vrnic_wc_opcode_name(unsigned int value)
 		return "COMP_SWAP";
 	case VRNIC_WC_OPCODE_FETCH_ADD:
 		return "FETCH_ADD";
+	case VRNIC_WC_OPCODE_BIND_MW:
+		return "BIND_MW";
+	case VRNIC_WC_OPCODE_LOCAL_INV:
+		return "LOCAL_INV";
+	case VRNIC_WC_OPCODE_REG_MR:
+		return "REG_MR";
 	case VRNIC_WC_OPCODE_RECV:
 		return "RECV";
 	case VRNIC_WC_OPCODE_RECV_RDMA_WITH_IMM:
@@ -413,6 +481,8 @@ static inline const char *vrnic_wc_flags_name(unsigned int value)
 		return "GRH";
 	case VRNIC_WC_FLAGS_WITH_IMM:
 		return "WITH_IMM";
+	case VRNIC_WC_FLAGS_WITH_INV:
+		return "WITH_INV";
 	default:
 		return "UNKNOWN";
 	}
@@ -473,6 +543,10 @@ static inline const char *vrnic_vendor_err_name(unsigned int value)
 		return "QP_STATE";
 	case VRNIC_VENDOR_ERR_REMOTE_ERROR:
 		return "REMOTE_ERROR";
+	case VRNIC_VENDOR_ERR_MKEY_STATE:
+		return "MKEY_STATE";
+	case VRNIC_VENDOR_ERR_MISALIGNED:
+		return "MISALIGNED";
 	default:
 		return "UNKNOWN";
 	}
@@ -503,6 +577,10 @@ static inline const char *vrnic_event_type_name(unsigned int value)
 		return "PORT_ERR";
 	case VRNIC_EVENT_TYPE_DEVICE_FATAL:
 		return "DEVICE_FATAL";
+	case VRNIC_EVENT_TYPE_SRQ_LIMIT_REACHED:
+		return "SRQ_LIMIT_REACHED";
+	case VRNIC_EVENT_TYPE_SRQ_ERR:
+		return "SRQ_ERR";
 	default:
 		return "UNKNOWN";
 	}

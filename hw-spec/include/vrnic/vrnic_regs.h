@@ -57,9 +57,9 @@ enum vrnic_cq_arm {
 #define VRNIC_BAR0_VERSION_READABLE_MASK 0xFFFFFFFFu
 #define VRNIC_BAR0_VERSION_RESERVED_MASK 0x0u
 
-/* Capability flags. (ro, reset 15) */
+/* Capability flags. (ro, reset 0x3FF) */
 #define VRNIC_BAR0_CAPS_OFF 0x004
-#define VRNIC_BAR0_CAPS_RESET 0xFu
+#define VRNIC_BAR0_CAPS_RESET 0x3FFu
 #define VRNIC_BAR0_CAPS_POLLED_DOORBELLS_SHIFT 0 /* ro: Doorbells are polled from the doorbell BAR; kicks follow the POLL_STATE protocol. */
 #define VRNIC_BAR0_CAPS_POLLED_DOORBELLS_MASK 0x1u
 #define VRNIC_BAR0_CAPS_INLINE_SHIFT 1 /* ro: Send WQEs may carry inline data. */
@@ -68,17 +68,25 @@ enum vrnic_cq_arm {
 #define VRNIC_BAR0_CAPS_RDMA_READ_MASK 0x4u
 #define VRNIC_BAR0_CAPS_IMM_SHIFT 3 /* ro: Immediate data (SEND_WITH_IMM, RDMA_WRITE_WITH_IMM) is supported. */
 #define VRNIC_BAR0_CAPS_IMM_MASK 0x8u
-#define VRNIC_BAR0_CAPS_ATOMICS_SHIFT 4 /* ro: Atomic operations (reserved, 0 in this version). */
+#define VRNIC_BAR0_CAPS_ATOMICS_SHIFT 4 /* ro: Atomic operations (CMP_AND_SWP, FETCH_AND_ADD; atomic_cap HCA). */
 #define VRNIC_BAR0_CAPS_ATOMICS_MASK 0x10u
-#define VRNIC_BAR0_CAPS_SRQ_SHIFT 5 /* ro: Shared receive queues (reserved, 0 in this version). */
+#define VRNIC_BAR0_CAPS_SRQ_SHIFT 5 /* ro: Shared receive queues. */
 #define VRNIC_BAR0_CAPS_SRQ_MASK 0x20u
-#define VRNIC_BAR0_CAPS_UD_SHIFT 6 /* ro: UD QPs (reserved, 0 in this version). */
+#define VRNIC_BAR0_CAPS_UD_SHIFT 6 /* ro: UD QPs (and, in RoCE mode, the GSI QP). */
 #define VRNIC_BAR0_CAPS_UD_MASK 0x40u
+#define VRNIC_BAR0_CAPS_MEM_MGT_SHIFT 7 /* ro: Memory management extensions: ALLOC_MR, REG_MR and LOCAL_INV work requests, SEND_WITH_INV. */
+#define VRNIC_BAR0_CAPS_MEM_MGT_MASK 0x80u
+#define VRNIC_BAR0_CAPS_MW_SHIFT 8 /* ro: Memory windows of type 1 and 2 (ALLOC_MW, BIND_MW). */
+#define VRNIC_BAR0_CAPS_MW_MASK 0x100u
+#define VRNIC_BAR0_CAPS_UC_SHIFT 9 /* ro: UC QPs. */
+#define VRNIC_BAR0_CAPS_UC_MASK 0x200u
+#define VRNIC_BAR0_CAPS_XRC_SHIFT 10 /* ro: XRC (reserved, 0 in this version). */
+#define VRNIC_BAR0_CAPS_XRC_MASK 0x400u
 #define VRNIC_BAR0_CAPS_WRITABLE_MASK 0x0u
 #define VRNIC_BAR0_CAPS_W1C_MASK 0x0u
 #define VRNIC_BAR0_CAPS_W1S_MASK 0x0u
-#define VRNIC_BAR0_CAPS_READABLE_MASK 0x7Fu
-#define VRNIC_BAR0_CAPS_RESERVED_MASK 0xFFFFFF80u
+#define VRNIC_BAR0_CAPS_READABLE_MASK 0x7FFu
+#define VRNIC_BAR0_CAPS_RESERVED_MASK 0xFFFFF800u
 
 /* Maximum number of QPs. (ro, reset 0x10000) */
 #define VRNIC_BAR0_MAX_QP_OFF 0x010
@@ -380,6 +388,18 @@ struct vrnic_db_cq_slot {
 _Static_assert(sizeof(struct vrnic_db_cq_slot) == 8, "vrnic_db_cq_slot size");
 _Static_assert(__builtin_offsetof(struct vrnic_db_cq_slot, ci) == 0, "vrnic_db_cq_slot.ci offset");
 _Static_assert(__builtin_offsetof(struct vrnic_db_cq_slot, arm) == 4, "vrnic_db_cq_slot.arm offset");
+
+/* Doorbell slot of an SRQ. Like CQ doorbells it needs no flag and no kick: the device reads `pi` whenever a QP needs a receive WQE. */
+struct vrnic_db_srq_slot {
+	__le32 pi; /* 0: Producer index: free-running count of receive WQEs posted to the SRQ. */
+	__le32 unused0; /* 4: Ignored by the device. */
+};
+#define VRNIC_DB_SRQ_SLOT_SIZE 8
+#define VRNIC_DB_SRQ_SLOT_PI_OFF 0
+#define VRNIC_DB_SRQ_SLOT_UNUSED0_OFF 4
+_Static_assert(sizeof(struct vrnic_db_srq_slot) == 8, "vrnic_db_srq_slot size");
+_Static_assert(__builtin_offsetof(struct vrnic_db_srq_slot, pi) == 0, "vrnic_db_srq_slot.pi offset");
+_Static_assert(__builtin_offsetof(struct vrnic_db_srq_slot, unused0) == 4, "vrnic_db_srq_slot.unused0 offset");
 
 /* Doorbell slot of an EQ (in a page of the kernel context). */
 struct vrnic_db_eq_slot {

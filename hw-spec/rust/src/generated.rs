@@ -286,7 +286,7 @@ pub mod bar0 {
     };
     /// Capability flags.
     pub const CAPS: u64 = 4;
-    pub const CAPS_RESET: u32 = 15;
+    pub const CAPS_RESET: u32 = 0x3FF;
     /// Doorbells are polled from the doorbell BAR; kicks follow the POLL_STATE protocol. (ro)
     pub const CAPS_POLLED_DOORBELLS_SHIFT: u32 = 0;
     pub const CAPS_POLLED_DOORBELLS_MASK: u32 = 0x1;
@@ -299,20 +299,32 @@ pub mod bar0 {
     /// Immediate data (SEND_WITH_IMM, RDMA_WRITE_WITH_IMM) is supported. (ro)
     pub const CAPS_IMM_SHIFT: u32 = 3;
     pub const CAPS_IMM_MASK: u32 = 0x8;
-    /// Atomic operations (reserved, 0 in this version). (ro)
+    /// Atomic operations (CMP_AND_SWP, FETCH_AND_ADD; atomic_cap HCA). (ro)
     pub const CAPS_ATOMICS_SHIFT: u32 = 4;
     pub const CAPS_ATOMICS_MASK: u32 = 0x10;
-    /// Shared receive queues (reserved, 0 in this version). (ro)
+    /// Shared receive queues. (ro)
     pub const CAPS_SRQ_SHIFT: u32 = 5;
     pub const CAPS_SRQ_MASK: u32 = 0x20;
-    /// UD QPs (reserved, 0 in this version). (ro)
+    /// UD QPs (and, in RoCE mode, the GSI QP). (ro)
     pub const CAPS_UD_SHIFT: u32 = 6;
     pub const CAPS_UD_MASK: u32 = 0x40;
+    /// Memory management extensions: ALLOC_MR, REG_MR and LOCAL_INV work requests, SEND_WITH_INV. (ro)
+    pub const CAPS_MEM_MGT_SHIFT: u32 = 7;
+    pub const CAPS_MEM_MGT_MASK: u32 = 0x80;
+    /// Memory windows of type 1 and 2 (ALLOC_MW, BIND_MW). (ro)
+    pub const CAPS_MW_SHIFT: u32 = 8;
+    pub const CAPS_MW_MASK: u32 = 0x100;
+    /// UC QPs. (ro)
+    pub const CAPS_UC_SHIFT: u32 = 9;
+    pub const CAPS_UC_MASK: u32 = 0x200;
+    /// XRC (reserved, 0 in this version). (ro)
+    pub const CAPS_XRC_SHIFT: u32 = 10;
+    pub const CAPS_XRC_MASK: u32 = 0x400;
     pub const CAPS_WRITABLE_MASK: u32 = 0x0;
     pub const CAPS_W1C_MASK: u32 = 0x0;
     pub const CAPS_W1S_MASK: u32 = 0x0;
-    pub const CAPS_READABLE_MASK: u32 = 0x7F;
-    pub const CAPS_RESERVED_MASK: u32 = 0xFFFFFF80;
+    pub const CAPS_READABLE_MASK: u32 = 0x7FF;
+    pub const CAPS_RESERVED_MASK: u32 = 0xFFFFF800;
     /// How a write changes `CAPS`.
     pub const CAPS_MASKS: RegMasks = RegMasks {
         writable: CAPS_WRITABLE_MASK,
@@ -810,6 +822,10 @@ pub mod bar0 {
         ("CAPS", "ATOMICS", CAPS_ATOMICS_MASK, RegAccess::Ro),
         ("CAPS", "SRQ", CAPS_SRQ_MASK, RegAccess::Ro),
         ("CAPS", "UD", CAPS_UD_MASK, RegAccess::Ro),
+        ("CAPS", "MEM_MGT", CAPS_MEM_MGT_MASK, RegAccess::Ro),
+        ("CAPS", "MW", CAPS_MW_MASK, RegAccess::Ro),
+        ("CAPS", "UC", CAPS_UC_MASK, RegAccess::Ro),
+        ("CAPS", "XRC", CAPS_XRC_MASK, RegAccess::Ro),
         ("PORT_INFO", "LID", PORT_INFO_LID_MASK, RegAccess::Ro),
         ("PORT_INFO", "MTU", PORT_INFO_MTU_MASK, RegAccess::Ro),
         (
@@ -1071,6 +1087,45 @@ const _: () = assert!(std::mem::size_of::<DbCqSlot>() == 8);
 const _: () = assert!(std::mem::offset_of!(DbCqSlot, ci) == 0);
 const _: () = assert!(std::mem::offset_of!(DbCqSlot, arm) == 4);
 
+/// Doorbell slot of an SRQ. Like CQ doorbells it needs no flag and no kick: the device reads `pi` whenever a QP needs a receive WQE.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DbSrqSlot {
+    /// Producer index: free-running count of receive WQEs posted to the SRQ.
+    pub pi: Le32,
+    /// Ignored by the device.
+    pub unused0: Le32,
+}
+
+impl Default for DbSrqSlot {
+    fn default() -> Self {
+        // SAFETY: the struct holds only integers and arrays of integers, for which all-zero
+        // bytes are a valid value.
+        unsafe { std::mem::zeroed() }
+    }
+}
+
+// SAFETY: repr(C), integer fields only, no padding (the asserts below check every offset
+// and the size), so every byte pattern is a valid value.
+unsafe impl ByteValued for DbSrqSlot {}
+
+impl DbSrqSlot {
+    pub const SIZE: usize = 8;
+    pub const PI_OFF: usize = 0;
+    pub const UNUSED0_OFF: usize = 4;
+
+    /// The first reserved field (searching nested structs too) that is not zero, as
+    /// (field name, byte offset in this struct).
+    pub fn nonzero_reserved(&self) -> Option<(&'static str, usize)> {
+        let _ = self;
+        None
+    }
+}
+
+const _: () = assert!(std::mem::size_of::<DbSrqSlot>() == 8);
+const _: () = assert!(std::mem::offset_of!(DbSrqSlot, pi) == 0);
+const _: () = assert!(std::mem::offset_of!(DbSrqSlot, unused0) == 4);
+
 /// Doorbell slot of an EQ (in a page of the kernel context).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1158,10 +1213,22 @@ pub const LOCAL_DMA_LKEY: u32 = 0;
 pub const PORT_NUM: u32 = 1;
 
 /// Access bits the device understands; REG_MR ignores optional bits above them (e.g. IBV_ACCESS_RELAXED_ORDERING), the driver strips them.
-pub const ACCESS_SUPPORTED_MASK: u32 = 15;
+pub const ACCESS_SUPPORTED_MASK: u32 = 0x1F;
 
 /// cmd_create_eq.flags: the EQ receives async events.
 pub const EQ_FLAG_ASYNC: u32 = 1;
+
+/// cmd_create_qp.flags: the QP takes its receive WQEs from an SRQ.
+pub const QP_FLAG_SRQ: u32 = 1;
+
+/// Most SRQs of a device.
+pub const MAX_SRQ: u32 = 0x1000;
+
+/// Most pages of a fast-registration MR (the page list of a REG_MR work request is one 4 KiB page).
+pub const MAX_FAST_REG_PAGES: u32 = 0x200;
+
+/// Most memory windows of a device (they share the MAX_MR key table with MRs).
+pub const MAX_MW: u32 = 0x2000;
 
 /// Admin command opcodes.
 #[repr(u8)]
@@ -1201,6 +1268,20 @@ pub enum AqOpcode {
     DestroyQp = 0x10,
     /// RoCE mode: set or clear one entry of the port's GID table (cmd_set_gid). IB mode: NOT_SUPPORTED.
     SetGid = 0x11,
+    /// Create a shared receive queue (cmd_create_srq); result0 = srqn, result1 = doorbell slot (zeroed by the device), result2 = the doorbell page holding the slot (a page of the owning context). NO_RESOURCES when MAX_SRQ exist.
+    CreateSrq = 0x12,
+    /// Change an SRQ's attributes (cmd_modify_srq): LIMIT arms the limit event; MAX_WR (resizing) is NOT_SUPPORTED.
+    ModifySrq = 0x13,
+    /// Write the SRQ's srq_attr to out_addr (cmd_modify_srq).
+    QuerySrq = 0x14,
+    /// Destroy an SRQ (cmd_handle); fails with BUSY while QPs use it.
+    DestroySrq = 0x15,
+    /// Create a FREE fast-registration MR (cmd_alloc_mr, kernel context only: PERMISSION); result0 = its key. DEREG_MR destroys it.
+    AllocMr = 0x16,
+    /// Create a memory window (cmd_alloc_mw); result0 = its rkey. It gives no access until bound.
+    AllocMw = 0x17,
+    /// Destroy a memory window (cmd_handle, handle = its current rkey, any variant of its index).
+    DeallocMw = 0x18,
 }
 
 impl AqOpcode {
@@ -1223,6 +1304,13 @@ impl AqOpcode {
         AqOpcode::QueryQp,
         AqOpcode::DestroyQp,
         AqOpcode::SetGid,
+        AqOpcode::CreateSrq,
+        AqOpcode::ModifySrq,
+        AqOpcode::QuerySrq,
+        AqOpcode::DestroySrq,
+        AqOpcode::AllocMr,
+        AqOpcode::AllocMw,
+        AqOpcode::DeallocMw,
     ];
 
     /// The spec's name of the value (as `vrnic_aq_opcode_name()` in C returns it).
@@ -1245,6 +1333,13 @@ impl AqOpcode {
             AqOpcode::QueryQp => "QUERY_QP",
             AqOpcode::DestroyQp => "DESTROY_QP",
             AqOpcode::SetGid => "SET_GID",
+            AqOpcode::CreateSrq => "CREATE_SRQ",
+            AqOpcode::ModifySrq => "MODIFY_SRQ",
+            AqOpcode::QuerySrq => "QUERY_SRQ",
+            AqOpcode::DestroySrq => "DESTROY_SRQ",
+            AqOpcode::AllocMr => "ALLOC_MR",
+            AqOpcode::AllocMw => "ALLOC_MW",
+            AqOpcode::DeallocMw => "DEALLOC_MW",
         }
     }
 }
@@ -1272,6 +1367,13 @@ impl TryFrom<u8> for AqOpcode {
             15 => Ok(AqOpcode::QueryQp),
             0x10 => Ok(AqOpcode::DestroyQp),
             0x11 => Ok(AqOpcode::SetGid),
+            0x12 => Ok(AqOpcode::CreateSrq),
+            0x13 => Ok(AqOpcode::ModifySrq),
+            0x14 => Ok(AqOpcode::QuerySrq),
+            0x15 => Ok(AqOpcode::DestroySrq),
+            0x16 => Ok(AqOpcode::AllocMr),
+            0x17 => Ok(AqOpcode::AllocMw),
+            0x18 => Ok(AqOpcode::DeallocMw),
             other => Err(other),
         }
     }
@@ -1438,8 +1540,10 @@ pub enum Access {
     RemoteWrite = 2,
     /// Remote RDMA READ.
     RemoteRead = 4,
-    /// Remote atomics (reserved).
+    /// Remote atomics (CMP_AND_SWP, FETCH_AND_ADD). Requires LOCAL_WRITE.
     RemoteAtomic = 8,
+    /// MRs only: memory windows may be bound to the MR.
+    MwBind = 0x10,
 }
 
 impl Access {
@@ -1449,6 +1553,7 @@ impl Access {
         Access::RemoteWrite,
         Access::RemoteRead,
         Access::RemoteAtomic,
+        Access::MwBind,
     ];
 
     /// The spec's name of the value (as `vrnic_access_name()` in C returns it).
@@ -1458,6 +1563,7 @@ impl Access {
             Access::RemoteWrite => "REMOTE_WRITE",
             Access::RemoteRead => "REMOTE_READ",
             Access::RemoteAtomic => "REMOTE_ATOMIC",
+            Access::MwBind => "MW_BIND",
         }
     }
 }
@@ -1470,10 +1576,12 @@ pub mod access {
     pub const REMOTE_WRITE: u32 = 1 << 1;
     /// Remote RDMA READ.
     pub const REMOTE_READ: u32 = 1 << 2;
-    /// Remote atomics (reserved).
+    /// Remote atomics (CMP_AND_SWP, FETCH_AND_ADD). Requires LOCAL_WRITE.
     pub const REMOTE_ATOMIC: u32 = 1 << 3;
+    /// MRs only: memory windows may be bound to the MR.
+    pub const MW_BIND: u32 = 1 << 4;
     /// Every bit above.
-    pub const ALL: u32 = 15;
+    pub const ALL: u32 = 0x1F;
 }
 
 impl TryFrom<u32> for Access {
@@ -1486,6 +1594,7 @@ impl TryFrom<u32> for Access {
             2 => Ok(Access::RemoteWrite),
             4 => Ok(Access::RemoteRead),
             8 => Ok(Access::RemoteAtomic),
+            0x10 => Ok(Access::MwBind),
             other => Err(other),
         }
     }
@@ -1505,7 +1614,7 @@ pub enum QpType {
     Gsi = 1,
     /// Reliable connected.
     Rc = 2,
-    /// Unreliable connected (reserved).
+    /// Unreliable connected: SEND and RDMA WRITE (with or without immediate), no acknowledgements (see Unreliable connected).
     Uc = 3,
     /// Unreliable datagram: send WQEs carry a ud_av (sq_wqe_shift >= 7).
     Ud = 4,
@@ -1911,6 +2020,146 @@ impl From<GidType> for u8 {
     }
 }
 
+/// Which srq_attr fields MODIFY_SRQ applies (values of ibv_srq_attr_mask).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SrqAttrMask {
+    /// Resize (NOT_SUPPORTED).
+    MaxWr = 1,
+    /// srq_limit: arm the limit event (0 disarms).
+    Limit = 2,
+}
+
+impl SrqAttrMask {
+    /// Every value, in declaration order.
+    pub const ALL: &[SrqAttrMask] = &[SrqAttrMask::MaxWr, SrqAttrMask::Limit];
+
+    /// The spec's name of the value (as `vrnic_srq_attr_mask_name()` in C returns it).
+    pub const fn name(self) -> &'static str {
+        match self {
+            SrqAttrMask::MaxWr => "MAX_WR",
+            SrqAttrMask::Limit => "LIMIT",
+        }
+    }
+}
+
+/// The bits of [`SrqAttrMask`] as plain `u32` masks, and their union `ALL`.
+pub mod srq_attr_mask {
+    /// Resize (NOT_SUPPORTED).
+    pub const MAX_WR: u32 = 1 << 0;
+    /// srq_limit: arm the limit event (0 disarms).
+    pub const LIMIT: u32 = 1 << 1;
+    /// Every bit above.
+    pub const ALL: u32 = 3;
+}
+
+impl TryFrom<u32> for SrqAttrMask {
+    type Error = u32;
+
+    /// Checked conversion: an unknown value is returned as the error.
+    fn try_from(value: u32) -> Result<Self, Self::Error> {
+        match value {
+            1 => Ok(SrqAttrMask::MaxWr),
+            2 => Ok(SrqAttrMask::Limit),
+            other => Err(other),
+        }
+    }
+}
+
+impl From<SrqAttrMask> for u32 {
+    fn from(value: SrqAttrMask) -> Self {
+        value as u32
+    }
+}
+
+/// Memory window types (values of ibv_mw_type).
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MwType {
+    /// Bound through any QP of its PD; invalidated by rebinding or DEALLOC_MW.
+    Type1 = 1,
+    /// Bound to one QP; invalidated by LOCAL_INV or SEND_WITH_INV.
+    Type2 = 2,
+}
+
+impl MwType {
+    /// Every value, in declaration order.
+    pub const ALL: &[MwType] = &[MwType::Type1, MwType::Type2];
+
+    /// The spec's name of the value (as `vrnic_mw_type_name()` in C returns it).
+    pub const fn name(self) -> &'static str {
+        match self {
+            MwType::Type1 => "TYPE_1",
+            MwType::Type2 => "TYPE_2",
+        }
+    }
+}
+
+impl TryFrom<u8> for MwType {
+    type Error = u8;
+
+    /// Checked conversion: an unknown value is returned as the error.
+    fn try_from(value: u8) -> Result<Self, Self::Error> {
+        match value {
+            1 => Ok(MwType::Type1),
+            2 => Ok(MwType::Type2),
+            other => Err(other),
+        }
+    }
+}
+
+impl From<MwType> for u8 {
+    fn from(value: MwType) -> Self {
+        value as u8
+    }
+}
+
+/// device_attr.atomic_cap (values of ibv_atomic_cap).
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AtomicCap {
+    /// No atomics.
+    None = 0,
+    /// Atomic with respect to every other atomic of the device (here: of every device of the process), not to CPU accesses.
+    Hca = 1,
+    /// Also atomic with respect to CPU accesses (not offered).
+    Glob = 2,
+}
+
+impl AtomicCap {
+    /// Every value, in declaration order.
+    pub const ALL: &[AtomicCap] = &[AtomicCap::None, AtomicCap::Hca, AtomicCap::Glob];
+
+    /// The spec's name of the value (as `vrnic_atomic_cap_name()` in C returns it).
+    pub const fn name(self) -> &'static str {
+        match self {
+            AtomicCap::None => "NONE",
+            AtomicCap::Hca => "HCA",
+            AtomicCap::Glob => "GLOB",
+        }
+    }
+}
+
+impl TryFrom<u8> for AtomicCap {
+    type Error = u8;
+
+    /// Checked conversion: an unknown value is returned as the error.
+    fn try_from(value: u8) -> Result<Self, Self::Error> {
+        match value {
+            0 => Ok(AtomicCap::None),
+            1 => Ok(AtomicCap::Hca),
+            2 => Ok(AtomicCap::Glob),
+            other => Err(other),
+        }
+    }
+}
+
+impl From<AtomicCap> for u8 {
+    fn from(value: AtomicCap) -> Self {
+        value as u8
+    }
+}
+
 /// Port link layers (values of IB_LINK_LAYER_*).
 #[repr(u8)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -2241,7 +2490,7 @@ const _: () = assert!(std::mem::offset_of!(CmdQuery, out_len) == 16);
 const _: () = assert!(std::mem::offset_of!(CmdQuery, port) == 20);
 const _: () = assert!(std::mem::offset_of!(CmdQuery, reserved0) == 21);
 
-/// Commands naming one object: ALLOC_UCTX (handle 0), DEALLOC_UCTX (uctx), ALLOC_PD (handle = uctx), DEALLOC_PD (pdn), DEREG_MR (mkey), DESTROY_CQ (cqn), DESTROY_EQ (eqn), DESTROY_QP (qpn).
+/// Commands naming one object: ALLOC_UCTX (handle 0), DEALLOC_UCTX (uctx), ALLOC_PD (handle = uctx), DEALLOC_PD (pdn), DEREG_MR (mkey, also of a fast-registration MR, in any state), DESTROY_CQ (cqn), DESTROY_EQ (eqn), DESTROY_QP (qpn), DESTROY_SRQ (srqn), DEALLOC_MW (rkey).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CmdHandle {
@@ -2299,7 +2548,7 @@ pub struct CmdRegMr {
     pub hdr: AqHeader,
     /// Protection domain.
     pub pdn: Le32,
-    /// enum access bits. REMOTE_WRITE requires LOCAL_WRITE.
+    /// enum access bits. REMOTE_WRITE and REMOTE_ATOMIC require LOCAL_WRITE.
     pub access: Le32,
     /// Virtual address the region is known by (the address used in SGEs and remote_addr).
     pub iova: Le64,
@@ -2362,7 +2611,7 @@ const _: () = assert!(std::mem::offset_of!(CmdRegMr, pages) == 32);
 const _: () = assert!(std::mem::offset_of!(CmdRegMr, uctx) == 48);
 const _: () = assert!(std::mem::offset_of!(CmdRegMr, reserved0) == 52);
 
-/// CREATE_CQ. The ring holds 2^depth_log2 cqe of 32 bytes, zeroed by the driver.
+/// CREATE_CQ. The ring holds 2^depth_log2 cqe of 64 bytes, zeroed by the driver.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CmdCreateCq {
@@ -2500,7 +2749,7 @@ const _: () = assert!(std::mem::offset_of!(CmdCreateEq, reserved0) == 12);
 const _: () = assert!(std::mem::offset_of!(CmdCreateEq, ring) == 16);
 const _: () = assert!(std::mem::offset_of!(CmdCreateEq, reserved1) == 32);
 
-/// CREATE_QP. Send WQEs are 2^sq_wqe_shift bytes, receive WQEs 2^rq_wqe_shift bytes; both rings are zeroed by the driver.
+/// CREATE_QP. Send WQEs are 2^sq_wqe_shift bytes, receive WQEs 2^rq_wqe_shift bytes; both rings are zeroed by the driver. With QP_FLAG_SRQ the QP has no receive queue of its own: rq_depth_log2, rq_wqe_shift, max_recv_sge and rq_ring are zero (BAD_FIELD otherwise) and receives take WQEs from SRQ srqn (a live SRQ of the same context: BAD_HANDLE, PERMISSION); GSI QPs cannot use an SRQ (BAD_FIELD).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CmdCreateQp {
@@ -2513,7 +2762,7 @@ pub struct CmdCreateQp {
     pub send_cqn: Le32,
     /// CQ for receive completions.
     pub recv_cqn: Le32,
-    /// RC, UD or GSI. (enum `QpType`)
+    /// RC, UC, UD or GSI. (enum `QpType`)
     pub qp_type: u8,
     /// log2 of the send queue depth; 1..log2(MAX_QP_WR).
     pub sq_depth_log2: u8,
@@ -2525,14 +2774,14 @@ pub struct CmdCreateQp {
     pub rq_wqe_shift: u8,
     /// 1..MAX_SGE.
     pub max_send_sge: u8,
-    /// 1..MAX_SGE.
+    /// 1..MAX_SGE (0 with QP_FLAG_SRQ).
     pub max_recv_sge: u8,
-    /// Reserved, must be zero.
-    pub reserved0: u8,
+    /// Bit 0 QP_FLAG_SRQ: receives come from SRQ srqn.
+    pub flags: u8,
     /// 0..MAX_INLINE.
     pub max_inline: Le32,
-    /// Reserved, must be zero.
-    pub reserved1: Le32,
+    /// With QP_FLAG_SRQ: the SRQ. Otherwise 0.
+    pub srqn: Le32,
     /// Send queue pages.
     pub sq_ring: PageList,
     /// Receive queue pages.
@@ -2567,9 +2816,9 @@ impl CmdCreateQp {
     pub const RQ_WQE_SHIFT_OFF: usize = 28;
     pub const MAX_SEND_SGE_OFF: usize = 29;
     pub const MAX_RECV_SGE_OFF: usize = 30;
-    pub const RESERVED0_OFF: usize = 31;
+    pub const FLAGS_OFF: usize = 31;
     pub const MAX_INLINE_OFF: usize = 32;
-    pub const RESERVED1_OFF: usize = 36;
+    pub const SRQN_OFF: usize = 36;
     pub const SQ_RING_OFF: usize = 40;
     pub const RQ_RING_OFF: usize = 56;
     pub const RESERVED2_OFF: usize = 72;
@@ -2579,12 +2828,6 @@ impl CmdCreateQp {
     pub fn nonzero_reserved(&self) -> Option<(&'static str, usize)> {
         if let Some((field, offset)) = self.hdr.nonzero_reserved() {
             return Some((field, Self::HDR_OFF + offset));
-        }
-        if self.reserved0 != 0 {
-            return Some(("reserved0", Self::RESERVED0_OFF));
-        }
-        if self.reserved1.to_native() != 0 {
-            return Some(("reserved1", Self::RESERVED1_OFF));
         }
         if let Some((field, offset)) = self.sq_ring.nonzero_reserved() {
             return Some((field, Self::SQ_RING_OFF + offset));
@@ -2612,9 +2855,9 @@ const _: () = assert!(std::mem::offset_of!(CmdCreateQp, sq_wqe_shift) == 27);
 const _: () = assert!(std::mem::offset_of!(CmdCreateQp, rq_wqe_shift) == 28);
 const _: () = assert!(std::mem::offset_of!(CmdCreateQp, max_send_sge) == 29);
 const _: () = assert!(std::mem::offset_of!(CmdCreateQp, max_recv_sge) == 30);
-const _: () = assert!(std::mem::offset_of!(CmdCreateQp, reserved0) == 31);
+const _: () = assert!(std::mem::offset_of!(CmdCreateQp, flags) == 31);
 const _: () = assert!(std::mem::offset_of!(CmdCreateQp, max_inline) == 32);
-const _: () = assert!(std::mem::offset_of!(CmdCreateQp, reserved1) == 36);
+const _: () = assert!(std::mem::offset_of!(CmdCreateQp, srqn) == 36);
 const _: () = assert!(std::mem::offset_of!(CmdCreateQp, sq_ring) == 40);
 const _: () = assert!(std::mem::offset_of!(CmdCreateQp, rq_ring) == 56);
 const _: () = assert!(std::mem::offset_of!(CmdCreateQp, reserved2) == 72);
@@ -2909,6 +3152,319 @@ const _: () = assert!(std::mem::offset_of!(CmdSetGid, uctx) == 12);
 const _: () = assert!(std::mem::offset_of!(CmdSetGid, gid) == 16);
 const _: () = assert!(std::mem::offset_of!(CmdSetGid, reserved0) == 32);
 
+/// CREATE_SRQ. The ring holds 2^depth_log2 receive WQEs of 2^wqe_shift bytes (the format of a QP's receive WQEs), zeroed by the driver. Receive SGEs are checked against the SRQ's PD.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CmdCreateSrq {
+    pub hdr: AqHeader,
+    /// Owning context: one of its doorbell pages gets the SRQ's slot.
+    pub uctx: Le32,
+    /// Protection domain of the receive buffers.
+    pub pdn: Le32,
+    /// log2 of the ring size; 1..log2(MAX_QP_WR).
+    pub depth_log2: u8,
+    /// log2 of the WQE size, RECV_WQE_SHIFT_MIN..RECV_WQE_SHIFT_MAX; must hold recv_wqe_header + 16 * max_sge.
+    pub wqe_shift: u8,
+    /// 1..MAX_SGE.
+    pub max_sge: u8,
+    /// Reserved, must be zero.
+    pub reserved0: u8,
+    /// Reserved, must be zero.
+    pub reserved1: Le32,
+    /// The ring's pages.
+    pub ring: PageList,
+    /// Reserved, must be zero.
+    pub reserved2: [u8; 88],
+}
+
+impl Default for CmdCreateSrq {
+    fn default() -> Self {
+        // SAFETY: the struct holds only integers and arrays of integers, for which all-zero
+        // bytes are a valid value.
+        unsafe { std::mem::zeroed() }
+    }
+}
+
+// SAFETY: repr(C), integer fields only, no padding (the asserts below check every offset
+// and the size), so every byte pattern is a valid value.
+unsafe impl ByteValued for CmdCreateSrq {}
+
+impl CmdCreateSrq {
+    pub const SIZE: usize = 128;
+    pub const HDR_OFF: usize = 0;
+    pub const UCTX_OFF: usize = 8;
+    pub const PDN_OFF: usize = 12;
+    pub const DEPTH_LOG2_OFF: usize = 16;
+    pub const WQE_SHIFT_OFF: usize = 17;
+    pub const MAX_SGE_OFF: usize = 18;
+    pub const RESERVED0_OFF: usize = 19;
+    pub const RESERVED1_OFF: usize = 20;
+    pub const RING_OFF: usize = 24;
+    pub const RESERVED2_OFF: usize = 40;
+
+    /// The first reserved field (searching nested structs too) that is not zero, as
+    /// (field name, byte offset in this struct).
+    pub fn nonzero_reserved(&self) -> Option<(&'static str, usize)> {
+        if let Some((field, offset)) = self.hdr.nonzero_reserved() {
+            return Some((field, Self::HDR_OFF + offset));
+        }
+        if self.reserved0 != 0 {
+            return Some(("reserved0", Self::RESERVED0_OFF));
+        }
+        if self.reserved1.to_native() != 0 {
+            return Some(("reserved1", Self::RESERVED1_OFF));
+        }
+        if let Some((field, offset)) = self.ring.nonzero_reserved() {
+            return Some((field, Self::RING_OFF + offset));
+        }
+        if self.reserved2.iter().any(|b| *b != 0) {
+            return Some(("reserved2", Self::RESERVED2_OFF));
+        }
+        None
+    }
+}
+
+const _: () = assert!(std::mem::size_of::<CmdCreateSrq>() == 128);
+const _: () = assert!(std::mem::offset_of!(CmdCreateSrq, hdr) == 0);
+const _: () = assert!(std::mem::offset_of!(CmdCreateSrq, uctx) == 8);
+const _: () = assert!(std::mem::offset_of!(CmdCreateSrq, pdn) == 12);
+const _: () = assert!(std::mem::offset_of!(CmdCreateSrq, depth_log2) == 16);
+const _: () = assert!(std::mem::offset_of!(CmdCreateSrq, wqe_shift) == 17);
+const _: () = assert!(std::mem::offset_of!(CmdCreateSrq, max_sge) == 18);
+const _: () = assert!(std::mem::offset_of!(CmdCreateSrq, reserved0) == 19);
+const _: () = assert!(std::mem::offset_of!(CmdCreateSrq, reserved1) == 20);
+const _: () = assert!(std::mem::offset_of!(CmdCreateSrq, ring) == 24);
+const _: () = assert!(std::mem::offset_of!(CmdCreateSrq, reserved2) == 40);
+
+/// SRQ attributes, as carried by MODIFY_SRQ and written by QUERY_SRQ (those of struct ibv_srq_attr).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SrqAttr {
+    /// QUERY_SRQ: the ring depth.
+    pub max_wr: Le32,
+    /// QUERY_SRQ: max_sge of CREATE_SRQ.
+    pub max_sge: Le32,
+    /// The armed limit, 0 when not armed; MODIFY_SRQ: at most max_wr (BAD_FIELD).
+    pub srq_limit: Le32,
+    /// Reserved, must be zero.
+    pub reserved0: Le32,
+}
+
+impl Default for SrqAttr {
+    fn default() -> Self {
+        // SAFETY: the struct holds only integers and arrays of integers, for which all-zero
+        // bytes are a valid value.
+        unsafe { std::mem::zeroed() }
+    }
+}
+
+// SAFETY: repr(C), integer fields only, no padding (the asserts below check every offset
+// and the size), so every byte pattern is a valid value.
+unsafe impl ByteValued for SrqAttr {}
+
+impl SrqAttr {
+    pub const SIZE: usize = 16;
+    pub const MAX_WR_OFF: usize = 0;
+    pub const MAX_SGE_OFF: usize = 4;
+    pub const SRQ_LIMIT_OFF: usize = 8;
+    pub const RESERVED0_OFF: usize = 12;
+
+    /// The first reserved field (searching nested structs too) that is not zero, as
+    /// (field name, byte offset in this struct).
+    pub fn nonzero_reserved(&self) -> Option<(&'static str, usize)> {
+        if self.reserved0.to_native() != 0 {
+            return Some(("reserved0", Self::RESERVED0_OFF));
+        }
+        None
+    }
+}
+
+const _: () = assert!(std::mem::size_of::<SrqAttr>() == 16);
+const _: () = assert!(std::mem::offset_of!(SrqAttr, max_wr) == 0);
+const _: () = assert!(std::mem::offset_of!(SrqAttr, max_sge) == 4);
+const _: () = assert!(std::mem::offset_of!(SrqAttr, srq_limit) == 8);
+const _: () = assert!(std::mem::offset_of!(SrqAttr, reserved0) == 12);
+
+/// MODIFY_SRQ and QUERY_SRQ.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CmdModifySrq {
+    pub hdr: AqHeader,
+    /// The SRQ.
+    pub srqn: Le32,
+    /// MODIFY_SRQ: enum srq_attr_mask bits. QUERY_SRQ: 0.
+    pub attr_mask: Le32,
+    /// MODIFY_SRQ: the attributes named by attr_mask. QUERY_SRQ: zero.
+    pub attr: SrqAttr,
+    /// QUERY_SRQ: guest address receiving an srq_attr. MODIFY_SRQ: 0.
+    pub out_addr: Le64,
+    /// QUERY_SRQ: bytes available at out_addr.
+    pub out_len: Le32,
+    /// The context the caller acts for.
+    pub uctx: Le32,
+    /// Reserved, must be zero.
+    pub reserved0: [u8; 80],
+}
+
+impl Default for CmdModifySrq {
+    fn default() -> Self {
+        // SAFETY: the struct holds only integers and arrays of integers, for which all-zero
+        // bytes are a valid value.
+        unsafe { std::mem::zeroed() }
+    }
+}
+
+// SAFETY: repr(C), integer fields only, no padding (the asserts below check every offset
+// and the size), so every byte pattern is a valid value.
+unsafe impl ByteValued for CmdModifySrq {}
+
+impl CmdModifySrq {
+    pub const SIZE: usize = 128;
+    pub const HDR_OFF: usize = 0;
+    pub const SRQN_OFF: usize = 8;
+    pub const ATTR_MASK_OFF: usize = 12;
+    pub const ATTR_OFF: usize = 16;
+    pub const OUT_ADDR_OFF: usize = 32;
+    pub const OUT_LEN_OFF: usize = 40;
+    pub const UCTX_OFF: usize = 44;
+    pub const RESERVED0_OFF: usize = 48;
+
+    /// The first reserved field (searching nested structs too) that is not zero, as
+    /// (field name, byte offset in this struct).
+    pub fn nonzero_reserved(&self) -> Option<(&'static str, usize)> {
+        if let Some((field, offset)) = self.hdr.nonzero_reserved() {
+            return Some((field, Self::HDR_OFF + offset));
+        }
+        if let Some((field, offset)) = self.attr.nonzero_reserved() {
+            return Some((field, Self::ATTR_OFF + offset));
+        }
+        if self.reserved0.iter().any(|b| *b != 0) {
+            return Some(("reserved0", Self::RESERVED0_OFF));
+        }
+        None
+    }
+}
+
+const _: () = assert!(std::mem::size_of::<CmdModifySrq>() == 128);
+const _: () = assert!(std::mem::offset_of!(CmdModifySrq, hdr) == 0);
+const _: () = assert!(std::mem::offset_of!(CmdModifySrq, srqn) == 8);
+const _: () = assert!(std::mem::offset_of!(CmdModifySrq, attr_mask) == 12);
+const _: () = assert!(std::mem::offset_of!(CmdModifySrq, attr) == 16);
+const _: () = assert!(std::mem::offset_of!(CmdModifySrq, out_addr) == 32);
+const _: () = assert!(std::mem::offset_of!(CmdModifySrq, out_len) == 40);
+const _: () = assert!(std::mem::offset_of!(CmdModifySrq, uctx) == 44);
+const _: () = assert!(std::mem::offset_of!(CmdModifySrq, reserved0) == 48);
+
+/// ALLOC_MR: a FREE fast-registration MR (see Memory keys).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CmdAllocMr {
+    pub hdr: AqHeader,
+    /// Protection domain.
+    pub pdn: Le32,
+    /// KERNEL_UCTX (others: PERMISSION).
+    pub uctx: Le32,
+    /// Most pages one REG_MR work request may give it, 1..MAX_FAST_REG_PAGES.
+    pub max_pages: Le32,
+    /// Reserved, must be zero.
+    pub reserved0: [u8; 108],
+}
+
+impl Default for CmdAllocMr {
+    fn default() -> Self {
+        // SAFETY: the struct holds only integers and arrays of integers, for which all-zero
+        // bytes are a valid value.
+        unsafe { std::mem::zeroed() }
+    }
+}
+
+// SAFETY: repr(C), integer fields only, no padding (the asserts below check every offset
+// and the size), so every byte pattern is a valid value.
+unsafe impl ByteValued for CmdAllocMr {}
+
+impl CmdAllocMr {
+    pub const SIZE: usize = 128;
+    pub const HDR_OFF: usize = 0;
+    pub const PDN_OFF: usize = 8;
+    pub const UCTX_OFF: usize = 12;
+    pub const MAX_PAGES_OFF: usize = 16;
+    pub const RESERVED0_OFF: usize = 20;
+
+    /// The first reserved field (searching nested structs too) that is not zero, as
+    /// (field name, byte offset in this struct).
+    pub fn nonzero_reserved(&self) -> Option<(&'static str, usize)> {
+        if let Some((field, offset)) = self.hdr.nonzero_reserved() {
+            return Some((field, Self::HDR_OFF + offset));
+        }
+        if self.reserved0.iter().any(|b| *b != 0) {
+            return Some(("reserved0", Self::RESERVED0_OFF));
+        }
+        None
+    }
+}
+
+const _: () = assert!(std::mem::size_of::<CmdAllocMr>() == 128);
+const _: () = assert!(std::mem::offset_of!(CmdAllocMr, hdr) == 0);
+const _: () = assert!(std::mem::offset_of!(CmdAllocMr, pdn) == 8);
+const _: () = assert!(std::mem::offset_of!(CmdAllocMr, uctx) == 12);
+const _: () = assert!(std::mem::offset_of!(CmdAllocMr, max_pages) == 16);
+const _: () = assert!(std::mem::offset_of!(CmdAllocMr, reserved0) == 20);
+
+/// ALLOC_MW.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CmdAllocMw {
+    pub hdr: AqHeader,
+    /// Protection domain.
+    pub pdn: Le32,
+    /// Context of the PD.
+    pub uctx: Le32,
+    /// TYPE_1 or TYPE_2. (enum `MwType`)
+    pub mw_type: u8,
+    /// Reserved, must be zero.
+    pub reserved0: [u8; 111],
+}
+
+impl Default for CmdAllocMw {
+    fn default() -> Self {
+        // SAFETY: the struct holds only integers and arrays of integers, for which all-zero
+        // bytes are a valid value.
+        unsafe { std::mem::zeroed() }
+    }
+}
+
+// SAFETY: repr(C), integer fields only, no padding (the asserts below check every offset
+// and the size), so every byte pattern is a valid value.
+unsafe impl ByteValued for CmdAllocMw {}
+
+impl CmdAllocMw {
+    pub const SIZE: usize = 128;
+    pub const HDR_OFF: usize = 0;
+    pub const PDN_OFF: usize = 8;
+    pub const UCTX_OFF: usize = 12;
+    pub const MW_TYPE_OFF: usize = 16;
+    pub const RESERVED0_OFF: usize = 17;
+
+    /// The first reserved field (searching nested structs too) that is not zero, as
+    /// (field name, byte offset in this struct).
+    pub fn nonzero_reserved(&self) -> Option<(&'static str, usize)> {
+        if let Some((field, offset)) = self.hdr.nonzero_reserved() {
+            return Some((field, Self::HDR_OFF + offset));
+        }
+        if self.reserved0.iter().any(|b| *b != 0) {
+            return Some(("reserved0", Self::RESERVED0_OFF));
+        }
+        None
+    }
+}
+
+const _: () = assert!(std::mem::size_of::<CmdAllocMw>() == 128);
+const _: () = assert!(std::mem::offset_of!(CmdAllocMw, hdr) == 0);
+const _: () = assert!(std::mem::offset_of!(CmdAllocMw, pdn) == 8);
+const _: () = assert!(std::mem::offset_of!(CmdAllocMw, uctx) == 12);
+const _: () = assert!(std::mem::offset_of!(CmdAllocMw, mw_type) == 16);
+const _: () = assert!(std::mem::offset_of!(CmdAllocMw, reserved0) == 17);
+
 /// Written by QUERY_DEVICE.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -2959,8 +3515,18 @@ pub struct DeviceAttr {
     pub num_comp_vectors: Le32,
     /// 1.
     pub phys_port_cnt: u8,
+    /// HCA. (enum `AtomicCap`)
+    pub atomic_cap: u8,
     /// Reserved, must be zero.
-    pub reserved0: [u8; 19],
+    pub reserved0: [u8; 2],
+    /// MAX_SRQ (max_srq_wr is MAX_QP_WR, max_srq_sge MAX_SGE).
+    pub max_srq: Le32,
+    /// MAX_FAST_REG_PAGES.
+    pub max_fast_reg_pages: Le32,
+    /// MAX_MW.
+    pub max_mw: Le32,
+    /// Reserved, must be zero.
+    pub reserved1: Le32,
 }
 
 impl Default for DeviceAttr {
@@ -3000,13 +3566,21 @@ impl DeviceAttr {
     pub const MAX_UCTX_OFF: usize = 100;
     pub const NUM_COMP_VECTORS_OFF: usize = 104;
     pub const PHYS_PORT_CNT_OFF: usize = 108;
-    pub const RESERVED0_OFF: usize = 109;
+    pub const ATOMIC_CAP_OFF: usize = 109;
+    pub const RESERVED0_OFF: usize = 110;
+    pub const MAX_SRQ_OFF: usize = 112;
+    pub const MAX_FAST_REG_PAGES_OFF: usize = 116;
+    pub const MAX_MW_OFF: usize = 120;
+    pub const RESERVED1_OFF: usize = 124;
 
     /// The first reserved field (searching nested structs too) that is not zero, as
     /// (field name, byte offset in this struct).
     pub fn nonzero_reserved(&self) -> Option<(&'static str, usize)> {
         if self.reserved0.iter().any(|b| *b != 0) {
             return Some(("reserved0", Self::RESERVED0_OFF));
+        }
+        if self.reserved1.to_native() != 0 {
+            return Some(("reserved1", Self::RESERVED1_OFF));
         }
         None
     }
@@ -3036,7 +3610,12 @@ const _: () = assert!(std::mem::offset_of!(DeviceAttr, max_eq) == 96);
 const _: () = assert!(std::mem::offset_of!(DeviceAttr, max_uctx) == 100);
 const _: () = assert!(std::mem::offset_of!(DeviceAttr, num_comp_vectors) == 104);
 const _: () = assert!(std::mem::offset_of!(DeviceAttr, phys_port_cnt) == 108);
-const _: () = assert!(std::mem::offset_of!(DeviceAttr, reserved0) == 109);
+const _: () = assert!(std::mem::offset_of!(DeviceAttr, atomic_cap) == 109);
+const _: () = assert!(std::mem::offset_of!(DeviceAttr, reserved0) == 110);
+const _: () = assert!(std::mem::offset_of!(DeviceAttr, max_srq) == 112);
+const _: () = assert!(std::mem::offset_of!(DeviceAttr, max_fast_reg_pages) == 116);
+const _: () = assert!(std::mem::offset_of!(DeviceAttr, max_mw) == 120);
+const _: () = assert!(std::mem::offset_of!(DeviceAttr, reserved1) == 124);
 
 /// Written by QUERY_PORT. The device's port is always ACTIVE (IB mode: with the configured LID; no subnet manager is involved). In RoCE mode the driver reports the state of its paired network interface.
 #[repr(C)]
@@ -3185,10 +3764,18 @@ pub enum WrOpcode {
     SendWithImm = 3,
     /// Read remote_addr/rkey into local SGEs.
     RdmaRead = 4,
-    /// Reserved (atomic_seg follows the header).
+    /// Compare and swap the 8 bytes at remote_addr (see Atomics).
     AtomicCmpAndSwp = 5,
-    /// Reserved (atomic_seg follows the header).
+    /// Fetch and add the 8 bytes at remote_addr (see Atomics).
     AtomicFetchAndAdd = 6,
+    /// Invalidate the key in rkey (see Memory operations).
+    LocalInv = 7,
+    /// Bind the window named by rkey (bind_mw_seg follows the header).
+    BindMw = 8,
+    /// SEND, then the target invalidates rkey.
+    SendWithInv = 9,
+    /// Kernel QPs: register a fast-registration MR under the key in rkey (reg_mr_seg follows the header; IB_WR_REG_MR).
+    RegMr = 0x20,
 }
 
 impl WrOpcode {
@@ -3201,6 +3788,10 @@ impl WrOpcode {
         WrOpcode::RdmaRead,
         WrOpcode::AtomicCmpAndSwp,
         WrOpcode::AtomicFetchAndAdd,
+        WrOpcode::LocalInv,
+        WrOpcode::BindMw,
+        WrOpcode::SendWithInv,
+        WrOpcode::RegMr,
     ];
 
     /// The spec's name of the value (as `vrnic_wr_opcode_name()` in C returns it).
@@ -3213,6 +3804,10 @@ impl WrOpcode {
             WrOpcode::RdmaRead => "RDMA_READ",
             WrOpcode::AtomicCmpAndSwp => "ATOMIC_CMP_AND_SWP",
             WrOpcode::AtomicFetchAndAdd => "ATOMIC_FETCH_AND_ADD",
+            WrOpcode::LocalInv => "LOCAL_INV",
+            WrOpcode::BindMw => "BIND_MW",
+            WrOpcode::SendWithInv => "SEND_WITH_INV",
+            WrOpcode::RegMr => "REG_MR",
         }
     }
 }
@@ -3230,6 +3825,10 @@ impl TryFrom<u8> for WrOpcode {
             4 => Ok(WrOpcode::RdmaRead),
             5 => Ok(WrOpcode::AtomicCmpAndSwp),
             6 => Ok(WrOpcode::AtomicFetchAndAdd),
+            7 => Ok(WrOpcode::LocalInv),
+            8 => Ok(WrOpcode::BindMw),
+            9 => Ok(WrOpcode::SendWithInv),
+            0x20 => Ok(WrOpcode::RegMr),
             other => Err(other),
         }
     }
@@ -3320,10 +3919,16 @@ pub enum WcOpcode {
     RdmaWrite = 1,
     /// RDMA READ completed.
     RdmaRead = 2,
-    /// Reserved.
+    /// ATOMIC_CMP_AND_SWP completed.
     CompSwap = 3,
-    /// Reserved.
+    /// ATOMIC_FETCH_AND_ADD completed.
     FetchAdd = 4,
+    /// BIND_MW completed.
+    BindMw = 5,
+    /// LOCAL_INV completed.
+    LocalInv = 6,
+    /// REG_MR completed (IB_WC_REG_MR).
+    RegMr = 8,
     /// A receive WQE consumed by a SEND.
     Recv = 0x80,
     /// A receive WQE consumed by RDMA_WRITE_WITH_IMM.
@@ -3338,6 +3943,9 @@ impl WcOpcode {
         WcOpcode::RdmaRead,
         WcOpcode::CompSwap,
         WcOpcode::FetchAdd,
+        WcOpcode::BindMw,
+        WcOpcode::LocalInv,
+        WcOpcode::RegMr,
         WcOpcode::Recv,
         WcOpcode::RecvRdmaWithImm,
     ];
@@ -3350,6 +3958,9 @@ impl WcOpcode {
             WcOpcode::RdmaRead => "RDMA_READ",
             WcOpcode::CompSwap => "COMP_SWAP",
             WcOpcode::FetchAdd => "FETCH_ADD",
+            WcOpcode::BindMw => "BIND_MW",
+            WcOpcode::LocalInv => "LOCAL_INV",
+            WcOpcode::RegMr => "REG_MR",
             WcOpcode::Recv => "RECV",
             WcOpcode::RecvRdmaWithImm => "RECV_RDMA_WITH_IMM",
         }
@@ -3367,6 +3978,9 @@ impl TryFrom<u8> for WcOpcode {
             2 => Ok(WcOpcode::RdmaRead),
             3 => Ok(WcOpcode::CompSwap),
             4 => Ok(WcOpcode::FetchAdd),
+            5 => Ok(WcOpcode::BindMw),
+            6 => Ok(WcOpcode::LocalInv),
+            8 => Ok(WcOpcode::RegMr),
             0x80 => Ok(WcOpcode::Recv),
             0x81 => Ok(WcOpcode::RecvRdmaWithImm),
             other => Err(other),
@@ -3396,7 +4010,7 @@ pub enum WcStatus {
     LocProtErr = 4,
     /// Flushed: the QP is in ERR.
     WrFlushErr = 5,
-    /// Unused.
+    /// A BIND_MW failed.
     MwBindErr = 6,
     /// Unused.
     BadRespErr = 7,
@@ -3533,17 +4147,20 @@ pub enum WcFlags {
     Grh = 1,
     /// imm_data is valid.
     WithImm = 2,
+    /// A SEND_WITH_INV was received: imm_data holds the invalidated key (little-endian u32).
+    WithInv = 8,
 }
 
 impl WcFlags {
     /// Every value, in declaration order.
-    pub const ALL: &[WcFlags] = &[WcFlags::Grh, WcFlags::WithImm];
+    pub const ALL: &[WcFlags] = &[WcFlags::Grh, WcFlags::WithImm, WcFlags::WithInv];
 
     /// The spec's name of the value (as `vrnic_wc_flags_name()` in C returns it).
     pub const fn name(self) -> &'static str {
         match self {
             WcFlags::Grh => "GRH",
             WcFlags::WithImm => "WITH_IMM",
+            WcFlags::WithInv => "WITH_INV",
         }
     }
 }
@@ -3554,8 +4171,10 @@ pub mod wc_flags {
     pub const GRH: u8 = 1 << 0;
     /// imm_data is valid.
     pub const WITH_IMM: u8 = 1 << 1;
+    /// A SEND_WITH_INV was received: imm_data holds the invalidated key (little-endian u32).
+    pub const WITH_INV: u8 = 1 << 3;
     /// Every bit above.
-    pub const ALL: u8 = 3;
+    pub const ALL: u8 = 11;
 }
 
 impl TryFrom<u8> for WcFlags {
@@ -3566,6 +4185,7 @@ impl TryFrom<u8> for WcFlags {
         match value {
             1 => Ok(WcFlags::Grh),
             2 => Ok(WcFlags::WithImm),
+            8 => Ok(WcFlags::WithInv),
             other => Err(other),
         }
     }
@@ -3672,6 +4292,10 @@ pub enum VendorErr {
     QpState = 0x10,
     /// The target QP failed the request.
     RemoteError = 0x11,
+    /// A memory key names no MR or window in the state, PD, context or QP the operation needs.
+    MkeyState = 0x12,
+    /// An atomic's remote_addr is not 8-byte aligned.
+    Misaligned = 0x13,
 }
 
 impl VendorErr {
@@ -3695,6 +4319,8 @@ impl VendorErr {
         VendorErr::Flush,
         VendorErr::QpState,
         VendorErr::RemoteError,
+        VendorErr::MkeyState,
+        VendorErr::Misaligned,
     ];
 
     /// The spec's name of the value (as `vrnic_vendor_err_name()` in C returns it).
@@ -3718,6 +4344,8 @@ impl VendorErr {
             VendorErr::Flush => "FLUSH",
             VendorErr::QpState => "QP_STATE",
             VendorErr::RemoteError => "REMOTE_ERROR",
+            VendorErr::MkeyState => "MKEY_STATE",
+            VendorErr::Misaligned => "MISALIGNED",
         }
     }
 }
@@ -3746,6 +4374,8 @@ impl TryFrom<u8> for VendorErr {
             15 => Ok(VendorErr::Flush),
             0x10 => Ok(VendorErr::QpState),
             0x11 => Ok(VendorErr::RemoteError),
+            0x12 => Ok(VendorErr::MkeyState),
+            0x13 => Ok(VendorErr::Misaligned),
             other => Err(other),
         }
     }
@@ -3773,7 +4403,7 @@ pub enum EventType {
     CommEst = 4,
     /// QP `obj` finished draining in SQD (IBV_EVENT_SQ_DRAINED).
     SqDrained = 5,
-    /// Reserved for SRQ.
+    /// QP `obj`, attached to an SRQ, is in ERR and will take no more SRQ WQEs (IBV_EVENT_QP_LAST_WQE_REACHED).
     QpLastWqeReached = 6,
     /// CQ `obj` overflowed or could not be written and is in error (IBV_EVENT_CQ_ERR).
     CqErr = 7,
@@ -3783,6 +4413,10 @@ pub enum EventType {
     PortErr = 9,
     /// The device is in the FATAL state (IBV_EVENT_DEVICE_FATAL).
     DeviceFatal = 10,
+    /// SRQ `obj` fell below its armed limit (IBV_EVENT_SRQ_LIMIT_REACHED).
+    SrqLimitReached = 11,
+    /// SRQ `obj` failed (doorbell overflow, ring unreadable) and takes no more WQEs (IBV_EVENT_SRQ_ERR).
+    SrqErr = 12,
 }
 
 impl EventType {
@@ -3799,6 +4433,8 @@ impl EventType {
         EventType::PortActive,
         EventType::PortErr,
         EventType::DeviceFatal,
+        EventType::SrqLimitReached,
+        EventType::SrqErr,
     ];
 
     /// The spec's name of the value (as `vrnic_event_type_name()` in C returns it).
@@ -3815,6 +4451,8 @@ impl EventType {
             EventType::PortActive => "PORT_ACTIVE",
             EventType::PortErr => "PORT_ERR",
             EventType::DeviceFatal => "DEVICE_FATAL",
+            EventType::SrqLimitReached => "SRQ_LIMIT_REACHED",
+            EventType::SrqErr => "SRQ_ERR",
         }
     }
 }
@@ -3836,6 +4474,8 @@ impl TryFrom<u8> for EventType {
             8 => Ok(EventType::PortActive),
             9 => Ok(EventType::PortErr),
             10 => Ok(EventType::DeviceFatal),
+            11 => Ok(EventType::SrqLimitReached),
+            12 => Ok(EventType::SrqErr),
             other => Err(other),
         }
     }
@@ -3865,7 +4505,7 @@ pub struct SendWqeHeader {
     pub wr_id: Le64,
     /// RDMA: remote virtual address.
     pub remote_addr: Le64,
-    /// RDMA: remote key.
+    /// RDMA and atomics: remote key. SEND_WITH_INV: the key the target invalidates. LOCAL_INV: the key to invalidate. REG_MR: the MR's new key. BIND_MW: the window's new rkey.
     pub rkey: Le32,
     /// INLINE: payload bytes; otherwise 0.
     pub inline_len: Le32,
@@ -3959,7 +4599,7 @@ const _: () = assert!(std::mem::offset_of!(Sge, addr) == 0);
 const _: () = assert!(std::mem::offset_of!(Sge, length) == 8);
 const _: () = assert!(std::mem::offset_of!(Sge, lkey) == 12);
 
-/// Reserved for atomics: follows send_wqe_header for ATOMIC_* opcodes.
+/// Follows send_wqe_header for ATOMIC_* opcodes (one sge follows it, see Atomics).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AtomicSeg {
@@ -3997,6 +4637,120 @@ impl AtomicSeg {
 const _: () = assert!(std::mem::size_of::<AtomicSeg>() == 16);
 const _: () = assert!(std::mem::offset_of!(AtomicSeg, compare_add) == 0);
 const _: () = assert!(std::mem::offset_of!(AtomicSeg, swap) == 8);
+
+/// Follows send_wqe_header in a REG_MR WQE (see Memory operations).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RegMrSeg {
+    /// Virtual address the MR is known by; its first byte is at offset iova mod page size of the first page.
+    pub iova: Le64,
+    /// Length in bytes (0 allowed: a VALID MR covering nothing).
+    pub length: Le64,
+    /// Guest address of npages little-endian u64 page addresses (8-byte aligned, not crossing a 4 KiB boundary).
+    pub page_list: Le64,
+    /// Pages in the list, 1..max_pages of the MR.
+    pub npages: Le16,
+    /// log2 of the page size, PAGE_SHIFT_MIN..PAGE_SHIFT_MAX.
+    pub page_shift: u8,
+    /// Reserved, must be zero.
+    pub reserved0: u8,
+    /// enum access bits (not MW_BIND).
+    pub access: Le32,
+}
+
+impl Default for RegMrSeg {
+    fn default() -> Self {
+        // SAFETY: the struct holds only integers and arrays of integers, for which all-zero
+        // bytes are a valid value.
+        unsafe { std::mem::zeroed() }
+    }
+}
+
+// SAFETY: repr(C), integer fields only, no padding (the asserts below check every offset
+// and the size), so every byte pattern is a valid value.
+unsafe impl ByteValued for RegMrSeg {}
+
+impl RegMrSeg {
+    pub const SIZE: usize = 32;
+    pub const IOVA_OFF: usize = 0;
+    pub const LENGTH_OFF: usize = 8;
+    pub const PAGE_LIST_OFF: usize = 16;
+    pub const NPAGES_OFF: usize = 24;
+    pub const PAGE_SHIFT_OFF: usize = 26;
+    pub const RESERVED0_OFF: usize = 27;
+    pub const ACCESS_OFF: usize = 28;
+
+    /// The first reserved field (searching nested structs too) that is not zero, as
+    /// (field name, byte offset in this struct).
+    pub fn nonzero_reserved(&self) -> Option<(&'static str, usize)> {
+        if self.reserved0 != 0 {
+            return Some(("reserved0", Self::RESERVED0_OFF));
+        }
+        None
+    }
+}
+
+const _: () = assert!(std::mem::size_of::<RegMrSeg>() == 32);
+const _: () = assert!(std::mem::offset_of!(RegMrSeg, iova) == 0);
+const _: () = assert!(std::mem::offset_of!(RegMrSeg, length) == 8);
+const _: () = assert!(std::mem::offset_of!(RegMrSeg, page_list) == 16);
+const _: () = assert!(std::mem::offset_of!(RegMrSeg, npages) == 24);
+const _: () = assert!(std::mem::offset_of!(RegMrSeg, page_shift) == 26);
+const _: () = assert!(std::mem::offset_of!(RegMrSeg, reserved0) == 27);
+const _: () = assert!(std::mem::offset_of!(RegMrSeg, access) == 28);
+
+/// Follows send_wqe_header in a BIND_MW WQE (see Memory operations).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BindMwSeg {
+    /// Start of the window (an address inside the MR).
+    pub addr: Le64,
+    /// Length of the window (type 1: 0 unbinds).
+    pub length: Le64,
+    /// The MR the window is bound to.
+    pub mr_lkey: Le32,
+    /// REMOTE_WRITE, REMOTE_READ and REMOTE_ATOMIC bits of the window.
+    pub access: Le32,
+    /// Reserved, must be zero.
+    pub reserved0: Le64,
+}
+
+impl Default for BindMwSeg {
+    fn default() -> Self {
+        // SAFETY: the struct holds only integers and arrays of integers, for which all-zero
+        // bytes are a valid value.
+        unsafe { std::mem::zeroed() }
+    }
+}
+
+// SAFETY: repr(C), integer fields only, no padding (the asserts below check every offset
+// and the size), so every byte pattern is a valid value.
+unsafe impl ByteValued for BindMwSeg {}
+
+impl BindMwSeg {
+    pub const SIZE: usize = 32;
+    pub const ADDR_OFF: usize = 0;
+    pub const LENGTH_OFF: usize = 8;
+    pub const MR_LKEY_OFF: usize = 16;
+    pub const ACCESS_OFF: usize = 20;
+    pub const RESERVED0_OFF: usize = 24;
+
+    /// The first reserved field (searching nested structs too) that is not zero, as
+    /// (field name, byte offset in this struct).
+    pub fn nonzero_reserved(&self) -> Option<(&'static str, usize)> {
+        if self.reserved0.to_native() != 0 {
+            return Some(("reserved0", Self::RESERVED0_OFF));
+        }
+        None
+    }
+}
+
+const _: () = assert!(std::mem::size_of::<BindMwSeg>() == 32);
+const _: () = assert!(std::mem::offset_of!(BindMwSeg, addr) == 0);
+const _: () = assert!(std::mem::offset_of!(BindMwSeg, length) == 8);
+const _: () = assert!(std::mem::offset_of!(BindMwSeg, mr_lkey) == 16);
+const _: () = assert!(std::mem::offset_of!(BindMwSeg, access) == 20);
+const _: () = assert!(std::mem::offset_of!(BindMwSeg, reserved0) == 24);
 
 /// Address vector of a UD or GSI send WQE: follows send_wqe_header (see Datagrams).
 #[repr(C)]
@@ -4139,13 +4893,13 @@ pub struct Cqe {
     pub wr_id: Le64,
     /// Receive: payload bytes placed. RDMA READ: bytes read. Otherwise the message length.
     pub byte_len: Le32,
-    /// With WITH_IMM: immediate data, network order.
+    /// With WITH_IMM: immediate data, network order. With WITH_INV: the invalidated key, little-endian.
     pub imm_data: [u8; 4],
     /// Local QP.
     pub qpn: Le32,
     /// Receive: the sending QP (GSI_QPN for a GSI QP).
     pub src_qp: Le32,
-    /// Index (mod depth) of the WQE in its queue.
+    /// Index (mod depth) of the WQE in its queue (for a QP with an SRQ, in the SRQ).
     pub wqe_index: Le16,
     /// What completed. (enum `WcOpcode`)
     pub opcode: u8,
@@ -4249,7 +5003,7 @@ pub struct Eqe {
     pub reserved0: u8,
     /// Reserved, must be zero.
     pub reserved1: Le16,
-    /// CQN, QPN or port number, per event_type.
+    /// CQN, QPN, SRQN or port number, per event_type.
     pub obj: Le32,
     /// Event detail (enum vendor_err for QP events, else 0).
     pub data: Le32,
@@ -4309,7 +5063,7 @@ const _: () = assert!(std::mem::offset_of!(Eqe, owner) == 15);
 // ---- Kernel <-> provider ABI (uverbs udata) (abi.toml) ----
 
 /// Version of the structs below.
-pub const UVERBS_ABI_VERSION: u32 = 3;
+pub const UVERBS_ABI_VERSION: u32 = 4;
 
 /// Response of ibv_open_device (alloc_ucontext).
 #[repr(C)]
@@ -4496,7 +5250,7 @@ const _: () = assert!(std::mem::offset_of!(CreateCqResp, kick_mmap_key) == 24);
 pub struct CreateQpCmd {
     /// User address of the send ring (page-aligned, 2^(sq_depth_log2 + sq_wqe_shift) bytes, zeroed).
     pub sq_buf_addr: Le64,
-    /// User address of the receive ring (page-aligned, 2^(rq_depth_log2 + rq_wqe_shift) bytes, zeroed).
+    /// User address of the receive ring (page-aligned, 2^(rq_depth_log2 + rq_wqe_shift) bytes, zeroed); 0 for a QP with an SRQ (then rq_depth_log2 and rq_wqe_shift are 0 too).
     pub rq_buf_addr: Le64,
     /// log2 of the send queue depth.
     pub sq_depth_log2: u8,
@@ -4653,6 +5407,112 @@ const _: () = assert!(std::mem::size_of::<CreateAhResp>() == 8);
 const _: () = assert!(std::mem::offset_of!(CreateAhResp, dmac) == 0);
 const _: () = assert!(std::mem::offset_of!(CreateAhResp, reserved0) == 6);
 
+/// Request of create_srq.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CreateSrqCmd {
+    /// User address of the ring (page-aligned, 2^(depth_log2 + wqe_shift) bytes, zeroed).
+    pub buf_addr: Le64,
+    /// log2 of the ring depth.
+    pub depth_log2: u8,
+    /// log2 of the WQE size.
+    pub wqe_shift: u8,
+    /// Reserved, must be zero.
+    pub reserved0: [u8; 6],
+}
+
+impl Default for CreateSrqCmd {
+    fn default() -> Self {
+        // SAFETY: the struct holds only integers and arrays of integers, for which all-zero
+        // bytes are a valid value.
+        unsafe { std::mem::zeroed() }
+    }
+}
+
+// SAFETY: repr(C), integer fields only, no padding (the asserts below check every offset
+// and the size), so every byte pattern is a valid value.
+unsafe impl ByteValued for CreateSrqCmd {}
+
+impl CreateSrqCmd {
+    pub const SIZE: usize = 16;
+    pub const BUF_ADDR_OFF: usize = 0;
+    pub const DEPTH_LOG2_OFF: usize = 8;
+    pub const WQE_SHIFT_OFF: usize = 9;
+    pub const RESERVED0_OFF: usize = 10;
+
+    /// The first reserved field (searching nested structs too) that is not zero, as
+    /// (field name, byte offset in this struct).
+    pub fn nonzero_reserved(&self) -> Option<(&'static str, usize)> {
+        if self.reserved0.iter().any(|b| *b != 0) {
+            return Some(("reserved0", Self::RESERVED0_OFF));
+        }
+        None
+    }
+}
+
+const _: () = assert!(std::mem::size_of::<CreateSrqCmd>() == 16);
+const _: () = assert!(std::mem::offset_of!(CreateSrqCmd, buf_addr) == 0);
+const _: () = assert!(std::mem::offset_of!(CreateSrqCmd, depth_log2) == 8);
+const _: () = assert!(std::mem::offset_of!(CreateSrqCmd, wqe_shift) == 9);
+const _: () = assert!(std::mem::offset_of!(CreateSrqCmd, reserved0) == 10);
+
+/// Response of create_srq.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CreateSrqResp {
+    /// SRQ number.
+    pub srqn: Le32,
+    /// Doorbell slot in page db_page.
+    pub db_slot: Le32,
+    /// Doorbell page holding the slot (CREATE_SRQ result2), a page of the caller's context.
+    pub db_page: Le32,
+    /// Reserved, must be zero.
+    pub reserved0: Le32,
+    /// mmap offset of doorbell page db_page.
+    pub db_mmap_key: Le64,
+    /// mmap offset of kick page db_page.
+    pub kick_mmap_key: Le64,
+}
+
+impl Default for CreateSrqResp {
+    fn default() -> Self {
+        // SAFETY: the struct holds only integers and arrays of integers, for which all-zero
+        // bytes are a valid value.
+        unsafe { std::mem::zeroed() }
+    }
+}
+
+// SAFETY: repr(C), integer fields only, no padding (the asserts below check every offset
+// and the size), so every byte pattern is a valid value.
+unsafe impl ByteValued for CreateSrqResp {}
+
+impl CreateSrqResp {
+    pub const SIZE: usize = 32;
+    pub const SRQN_OFF: usize = 0;
+    pub const DB_SLOT_OFF: usize = 4;
+    pub const DB_PAGE_OFF: usize = 8;
+    pub const RESERVED0_OFF: usize = 12;
+    pub const DB_MMAP_KEY_OFF: usize = 16;
+    pub const KICK_MMAP_KEY_OFF: usize = 24;
+
+    /// The first reserved field (searching nested structs too) that is not zero, as
+    /// (field name, byte offset in this struct).
+    pub fn nonzero_reserved(&self) -> Option<(&'static str, usize)> {
+        if self.reserved0.to_native() != 0 {
+            return Some(("reserved0", Self::RESERVED0_OFF));
+        }
+        None
+    }
+}
+
+const _: () = assert!(std::mem::size_of::<CreateSrqResp>() == 32);
+const _: () = assert!(std::mem::offset_of!(CreateSrqResp, srqn) == 0);
+const _: () = assert!(std::mem::offset_of!(CreateSrqResp, db_slot) == 4);
+const _: () = assert!(std::mem::offset_of!(CreateSrqResp, db_page) == 8);
+const _: () = assert!(std::mem::offset_of!(CreateSrqResp, reserved0) == 12);
+const _: () = assert!(std::mem::offset_of!(CreateSrqResp, db_mmap_key) == 16);
+const _: () = assert!(std::mem::offset_of!(CreateSrqResp, kick_mmap_key) == 24);
+
 /// Every struct size (`name`) and field offset (`name.field`), measured on the Rust types;
 /// the layout test compares it with the C headers.
 pub const LAYOUT: &[(&str, usize)] = &[
@@ -4662,6 +5522,12 @@ pub const LAYOUT: &[(&str, usize)] = &[
     ("db_cq_slot", std::mem::size_of::<DbCqSlot>()),
     ("db_cq_slot.ci", std::mem::offset_of!(DbCqSlot, ci)),
     ("db_cq_slot.arm", std::mem::offset_of!(DbCqSlot, arm)),
+    ("db_srq_slot", std::mem::size_of::<DbSrqSlot>()),
+    ("db_srq_slot.pi", std::mem::offset_of!(DbSrqSlot, pi)),
+    (
+        "db_srq_slot.unused0",
+        std::mem::offset_of!(DbSrqSlot, unused0),
+    ),
     ("db_eq_slot", std::mem::size_of::<DbEqSlot>()),
     ("db_eq_slot.ci", std::mem::offset_of!(DbEqSlot, ci)),
     (
@@ -4857,16 +5723,16 @@ pub const LAYOUT: &[(&str, usize)] = &[
         std::mem::offset_of!(CmdCreateQp, max_recv_sge),
     ),
     (
-        "cmd_create_qp.reserved0",
-        std::mem::offset_of!(CmdCreateQp, reserved0),
+        "cmd_create_qp.flags",
+        std::mem::offset_of!(CmdCreateQp, flags),
     ),
     (
         "cmd_create_qp.max_inline",
         std::mem::offset_of!(CmdCreateQp, max_inline),
     ),
     (
-        "cmd_create_qp.reserved1",
-        std::mem::offset_of!(CmdCreateQp, reserved1),
+        "cmd_create_qp.srqn",
+        std::mem::offset_of!(CmdCreateQp, srqn),
     ),
     (
         "cmd_create_qp.sq_ring",
@@ -4998,6 +5864,115 @@ pub const LAYOUT: &[(&str, usize)] = &[
         "cmd_set_gid.reserved0",
         std::mem::offset_of!(CmdSetGid, reserved0),
     ),
+    ("cmd_create_srq", std::mem::size_of::<CmdCreateSrq>()),
+    (
+        "cmd_create_srq.hdr",
+        std::mem::offset_of!(CmdCreateSrq, hdr),
+    ),
+    (
+        "cmd_create_srq.uctx",
+        std::mem::offset_of!(CmdCreateSrq, uctx),
+    ),
+    (
+        "cmd_create_srq.pdn",
+        std::mem::offset_of!(CmdCreateSrq, pdn),
+    ),
+    (
+        "cmd_create_srq.depth_log2",
+        std::mem::offset_of!(CmdCreateSrq, depth_log2),
+    ),
+    (
+        "cmd_create_srq.wqe_shift",
+        std::mem::offset_of!(CmdCreateSrq, wqe_shift),
+    ),
+    (
+        "cmd_create_srq.max_sge",
+        std::mem::offset_of!(CmdCreateSrq, max_sge),
+    ),
+    (
+        "cmd_create_srq.reserved0",
+        std::mem::offset_of!(CmdCreateSrq, reserved0),
+    ),
+    (
+        "cmd_create_srq.reserved1",
+        std::mem::offset_of!(CmdCreateSrq, reserved1),
+    ),
+    (
+        "cmd_create_srq.ring",
+        std::mem::offset_of!(CmdCreateSrq, ring),
+    ),
+    (
+        "cmd_create_srq.reserved2",
+        std::mem::offset_of!(CmdCreateSrq, reserved2),
+    ),
+    ("srq_attr", std::mem::size_of::<SrqAttr>()),
+    ("srq_attr.max_wr", std::mem::offset_of!(SrqAttr, max_wr)),
+    ("srq_attr.max_sge", std::mem::offset_of!(SrqAttr, max_sge)),
+    (
+        "srq_attr.srq_limit",
+        std::mem::offset_of!(SrqAttr, srq_limit),
+    ),
+    (
+        "srq_attr.reserved0",
+        std::mem::offset_of!(SrqAttr, reserved0),
+    ),
+    ("cmd_modify_srq", std::mem::size_of::<CmdModifySrq>()),
+    (
+        "cmd_modify_srq.hdr",
+        std::mem::offset_of!(CmdModifySrq, hdr),
+    ),
+    (
+        "cmd_modify_srq.srqn",
+        std::mem::offset_of!(CmdModifySrq, srqn),
+    ),
+    (
+        "cmd_modify_srq.attr_mask",
+        std::mem::offset_of!(CmdModifySrq, attr_mask),
+    ),
+    (
+        "cmd_modify_srq.attr",
+        std::mem::offset_of!(CmdModifySrq, attr),
+    ),
+    (
+        "cmd_modify_srq.out_addr",
+        std::mem::offset_of!(CmdModifySrq, out_addr),
+    ),
+    (
+        "cmd_modify_srq.out_len",
+        std::mem::offset_of!(CmdModifySrq, out_len),
+    ),
+    (
+        "cmd_modify_srq.uctx",
+        std::mem::offset_of!(CmdModifySrq, uctx),
+    ),
+    (
+        "cmd_modify_srq.reserved0",
+        std::mem::offset_of!(CmdModifySrq, reserved0),
+    ),
+    ("cmd_alloc_mr", std::mem::size_of::<CmdAllocMr>()),
+    ("cmd_alloc_mr.hdr", std::mem::offset_of!(CmdAllocMr, hdr)),
+    ("cmd_alloc_mr.pdn", std::mem::offset_of!(CmdAllocMr, pdn)),
+    ("cmd_alloc_mr.uctx", std::mem::offset_of!(CmdAllocMr, uctx)),
+    (
+        "cmd_alloc_mr.max_pages",
+        std::mem::offset_of!(CmdAllocMr, max_pages),
+    ),
+    (
+        "cmd_alloc_mr.reserved0",
+        std::mem::offset_of!(CmdAllocMr, reserved0),
+    ),
+    ("cmd_alloc_mw", std::mem::size_of::<CmdAllocMw>()),
+    ("cmd_alloc_mw.hdr", std::mem::offset_of!(CmdAllocMw, hdr)),
+    ("cmd_alloc_mw.pdn", std::mem::offset_of!(CmdAllocMw, pdn)),
+    ("cmd_alloc_mw.uctx", std::mem::offset_of!(CmdAllocMw, uctx)),
+    (
+        "cmd_alloc_mw.mw_type",
+        std::mem::offset_of!(CmdAllocMw, mw_type),
+    ),
+    (
+        "cmd_alloc_mw.reserved0",
+        std::mem::offset_of!(CmdAllocMw, reserved0),
+    ),
     ("device_attr", std::mem::size_of::<DeviceAttr>()),
     (
         "device_attr.fw_ver",
@@ -5092,8 +6067,28 @@ pub const LAYOUT: &[(&str, usize)] = &[
         std::mem::offset_of!(DeviceAttr, phys_port_cnt),
     ),
     (
+        "device_attr.atomic_cap",
+        std::mem::offset_of!(DeviceAttr, atomic_cap),
+    ),
+    (
         "device_attr.reserved0",
         std::mem::offset_of!(DeviceAttr, reserved0),
+    ),
+    (
+        "device_attr.max_srq",
+        std::mem::offset_of!(DeviceAttr, max_srq),
+    ),
+    (
+        "device_attr.max_fast_reg_pages",
+        std::mem::offset_of!(DeviceAttr, max_fast_reg_pages),
+    ),
+    (
+        "device_attr.max_mw",
+        std::mem::offset_of!(DeviceAttr, max_mw),
+    ),
+    (
+        "device_attr.reserved1",
+        std::mem::offset_of!(DeviceAttr, reserved1),
     ),
     ("port_attr", std::mem::size_of::<PortAttr>()),
     ("port_attr.state", std::mem::offset_of!(PortAttr, state)),
@@ -5190,6 +6185,41 @@ pub const LAYOUT: &[(&str, usize)] = &[
         std::mem::offset_of!(AtomicSeg, compare_add),
     ),
     ("atomic_seg.swap", std::mem::offset_of!(AtomicSeg, swap)),
+    ("reg_mr_seg", std::mem::size_of::<RegMrSeg>()),
+    ("reg_mr_seg.iova", std::mem::offset_of!(RegMrSeg, iova)),
+    ("reg_mr_seg.length", std::mem::offset_of!(RegMrSeg, length)),
+    (
+        "reg_mr_seg.page_list",
+        std::mem::offset_of!(RegMrSeg, page_list),
+    ),
+    ("reg_mr_seg.npages", std::mem::offset_of!(RegMrSeg, npages)),
+    (
+        "reg_mr_seg.page_shift",
+        std::mem::offset_of!(RegMrSeg, page_shift),
+    ),
+    (
+        "reg_mr_seg.reserved0",
+        std::mem::offset_of!(RegMrSeg, reserved0),
+    ),
+    ("reg_mr_seg.access", std::mem::offset_of!(RegMrSeg, access)),
+    ("bind_mw_seg", std::mem::size_of::<BindMwSeg>()),
+    ("bind_mw_seg.addr", std::mem::offset_of!(BindMwSeg, addr)),
+    (
+        "bind_mw_seg.length",
+        std::mem::offset_of!(BindMwSeg, length),
+    ),
+    (
+        "bind_mw_seg.mr_lkey",
+        std::mem::offset_of!(BindMwSeg, mr_lkey),
+    ),
+    (
+        "bind_mw_seg.access",
+        std::mem::offset_of!(BindMwSeg, access),
+    ),
+    (
+        "bind_mw_seg.reserved0",
+        std::mem::offset_of!(BindMwSeg, reserved0),
+    ),
     ("ud_av", std::mem::size_of::<UdAv>()),
     ("ud_av.remote_qpn", std::mem::offset_of!(UdAv, remote_qpn)),
     ("ud_av.remote_qkey", std::mem::offset_of!(UdAv, remote_qkey)),
@@ -5400,6 +6430,48 @@ pub const LAYOUT: &[(&str, usize)] = &[
         "create_ah_resp.reserved0",
         std::mem::offset_of!(CreateAhResp, reserved0),
     ),
+    ("create_srq_cmd", std::mem::size_of::<CreateSrqCmd>()),
+    (
+        "create_srq_cmd.buf_addr",
+        std::mem::offset_of!(CreateSrqCmd, buf_addr),
+    ),
+    (
+        "create_srq_cmd.depth_log2",
+        std::mem::offset_of!(CreateSrqCmd, depth_log2),
+    ),
+    (
+        "create_srq_cmd.wqe_shift",
+        std::mem::offset_of!(CreateSrqCmd, wqe_shift),
+    ),
+    (
+        "create_srq_cmd.reserved0",
+        std::mem::offset_of!(CreateSrqCmd, reserved0),
+    ),
+    ("create_srq_resp", std::mem::size_of::<CreateSrqResp>()),
+    (
+        "create_srq_resp.srqn",
+        std::mem::offset_of!(CreateSrqResp, srqn),
+    ),
+    (
+        "create_srq_resp.db_slot",
+        std::mem::offset_of!(CreateSrqResp, db_slot),
+    ),
+    (
+        "create_srq_resp.db_page",
+        std::mem::offset_of!(CreateSrqResp, db_page),
+    ),
+    (
+        "create_srq_resp.reserved0",
+        std::mem::offset_of!(CreateSrqResp, reserved0),
+    ),
+    (
+        "create_srq_resp.db_mmap_key",
+        std::mem::offset_of!(CreateSrqResp, db_mmap_key),
+    ),
+    (
+        "create_srq_resp.kick_mmap_key",
+        std::mem::offset_of!(CreateSrqResp, kick_mmap_key),
+    ),
 ];
 
 /// Every enum value's name as `vrnic_<enum>_name()` in `vrnic_names.h` returns it: (enum,
@@ -5431,6 +6503,13 @@ pub const NAMES: &[(&str, u64, &str)] = &[
     ("aq_opcode", 15, AqOpcode::QueryQp.name()),
     ("aq_opcode", 0x10, AqOpcode::DestroyQp.name()),
     ("aq_opcode", 0x11, AqOpcode::SetGid.name()),
+    ("aq_opcode", 0x12, AqOpcode::CreateSrq.name()),
+    ("aq_opcode", 0x13, AqOpcode::ModifySrq.name()),
+    ("aq_opcode", 0x14, AqOpcode::QuerySrq.name()),
+    ("aq_opcode", 0x15, AqOpcode::DestroySrq.name()),
+    ("aq_opcode", 0x16, AqOpcode::AllocMr.name()),
+    ("aq_opcode", 0x17, AqOpcode::AllocMw.name()),
+    ("aq_opcode", 0x18, AqOpcode::DeallocMw.name()),
     ("aq_opcode", 0, "UNKNOWN"),
     ("aq_status", 0, AqStatus::Success.name()),
     ("aq_status", 1, AqStatus::BadOpcode.name()),
@@ -5453,6 +6532,7 @@ pub const NAMES: &[(&str, u64, &str)] = &[
     ("access", 2, Access::RemoteWrite.name()),
     ("access", 4, Access::RemoteRead.name()),
     ("access", 8, Access::RemoteAtomic.name()),
+    ("access", 0x10, Access::MwBind.name()),
     ("access", 0, "UNKNOWN"),
     ("qp_type", 1, QpType::Gsi.name()),
     ("qp_type", 2, QpType::Rc.name()),
@@ -5499,6 +6579,16 @@ pub const NAMES: &[(&str, u64, &str)] = &[
     ("gid_type", 1, GidType::RoceV1.name()),
     ("gid_type", 2, GidType::RoceV2.name()),
     ("gid_type", 3, "UNKNOWN"),
+    ("srq_attr_mask", 1, SrqAttrMask::MaxWr.name()),
+    ("srq_attr_mask", 2, SrqAttrMask::Limit.name()),
+    ("srq_attr_mask", 0, "UNKNOWN"),
+    ("mw_type", 1, MwType::Type1.name()),
+    ("mw_type", 2, MwType::Type2.name()),
+    ("mw_type", 0, "UNKNOWN"),
+    ("atomic_cap", 0, AtomicCap::None.name()),
+    ("atomic_cap", 1, AtomicCap::Hca.name()),
+    ("atomic_cap", 2, AtomicCap::Glob.name()),
+    ("atomic_cap", 3, "UNKNOWN"),
     ("link_layer", 1, LinkLayer::Infiniband.name()),
     ("link_layer", 2, LinkLayer::Ethernet.name()),
     ("link_layer", 0, "UNKNOWN"),
@@ -5514,7 +6604,11 @@ pub const NAMES: &[(&str, u64, &str)] = &[
     ("wr_opcode", 4, WrOpcode::RdmaRead.name()),
     ("wr_opcode", 5, WrOpcode::AtomicCmpAndSwp.name()),
     ("wr_opcode", 6, WrOpcode::AtomicFetchAndAdd.name()),
-    ("wr_opcode", 7, "UNKNOWN"),
+    ("wr_opcode", 7, WrOpcode::LocalInv.name()),
+    ("wr_opcode", 8, WrOpcode::BindMw.name()),
+    ("wr_opcode", 9, WrOpcode::SendWithInv.name()),
+    ("wr_opcode", 0x20, WrOpcode::RegMr.name()),
+    ("wr_opcode", 10, "UNKNOWN"),
     ("send_flags", 1, SendFlags::Fence.name()),
     ("send_flags", 2, SendFlags::Signaled.name()),
     ("send_flags", 4, SendFlags::Solicited.name()),
@@ -5525,9 +6619,12 @@ pub const NAMES: &[(&str, u64, &str)] = &[
     ("wc_opcode", 2, WcOpcode::RdmaRead.name()),
     ("wc_opcode", 3, WcOpcode::CompSwap.name()),
     ("wc_opcode", 4, WcOpcode::FetchAdd.name()),
+    ("wc_opcode", 5, WcOpcode::BindMw.name()),
+    ("wc_opcode", 6, WcOpcode::LocalInv.name()),
+    ("wc_opcode", 8, WcOpcode::RegMr.name()),
     ("wc_opcode", 0x80, WcOpcode::Recv.name()),
     ("wc_opcode", 0x81, WcOpcode::RecvRdmaWithImm.name()),
-    ("wc_opcode", 5, "UNKNOWN"),
+    ("wc_opcode", 7, "UNKNOWN"),
     ("wc_status", 0, WcStatus::Success.name()),
     ("wc_status", 1, WcStatus::LocLenErr.name()),
     ("wc_status", 2, WcStatus::LocQpOpErr.name()),
@@ -5553,6 +6650,7 @@ pub const NAMES: &[(&str, u64, &str)] = &[
     ("wc_status", 22, "UNKNOWN"),
     ("wc_flags", 1, WcFlags::Grh.name()),
     ("wc_flags", 2, WcFlags::WithImm.name()),
+    ("wc_flags", 8, WcFlags::WithInv.name()),
     ("wc_flags", 0, "UNKNOWN"),
     ("network_type", 0, NetworkType::Ib.name()),
     ("network_type", 1, NetworkType::RoceV1.name()),
@@ -5577,7 +6675,9 @@ pub const NAMES: &[(&str, u64, &str)] = &[
     ("vendor_err", 15, VendorErr::Flush.name()),
     ("vendor_err", 0x10, VendorErr::QpState.name()),
     ("vendor_err", 0x11, VendorErr::RemoteError.name()),
-    ("vendor_err", 18, "UNKNOWN"),
+    ("vendor_err", 0x12, VendorErr::MkeyState.name()),
+    ("vendor_err", 0x13, VendorErr::Misaligned.name()),
+    ("vendor_err", 20, "UNKNOWN"),
     ("event_type", 0, EventType::Completion.name()),
     ("event_type", 1, EventType::QpFatal.name()),
     ("event_type", 2, EventType::QpReqErr.name()),
@@ -5589,7 +6689,9 @@ pub const NAMES: &[(&str, u64, &str)] = &[
     ("event_type", 8, EventType::PortActive.name()),
     ("event_type", 9, EventType::PortErr.name()),
     ("event_type", 10, EventType::DeviceFatal.name()),
-    ("event_type", 11, "UNKNOWN"),
+    ("event_type", 11, EventType::SrqLimitReached.name()),
+    ("event_type", 12, EventType::SrqErr.name()),
+    ("event_type", 13, "UNKNOWN"),
 ];
 
 /// Every constant, enum value and register offset/reset value by its C name (without the
@@ -5667,6 +6769,10 @@ pub const VALUES: &[(&str, u64)] = &[
     ("BAR0_CAPS_ATOMICS_MASK", bar0::CAPS_ATOMICS_MASK as u64),
     ("BAR0_CAPS_SRQ_MASK", bar0::CAPS_SRQ_MASK as u64),
     ("BAR0_CAPS_UD_MASK", bar0::CAPS_UD_MASK as u64),
+    ("BAR0_CAPS_MEM_MGT_MASK", bar0::CAPS_MEM_MGT_MASK as u64),
+    ("BAR0_CAPS_MW_MASK", bar0::CAPS_MW_MASK as u64),
+    ("BAR0_CAPS_UC_MASK", bar0::CAPS_UC_MASK as u64),
+    ("BAR0_CAPS_XRC_MASK", bar0::CAPS_XRC_MASK as u64),
     ("BAR0_CAPS_WRITABLE_MASK", bar0::CAPS_WRITABLE_MASK as u64),
     ("BAR0_CAPS_W1C_MASK", bar0::CAPS_W1C_MASK as u64),
     ("BAR0_CAPS_W1S_MASK", bar0::CAPS_W1S_MASK as u64),
@@ -6260,6 +7366,10 @@ pub const VALUES: &[(&str, u64)] = &[
     ("PORT_NUM", PORT_NUM as u64),
     ("ACCESS_SUPPORTED_MASK", ACCESS_SUPPORTED_MASK as u64),
     ("EQ_FLAG_ASYNC", EQ_FLAG_ASYNC as u64),
+    ("QP_FLAG_SRQ", QP_FLAG_SRQ as u64),
+    ("MAX_SRQ", MAX_SRQ as u64),
+    ("MAX_FAST_REG_PAGES", MAX_FAST_REG_PAGES as u64),
+    ("MAX_MW", MAX_MW as u64),
     ("AQ_OPCODE_QUERY_DEVICE", AqOpcode::QueryDevice as u64),
     ("AQ_OPCODE_QUERY_PORT", AqOpcode::QueryPort as u64),
     ("AQ_OPCODE_ALLOC_UCTX", AqOpcode::AllocUctx as u64),
@@ -6277,6 +7387,13 @@ pub const VALUES: &[(&str, u64)] = &[
     ("AQ_OPCODE_QUERY_QP", AqOpcode::QueryQp as u64),
     ("AQ_OPCODE_DESTROY_QP", AqOpcode::DestroyQp as u64),
     ("AQ_OPCODE_SET_GID", AqOpcode::SetGid as u64),
+    ("AQ_OPCODE_CREATE_SRQ", AqOpcode::CreateSrq as u64),
+    ("AQ_OPCODE_MODIFY_SRQ", AqOpcode::ModifySrq as u64),
+    ("AQ_OPCODE_QUERY_SRQ", AqOpcode::QuerySrq as u64),
+    ("AQ_OPCODE_DESTROY_SRQ", AqOpcode::DestroySrq as u64),
+    ("AQ_OPCODE_ALLOC_MR", AqOpcode::AllocMr as u64),
+    ("AQ_OPCODE_ALLOC_MW", AqOpcode::AllocMw as u64),
+    ("AQ_OPCODE_DEALLOC_MW", AqOpcode::DeallocMw as u64),
     ("AQ_STATUS_SUCCESS", AqStatus::Success as u64),
     ("AQ_STATUS_BAD_OPCODE", AqStatus::BadOpcode as u64),
     ("AQ_STATUS_BAD_FIELD", AqStatus::BadField as u64),
@@ -6296,6 +7413,7 @@ pub const VALUES: &[(&str, u64)] = &[
     ("ACCESS_REMOTE_WRITE", Access::RemoteWrite as u64),
     ("ACCESS_REMOTE_READ", Access::RemoteRead as u64),
     ("ACCESS_REMOTE_ATOMIC", Access::RemoteAtomic as u64),
+    ("ACCESS_MW_BIND", Access::MwBind as u64),
     ("ACCESS_ALL", access::ALL as u64),
     ("QP_TYPE_GSI", QpType::Gsi as u64),
     ("QP_TYPE_RC", QpType::Rc as u64),
@@ -6350,6 +7468,14 @@ pub const VALUES: &[(&str, u64)] = &[
     ("GID_TYPE_IB", GidType::Ib as u64),
     ("GID_TYPE_ROCE_V1", GidType::RoceV1 as u64),
     ("GID_TYPE_ROCE_V2", GidType::RoceV2 as u64),
+    ("SRQ_ATTR_MASK_MAX_WR", SrqAttrMask::MaxWr as u64),
+    ("SRQ_ATTR_MASK_LIMIT", SrqAttrMask::Limit as u64),
+    ("SRQ_ATTR_MASK_ALL", srq_attr_mask::ALL as u64),
+    ("MW_TYPE_TYPE_1", MwType::Type1 as u64),
+    ("MW_TYPE_TYPE_2", MwType::Type2 as u64),
+    ("ATOMIC_CAP_NONE", AtomicCap::None as u64),
+    ("ATOMIC_CAP_HCA", AtomicCap::Hca as u64),
+    ("ATOMIC_CAP_GLOB", AtomicCap::Glob as u64),
     ("LINK_LAYER_INFINIBAND", LinkLayer::Infiniband as u64),
     ("LINK_LAYER_ETHERNET", LinkLayer::Ethernet as u64),
     ("PORT_STATE_DOWN", PortState::Down as u64),
@@ -6382,6 +7508,10 @@ pub const VALUES: &[(&str, u64)] = &[
         "WR_OPCODE_ATOMIC_FETCH_AND_ADD",
         WrOpcode::AtomicFetchAndAdd as u64,
     ),
+    ("WR_OPCODE_LOCAL_INV", WrOpcode::LocalInv as u64),
+    ("WR_OPCODE_BIND_MW", WrOpcode::BindMw as u64),
+    ("WR_OPCODE_SEND_WITH_INV", WrOpcode::SendWithInv as u64),
+    ("WR_OPCODE_REG_MR", WrOpcode::RegMr as u64),
     ("SEND_FLAGS_FENCE", SendFlags::Fence as u64),
     ("SEND_FLAGS_SIGNALED", SendFlags::Signaled as u64),
     ("SEND_FLAGS_SOLICITED", SendFlags::Solicited as u64),
@@ -6392,6 +7522,9 @@ pub const VALUES: &[(&str, u64)] = &[
     ("WC_OPCODE_RDMA_READ", WcOpcode::RdmaRead as u64),
     ("WC_OPCODE_COMP_SWAP", WcOpcode::CompSwap as u64),
     ("WC_OPCODE_FETCH_ADD", WcOpcode::FetchAdd as u64),
+    ("WC_OPCODE_BIND_MW", WcOpcode::BindMw as u64),
+    ("WC_OPCODE_LOCAL_INV", WcOpcode::LocalInv as u64),
+    ("WC_OPCODE_REG_MR", WcOpcode::RegMr as u64),
     ("WC_OPCODE_RECV", WcOpcode::Recv as u64),
     (
         "WC_OPCODE_RECV_RDMA_WITH_IMM",
@@ -6433,6 +7566,7 @@ pub const VALUES: &[(&str, u64)] = &[
     ("WC_STATUS_GENERAL_ERR", WcStatus::GeneralErr as u64),
     ("WC_FLAGS_GRH", WcFlags::Grh as u64),
     ("WC_FLAGS_WITH_IMM", WcFlags::WithImm as u64),
+    ("WC_FLAGS_WITH_INV", WcFlags::WithInv as u64),
     ("WC_FLAGS_ALL", wc_flags::ALL as u64),
     ("NETWORK_TYPE_IB", NetworkType::Ib as u64),
     ("NETWORK_TYPE_ROCE_V1", NetworkType::RoceV1 as u64),
@@ -6459,6 +7593,8 @@ pub const VALUES: &[(&str, u64)] = &[
     ("VENDOR_ERR_FLUSH", VendorErr::Flush as u64),
     ("VENDOR_ERR_QP_STATE", VendorErr::QpState as u64),
     ("VENDOR_ERR_REMOTE_ERROR", VendorErr::RemoteError as u64),
+    ("VENDOR_ERR_MKEY_STATE", VendorErr::MkeyState as u64),
+    ("VENDOR_ERR_MISALIGNED", VendorErr::Misaligned as u64),
     ("EVENT_TYPE_COMPLETION", EventType::Completion as u64),
     ("EVENT_TYPE_QP_FATAL", EventType::QpFatal as u64),
     ("EVENT_TYPE_QP_REQ_ERR", EventType::QpReqErr as u64),
@@ -6473,5 +7609,10 @@ pub const VALUES: &[(&str, u64)] = &[
     ("EVENT_TYPE_PORT_ACTIVE", EventType::PortActive as u64),
     ("EVENT_TYPE_PORT_ERR", EventType::PortErr as u64),
     ("EVENT_TYPE_DEVICE_FATAL", EventType::DeviceFatal as u64),
+    (
+        "EVENT_TYPE_SRQ_LIMIT_REACHED",
+        EventType::SrqLimitReached as u64,
+    ),
+    ("EVENT_TYPE_SRQ_ERR", EventType::SrqErr as u64),
     ("UVERBS_ABI_VERSION", UVERBS_ABI_VERSION as u64),
 ];
