@@ -123,9 +123,16 @@ provision_guest() {
   else
     log "guest: building $CACHE/guest-root"
     new_root guest-root "deb $DEBIAN_MIRROR $DEBIAN_SUITE main"
+    # rdma-core's own test suite ships (partly gzipped) under /usr/share/doc, which the base
+    # root excludes: let dpkg keep it, then move it to /opt/rdma-core-tests/tests.
+    echo 'path-include=/usr/share/doc/rdma-core/tests*' >"$g/etc/dpkg/dpkg.cfg.d/02-vrnic-rdma-tests"
+    mkdir -p "$g/usr/share/doc/rdma-core" # excluded itself, so dpkg would not create it
     # shellcheck disable=SC2086 # one package per word
     logged guest-install apt_in "$g" install $GUEST_PACKAGES
     check_version "$g" libibverbs1 "$RDMA_CORE_VERSION-"
+    mkdir -p "$g/opt/rdma-core-tests"
+    mv "$g/usr/share/doc/rdma-core/tests" "$g/opt/rdma-core-tests/tests"
+    gunzip -f "$g"/opt/rdma-core-tests/tests/*.gz
     mkdir -p "$g/usr/lib/modules" "$g/opt/vrnic/modules" "$g/job"
     cp -a "$CACHE/kernel/usr/lib/modules/$KERNEL_VERSION" "$g/usr/lib/modules/"
     for d in $GUEST_MODULES_PRUNE; do rm -rf "$g/usr/lib/modules/$KERNEL_VERSION/kernel/$d"; done
