@@ -77,9 +77,11 @@ fn run(
         QueryQp => super::qp::query_qp(st, mem, &checked(cmd)?),
         DestroyQp => super::qp::destroy_qp(rnic, st, &checked(cmd)?),
         SetGid => super::gid::set_gid(rnic, st, &checked(cmd)?),
-        CreateSrq | ModifySrq | QuerySrq | DestroySrq | AllocMr | AllocMw | DeallocMw => {
-            Err(CmdError::general(AqStatus::NotSupported))
-        }
+        CreateSrq => super::srq::create_srq(rnic, st, mem, reads, &checked(cmd)?),
+        ModifySrq => super::srq::modify_srq(rnic, st, &checked(cmd)?),
+        QuerySrq => super::srq::query_srq(st, mem, &checked(cmd)?),
+        DestroySrq => super::srq::destroy_srq(rnic, st, &checked(cmd)?),
+        AllocMr | AllocMw | DeallocMw => Err(CmdError::general(AqStatus::NotSupported)),
     }
 }
 
@@ -112,7 +114,9 @@ reserved!(
     CmdCreateEq,
     CmdCreateQp,
     CmdModifyQp,
-    CmdSetGid
+    CmdSetGid,
+    CmdCreateSrq,
+    CmdModifySrq
 );
 
 /// Decodes a command, refusing non-zero reserved fields.
@@ -208,6 +212,10 @@ fn query_device(rnic: &Rnic, mem: &RamSnapshot, cmd: &CmdQuery) -> CmdResult<[u3
         max_uctx: bar0::MAX_UCTX_RESET.into(),
         num_comp_vectors: (MSIX_VECTORS - 1).into(),
         phys_port_cnt: 1,
+        atomic_cap: AtomicCap::Hca.into(),
+        max_srq: MAX_SRQ.into(),
+        max_fast_reg_pages: MAX_FAST_REG_PAGES.into(),
+        max_mw: MAX_MW.into(),
         ..Default::default()
     };
     answer_query(mem, cmd, &attr)
@@ -273,7 +281,8 @@ fn dealloc_uctx(rnic: &Rnic, st: &mut RnicState, cmd: &CmdHandle) -> CmdResult<[
     let o = &st.objects;
     let in_use = o.pds.iter().any(|(_, pd)| pd.uctx == uctx)
         || o.cqs.iter().any(|(_, cq)| cq.uctx == uctx)
-        || o.qps.iter().any(|(_, qp)| qp.uctx == uctx);
+        || o.qps.iter().any(|(_, qp)| qp.uctx == uctx)
+        || o.srqs.iter().any(|(_, srq)| srq.uctx == uctx);
     if in_use {
         return Err(busy(CmdHandle::HANDLE_OFF));
     }
@@ -301,7 +310,10 @@ fn dealloc_pd(st: &mut RnicState, cmd: &CmdHandle) -> CmdResult<[u32; 4]> {
         .ok_or(bad_handle(CmdHandle::HANDLE_OFF))?;
     owned(pd.uctx, cmd.uctx.to_native(), CmdHandle::UCTX_OFF)?;
     let o = &st.objects;
-    if o.mrs.iter().any(|(_, mr)| mr.pdn == pdn) || o.qps.iter().any(|(_, qp)| qp.pdn == pdn) {
+    if o.mrs.iter().any(|(_, mr)| mr.pdn == pdn)
+        || o.qps.iter().any(|(_, qp)| qp.pdn == pdn)
+        || o.srqs.iter().any(|(_, srq)| srq.pdn == pdn)
+    {
         return Err(busy(CmdHandle::HANDLE_OFF));
     }
     st.objects.pds.remove(pdn);

@@ -14,6 +14,7 @@ mod memory;
 mod prefetch;
 mod qp;
 mod queues;
+mod srq;
 
 use crate::objects::{Uctx, KERNEL_DB_PAGE};
 use crate::rnic::notify::{post_async, publish};
