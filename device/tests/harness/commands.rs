@@ -100,6 +100,7 @@ pub const ACCESS_ALL: u32 = 1 | 2 | 4;
 pub const LOCAL_WRITE: u32 = 1;
 pub const REMOTE_WRITE: u32 = 2;
 pub const REMOTE_READ: u32 = 4;
+pub const REMOTE_ATOMIC: u32 = 8;
 
 /// Bits of qp_attr_mask.
 pub fn mask(bits: &[QpAttrMask]) -> u32 {
