@@ -42,7 +42,7 @@ pub fn execute(
     let revokes = outcome.is_ok()
         && matches!(
             opcode,
-            Ok(AqOpcode::DeregMr | AqOpcode::DestroyQp | AqOpcode::ModifyQp)
+            Ok(AqOpcode::DeregMr | AqOpcode::DeallocMw | AqOpcode::DestroyQp | AqOpcode::ModifyQp)
         );
     (
         super::completion(hdr.cmd_id.to_native(), hdr.opcode, outcome),
@@ -81,7 +81,9 @@ fn run(
         ModifySrq => super::srq::modify_srq(rnic, st, &checked(cmd)?),
         QuerySrq => super::srq::query_srq(st, mem, &checked(cmd)?),
         DestroySrq => super::srq::destroy_srq(rnic, st, &checked(cmd)?),
-        AllocMr | AllocMw | DeallocMw => Err(CmdError::general(AqStatus::NotSupported)),
+        AllocMr => super::memory::alloc_mr(st, &checked(cmd)?),
+        AllocMw => super::mw::alloc_mw(st, &checked(cmd)?),
+        DeallocMw => super::mw::dealloc_mw(st, &checked(cmd)?),
     }
 }
 
@@ -110,6 +112,8 @@ reserved!(
     CmdQuery,
     CmdHandle,
     CmdRegMr,
+    CmdAllocMr,
+    CmdAllocMw,
     CmdCreateCq,
     CmdCreateEq,
     CmdCreateQp,
@@ -282,6 +286,7 @@ fn dealloc_uctx(rnic: &Rnic, st: &mut RnicState, cmd: &CmdHandle) -> CmdResult<[
     let in_use = o.pds.iter().any(|(_, pd)| pd.uctx == uctx)
         || o.cqs.iter().any(|(_, cq)| cq.uctx == uctx)
         || o.qps.iter().any(|(_, qp)| qp.uctx == uctx)
+        || o.mkeys().any(|key| key.uctx() == uctx)
         || o.srqs.iter().any(|(_, srq)| srq.uctx == uctx);
     if in_use {
         return Err(busy(CmdHandle::HANDLE_OFF));
@@ -310,7 +315,7 @@ fn dealloc_pd(st: &mut RnicState, cmd: &CmdHandle) -> CmdResult<[u32; 4]> {
         .ok_or(bad_handle(CmdHandle::HANDLE_OFF))?;
     owned(pd.uctx, cmd.uctx.to_native(), CmdHandle::UCTX_OFF)?;
     let o = &st.objects;
-    if o.mrs.iter().any(|(_, mr)| mr.pdn == pdn)
+    if o.mkeys().any(|key| key.pdn() == pdn)
         || o.qps.iter().any(|(_, qp)| qp.pdn == pdn)
         || o.srqs.iter().any(|(_, srq)| srq.pdn == pdn)
     {

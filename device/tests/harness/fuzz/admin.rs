@@ -63,6 +63,8 @@ struct Handles {
     cqs: Vec<(u32, u32)>,
     qps: Vec<(u32, u32)>,
     srqs: Vec<(u32, u32)>,
+    /// Memory windows (rkey, context).
+    mws: Vec<(u32, u32)>,
 }
 
 fn any_handle(inp: &mut Input) -> u32 {
@@ -100,6 +102,8 @@ fn next_step(inp: &mut Input, h: &Handles) -> AqOpcode {
             AqOpcode::SetGid,
             AqOpcode::CreateSrq,
             AqOpcode::ModifySrq,
+            AqOpcode::AllocMr,
+            AqOpcode::AllocMw,
         ])
     }
 }
@@ -264,16 +268,12 @@ fn build(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, h: &Handles) -> 
         | AqOpcode::DeregMr
         | AqOpcode::DestroyCq
         | AqOpcode::DestroyQp
-        | AqOpcode::DestroySrq
-        | AqOpcode::AllocMr
-        | AqOpcode::AllocMw
-        | AqOpcode::DeallocMw => {
+        | AqOpcode::DestroySrq => {
             let list = match op {
                 AqOpcode::DeallocPd => &h.pds,
                 AqOpcode::DeregMr => &h.mrs,
                 AqOpcode::DestroyCq => &h.cqs,
                 AqOpcode::DestroySrq => &h.srqs,
-                AqOpcode::AllocMr | AqOpcode::AllocMw | AqOpcode::DeallocMw => &h.pds,
                 _ => &h.qps,
             };
             let (handle, owner) = pick(inp, list);
@@ -290,6 +290,52 @@ fn build(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, h: &Handles) -> 
                 hdr,
                 handle: pick1(inp, &h.eqs).into(),
                 uctx: inp.mostly_u32(KERNEL_UCTX).into(),
+                ..Default::default()
+            };
+            put(cmd.as_slice());
+        }
+        AqOpcode::AllocMr => {
+            let (pd, owner) = pick(inp, &h.pds);
+            let max_pages = {
+                let v = 1 + inp.below(MAX_FAST_REG_PAGES as usize) as u32;
+                inp.mostly_u32(v)
+            };
+            let cmd = CmdAllocMr {
+                hdr,
+                pdn: pd.into(),
+                // Only the kernel may; the PD's own context now and then.
+                uctx: if inp.chance(10) { owner } else { KERNEL_UCTX }.into(),
+                max_pages: max_pages.into(),
+                ..Default::default()
+            };
+            put(cmd.as_slice());
+        }
+        AqOpcode::AllocMw => {
+            let (pd, owner) = pick(inp, &h.pds);
+            let cmd = CmdAllocMw {
+                hdr,
+                pdn: pd.into(),
+                uctx: claim(inp, h, owner).into(),
+                mw_type: {
+                    let v = 1 + inp.below(2) as u8;
+                    inp.mostly_u8(v)
+                },
+                ..Default::default()
+            };
+            put(cmd.as_slice());
+        }
+        AqOpcode::DeallocMw => {
+            let (mw, owner) = pick(inp, &h.mws);
+            // Any variant of the window's index names it.
+            let rkey = if inp.chance(20) {
+                (mw & !0xFF) | u32::from(inp.u8())
+            } else {
+                mw
+            };
+            let cmd = CmdHandle {
+                hdr,
+                handle: rkey.into(),
+                uctx: claim(inp, h, owner).into(),
                 ..Default::default()
             };
             put(cmd.as_slice());
@@ -625,6 +671,9 @@ fn record(h: &mut Handles, cmd: &[u8; 128], results: [u32; 4]) {
         AqOpcode::DeallocPd => h.pds.retain(|&(p, _)| p != handle),
         AqOpcode::RegMr => h.mrs.push((r0, u32_at(CmdRegMr::UCTX_OFF))),
         AqOpcode::DeregMr => h.mrs.retain(|&(m, _)| m != handle),
+        AqOpcode::AllocMr => h.mrs.push((r0, KERNEL_UCTX)),
+        AqOpcode::AllocMw => h.mws.push((r0, u32_at(CmdAllocMw::UCTX_OFF))),
+        AqOpcode::DeallocMw => h.mws.retain(|&(m, _)| m >> 8 != handle >> 8),
         AqOpcode::CreateCq => h.cqs.push((r0, u32_at(CmdCreateCq::UCTX_OFF))),
         AqOpcode::DestroyCq => h.cqs.retain(|&(c, _)| c != handle),
         AqOpcode::CreateEq => h.eqs.push(r0),

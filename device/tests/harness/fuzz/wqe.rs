@@ -5,7 +5,9 @@
 //! sequence of operations: send and receive WQEs with known opcodes (atomics on RC) whose SGEs name live
 //! MRs (offsets and lengths at the edges, sometimes mutated), doorbells at or near the
 //! producer index, CQ arming, CQ/EQ polling, QP state changes, MR deregistration during
-//! traffic, raw WQE bytes.
+//! traffic, raw WQE bytes, and memory operations (REG_MR of fast-registration MRs when the
+//! side is the kernel's, LOCAL_INV, BIND_MW of type 1 and 2 windows, SEND_WITH_INV) whose
+//! keys then serve as lkeys and rkeys.
 //!
 //! Oracles: every CQE that appears is well-formed (known status, vendor_err and, on
 //! success, opcode; a QP of this CQ; a wr_id that was posted); every EQE has a known type and
@@ -201,6 +203,10 @@ struct Ctx<'r> {
     remote: Option<Vec<Mr>>,
     /// Keys of deregistered MRs (still named by SGEs now and then).
     stale_keys: Vec<u32>,
+    /// Fast-registration MRs (key, max_pages) and memory windows (rkey) of the input's
+    /// context, named by memory operations.
+    frmrs: Vec<(u32, u32)>,
+    mws: Vec<u32>,
     /// wr_ids that may legitimately appear in a CQE (0: a zeroed ring slot).
     wr_ids: HashSet<u64>,
     next_wr: u64,
@@ -1086,6 +1092,23 @@ fn poll_cq(c: &mut Ctx, i: usize) -> Vec<Cqe> {
             eprintln!("wqe: CQ {} {cqe:?}", cq.cqn);
         }
         check_cqe(&cqe, &qpns, &c.wr_ids, cq.cqn);
+        // Which memory operations got through (the statuses alone do not say).
+        let memory_op = matches!(
+            WcOpcode::try_from(cqe.opcode),
+            Ok(WcOpcode::RegMr | WcOpcode::LocalInv | WcOpcode::BindMw)
+        );
+        if cqe.status == u8::from(WcStatus::Success)
+            && cqe.flags & CQE_FLAG_RECV as u8 == 0
+            && memory_op
+        {
+            stats::count(
+                "wqe",
+                format_args!("done {:?}", WcOpcode::try_from(cqe.opcode)),
+            );
+        }
+        if cqe.wc_flags & u8::from(WcFlags::WithInv) != 0 {
+            stats::count("wqe", format_args!("received WITH_INV"));
+        }
         let kind = c
             .qps
             .iter()
@@ -1222,11 +1245,15 @@ struct Sentinel {
 fn setup_side(inp: &mut Input, c: &mut Ctx, n: usize, kind: QpType) -> Side {
     create_eq(c, true, 0);
     create_eq(c, false, 1);
-    let uctx = admin_ok(
-        c,
-        &handle_cmd(AqOpcode::AllocUctx, 0, KERNEL_UCTX),
-        "ALLOC_UCTX",
-    )[0];
+    // Now and then the kernel's own objects: only its QPs post REG_MR work requests.
+    let uctx = match inp.chance(20) {
+        true => KERNEL_UCTX,
+        false => admin_ok(
+            c,
+            &handle_cmd(AqOpcode::AllocUctx, 0, KERNEL_UCTX),
+            "ALLOC_UCTX",
+        )[0],
+    };
     let pd = admin_ok(c, &handle_cmd(AqOpcode::AllocPd, uctx, uctx), "ALLOC_PD")[0];
     let other_pd = admin_ok(c, &handle_cmd(AqOpcode::AllocPd, uctx, uctx), "ALLOC_PD")[0];
     c.pds = [pd, other_pd];
@@ -1281,11 +1308,211 @@ fn setup_side(inp: &mut Input, c: &mut Ctx, n: usize, kind: QpType) -> Side {
             c.mrs.push(mr);
         }
     }
+    alloc_keys(inp, c, uctx, pd);
     Side {
         cqs: [cq0, cq1],
         qps,
         peers: Vec::new(),
     }
+}
+
+/// A few fast-registration MRs (kernel side) and memory windows in PD `pd`.
+fn alloc_keys(inp: &mut Input, c: &mut Ctx, uctx: u32, pd: u32) {
+    if uctx == KERNEL_UCTX {
+        for _ in 0..1 + inp.below(2) {
+            let max_pages = 1 + inp.below(16) as u32;
+            let cmd = CmdAllocMr {
+                hdr: hdr(AqOpcode::AllocMr),
+                pdn: pd.into(),
+                uctx: KERNEL_UCTX.into(),
+                max_pages: max_pages.into(),
+                ..Default::default()
+            };
+            let key = admin_ok(c, &cmd, "ALLOC_MR")[0];
+            c.frmrs.push((key, max_pages));
+        }
+    }
+    for _ in 0..inp.below(3) {
+        let kind = inp.pick(&[MwType::Type1, MwType::Type2]);
+        let cmd = CmdAllocMw {
+            hdr: hdr(AqOpcode::AllocMw),
+            pdn: pd.into(),
+            uctx: uctx.into(),
+            mw_type: kind.into(),
+            ..Default::default()
+        };
+        let rkey = admin_ok(c, &cmd, "ALLOC_MW")[0];
+        c.mws.push(rkey);
+    }
+}
+
+/// `key` under another variant now and then (as ib_inc_rkey does), else as it is.
+fn new_variant(inp: &mut Input, key: u32) -> u32 {
+    match inp.chance(70) {
+        true => (key & !0xFF) | u32::from((key as u8).wrapping_add(1 + inp.below(3) as u8)),
+        false => key,
+    }
+}
+
+/// Any key the input knows: MRs (with windows and registrations), FRMRs, windows.
+fn any_key(inp: &mut Input, c: &Ctx) -> u32 {
+    let keys: Vec<u32> = c
+        .mrs
+        .iter()
+        .map(|m| m.key)
+        .chain(c.frmrs.iter().map(|f| f.0))
+        .chain(c.mws.iter().copied())
+        .collect();
+    if keys.is_empty() || inp.mutate(5) {
+        return inp.u32();
+    }
+    let key = keys[inp.below(keys.len())];
+    if inp.mutate(5) {
+        new_variant(inp, key)
+    } else {
+        key
+    }
+}
+
+/// A memory operation (REG_MR, LOCAL_INV, BIND_MW) or a SEND_WITH_INV on `qp`, mostly
+/// well-formed and naming the input's keys. A registration or binding it asks for joins
+/// the MRs, so later SGEs and RDMA name it (whether or not the device accepted it).
+fn post_memory_op(inp: &mut Input, c: &mut Ctx, qp: usize) {
+    let op = inp.pick(&[
+        WrOpcode::RegMr,
+        WrOpcode::LocalInv,
+        WrOpcode::BindMw,
+        WrOpcode::SendWithInv,
+    ]);
+    let wr_id = new_wr_id(c);
+    let mut header = SendWqeHeader {
+        opcode: op.into(),
+        flags: u8::from(SendFlags::Signaled) * u8::from(inp.chance(80)),
+        wr_id: wr_id.into(),
+        ..Default::default()
+    };
+    let mut body = Vec::new();
+    match op {
+        WrOpcode::RegMr => {
+            let (key, max_pages) = match c.frmrs.is_empty() || inp.mutate(10) {
+                true => (any_key(inp, c), 1 + inp.below(4) as u32),
+                false => c.frmrs[inp.below(c.frmrs.len())],
+            };
+            let npages = {
+                let v = 1 + inp.below(max_pages as usize) as u16;
+                inp.mostly_u16(v)
+            };
+            let n = u64::from(npages.clamp(1, 16));
+            // Pages the device may write (fresh, allowed) or outside RAM: never the rings.
+            let pages: Vec<u64> = match inp.mutate(10) {
+                true => {
+                    let base = inp.pick(OUTSIDE_ADDRS);
+                    (0..n).map(|i| base.wrapping_add(i * PAGE)).collect()
+                }
+                false => buffer(c.ram, &mut c.heap, n * PAGE, 12, Layout::Scattered).1,
+            };
+            for &p in &pages {
+                c.ram.allow(p, PAGE);
+            }
+            let list = describe(c.ram, &mut c.heap, &pages, 12, Layout::Scattered);
+            let first = if inp.chance(30) {
+                u64::from(inp.u16()) % PAGE
+            } else {
+                0
+            };
+            let len = inp.len_up_to(n * PAGE - first);
+            c.next_wr += 1;
+            let iova = 0x7e00_0000_0000u64 + (c.next_wr << 30) + first;
+            let new_key = new_variant(inp, key);
+            header.rkey = inp.mostly_u32(new_key).into();
+            let seg = RegMrSeg {
+                iova: inp.mostly_u64(iova).into(),
+                length: inp.mostly_u64(len).into(),
+                page_list: inp.mostly_u64(list.addr.to_native()).into(),
+                npages: npages.into(),
+                page_shift: inp.mostly_u8(12),
+                access: inp
+                    .mostly_u32(ACCESS_ALL & !u32::from(Access::MwBind))
+                    .into(),
+                ..Default::default()
+            };
+            body.extend_from_slice(seg.as_slice());
+            if !pages.is_empty() {
+                c.mrs.push(Mr {
+                    key: new_key,
+                    iova,
+                    len,
+                    pages,
+                    first,
+                });
+            }
+        }
+        WrOpcode::LocalInv => {
+            // Mostly the latest registration or binding, which may just have become valid.
+            let latest = c.mrs.last().map(|m| m.key).filter(|_| inp.chance(50));
+            header.rkey = latest.unwrap_or_else(|| any_key(inp, c)).into();
+        }
+        WrOpcode::BindMw => {
+            let rkey = match c.mws.is_empty() || inp.mutate(10) {
+                true => any_key(inp, c),
+                false => c.mws[inp.below(c.mws.len())],
+            };
+            let new_rkey = new_variant(inp, rkey);
+            header.rkey = new_rkey.into();
+            if let Some(mr) = (!c.mrs.is_empty()).then(|| c.mrs[inp.below(c.mrs.len())].clone()) {
+                let offset = inp.len_up_to(mr.len);
+                let len = inp.len_up_to(mr.len - offset);
+                let remote = u32::from(Access::RemoteWrite)
+                    | u32::from(Access::RemoteRead)
+                    | u32::from(Access::RemoteAtomic);
+                let access = u32::from(inp.u8()) & remote;
+                let seg = BindMwSeg {
+                    addr: inp.mostly_u64(mr.iova + offset).into(),
+                    length: inp.mostly_u64(len).into(),
+                    mr_lkey: inp.mostly_u32(mr.key).into(),
+                    access: inp.mostly_u32(access).into(),
+                    ..Default::default()
+                };
+                body.extend_from_slice(seg.as_slice());
+                // The window as a peer names it: part of the MR's pages.
+                let first = mr.first + offset;
+                c.mrs.push(Mr {
+                    key: new_rkey,
+                    iova: mr.iova + offset,
+                    len,
+                    first,
+                    ..mr
+                });
+            } else {
+                body.extend_from_slice(BindMwSeg::default().as_slice());
+            }
+        }
+        _ => {
+            let sge = sge(inp, c);
+            header.num_sge = 1;
+            body.extend_from_slice(sge.as_slice());
+            let remote = c.remote.as_ref().unwrap_or(&c.mrs);
+            header.rkey = match remote.is_empty() || inp.mutate(5) {
+                true => any_key(inp, c),
+                false => remote[inp.below(remote.len())].key,
+            }
+            .into();
+        }
+    }
+    let mut wqe = header.as_slice().to_vec();
+    wqe.extend_from_slice(&body);
+    if inp.mutate(8) {
+        let at = inp.below(wqe.len());
+        wqe[at] = inp.u8();
+        // The byte may be one of the wr_id's: its CQE carries what was written.
+        let id = &wqe[SendWqeHeader::WR_ID_OFF..SendWqeHeader::WR_ID_OFF + 8];
+        c.wr_ids
+            .insert(u64::from_le_bytes(id.try_into().unwrap_or_default()));
+    }
+    if super::admin::trace() {
+        eprintln!("wqe: memory op on QP {}: {wqe:02x?}", c.qps[qp].qpn);
+    }
+    write_sq(c, qp, &wqe);
 }
 
 /// A sentinel QP pair in a context of its own on this device.
@@ -1395,7 +1622,19 @@ fn op(inp: &mut Input, c: &mut Ctx, side: &Side) {
     let qp = side.qps[pick];
     let s = side;
     match inp.u8() % 32 {
-        0..=9 | 26 => {
+        26 => {
+            let q = &c.qps[qp];
+            let full = q.sq_pi.wrapping_sub(q.sq_done) >= q.sq.depth();
+            if full && !inp.mutate(5) {
+                return;
+            }
+            post_memory_op(inp, c, qp);
+            if inp.chance(75) {
+                let pi = c.qps[qp].sq_pi;
+                ring_sq(c, qp, pi);
+            }
+        }
+        0..=9 => {
             let q = &c.qps[qp];
             let full = q.sq_pi.wrapping_sub(q.sq_done) >= q.sq.depth();
             if full && !inp.mutate(5) {
@@ -1577,6 +1816,8 @@ fn new_ctx<'r>(
         pds: [0; 2],
         remote: None,
         stale_keys: Vec::new(),
+        frmrs: Vec::new(),
+        mws: Vec::new(),
         wr_ids: HashSet::from([0]),
         next_wr: 0,
         cqes: 0,
