@@ -20,6 +20,7 @@ on_both_topologies!(
     an_empty_srq_with_rnr_retry_0_fails_the_sender_with_rnr_retry_exc_err,
     the_limit_event_fires_once_when_the_srq_runs_low_and_disarms,
     a_producer_index_beyond_the_depth_posts_srq_err_and_the_srq_takes_no_more,
+    an_srq_ring_the_device_cannot_read_posts_srq_err,
     a_qp_entering_err_flushes_its_taken_wqe_then_posts_last_wqe_reached,
     ud_qps_sharing_an_srq_take_its_wqes_in_order,
 );
@@ -433,6 +434,55 @@ fn a_producer_index_beyond_the_depth_posts_srq_err_and_the_srq_takes_no_more(t: 
         None,
         "SRQ_ERR once"
     );
+}
+
+fn an_srq_ring_the_device_cannot_read_posts_srq_err(t: Topology) {
+    let opts = ConnectOpts {
+        rnr_retry: 0,
+        ..ConnectOpts::default()
+    };
+    let mut s = Shared::rc_with(t, 1, opts, false);
+    let (uctx, pd) = (s.b_uctx, s.b_pd);
+    let (mut cmd, _) = s.b().create_srq_cmd(uctx, pd, 1, 1);
+    // A ring in guest-physical space nothing maps (CREATE_SRQ reads only the page list).
+    let pages = [UNMAPPED_GPA];
+    cmd.ring = s.b().page_list(&pages, 12, Layout::Direct);
+    let [srqn, slot, page, _] = s.b().admin(&cmd).ok();
+    let (b_send, b_recv) = (&s.b_send_cq, &s.b_recv_cq);
+    let unreadable = Srq {
+        srqn,
+        uctx,
+        pd,
+        page,
+        slot,
+        ring: s.srq.ring.clone(),
+        pi: 0,
+    };
+    let caps = QpCaps::default();
+    let receiver = s.d[s.ib].create_qp_on_srq(uctx, pd, b_send, b_recv, caps, &unreadable);
+    let (a_uctx, a_pd) = (s.a_uctx, s.a_pd);
+    let sender = {
+        let (d, cq) = (&mut s.d[s.ia], &s.a_cq);
+        d.create_qp(a_uctx, a_pd, cq, cq, caps)
+    };
+    let (a_addr, b_addr) = (s.d[s.ia].addr(), s.d[s.ib].addr());
+    s.d[s.ia].connect_qp_to(&sender, b_addr, receiver.qpn, &opts);
+    s.d[s.ib].connect_qp_to(&receiver, a_addr, sender.qpn, &opts);
+    s.senders.push(sender);
+    s.receivers.push(receiver);
+    s.b().db_store(page, slot, 0, 1);
+    let src = s.source(&[1; 8]);
+
+    s.post_send(1, &SendWr::send(1, vec![src.sge(0, 8)]).signaled());
+
+    assert_cqe_status(&s.send_cqe(), WcStatus::RnrRetryExcErr, VendorErr::Rnr);
+    let e = s.b().wait_async_event();
+    assert_eq!(
+        (e.event_type, e.obj.to_native()),
+        (u8::from(EventType::SrqErr), srqn)
+    );
+    assert_eq!(s.receiver_state(1), QpState::Rts, "the QP is not at fault");
+    assert_eq!(s.poll_recv(), None);
 }
 
 impl Shared {
