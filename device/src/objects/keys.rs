@@ -302,7 +302,10 @@ mod tests {
         o.remove_key(new_key);
         let (again, next) = o.next_key().unwrap();
         assert_eq!(again, index);
-        assert_ne!(next, new_key, "the index's next key follows the chosen variant");
+        assert_ne!(
+            next, new_key,
+            "the index's next key follows the chosen variant"
+        );
     }
 
     #[test]

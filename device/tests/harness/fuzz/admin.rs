@@ -62,6 +62,7 @@ struct Handles {
     eqs: Vec<u32>,
     cqs: Vec<(u32, u32)>,
     qps: Vec<(u32, u32)>,
+    srqs: Vec<(u32, u32)>,
     /// Memory windows (rkey, context).
     mws: Vec<(u32, u32)>,
 }
@@ -99,6 +100,8 @@ fn next_step(inp: &mut Input, h: &Handles) -> AqOpcode {
             AqOpcode::RegMr,
             AqOpcode::CreateQp,
             AqOpcode::SetGid,
+            AqOpcode::CreateSrq,
+            AqOpcode::ModifySrq,
             AqOpcode::AllocMr,
             AqOpcode::AllocMw,
         ])
@@ -196,6 +199,11 @@ fn allow_cmd(ram: &mut CanaryRam, bytes: &[u8; 128]) {
             allow_list(ram, &c.sq_ring);
             allow_list(ram, &c.rq_ring);
         }
+        Ok(AqOpcode::CreateSrq) => allow_list(ram, &parse::<CmdCreateSrq>(bytes).ring),
+        Ok(AqOpcode::QuerySrq) => {
+            let c: CmdModifySrq = parse(bytes);
+            ram.allow(c.out_addr.to_native(), u64::from(c.out_len.to_native()));
+        }
         _ => {}
     }
 }
@@ -260,14 +268,12 @@ fn build(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, h: &Handles) -> 
         | AqOpcode::DeregMr
         | AqOpcode::DestroyCq
         | AqOpcode::DestroyQp
-        | AqOpcode::CreateSrq
-        | AqOpcode::ModifySrq
-        | AqOpcode::QuerySrq
         | AqOpcode::DestroySrq => {
             let list = match op {
                 AqOpcode::DeallocPd => &h.pds,
                 AqOpcode::DeregMr => &h.mrs,
                 AqOpcode::DestroyCq => &h.cqs,
+                AqOpcode::DestroySrq => &h.srqs,
                 _ => &h.qps,
             };
             let (handle, owner) = pick(inp, list);
@@ -419,10 +425,10 @@ fn build(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, h: &Handles) -> 
                 let v = [0, 16, 64, 128][inp.below(4)];
                 inp.mostly_u32(v)
             };
-            // RC mostly; UD and the kernel's GSI QP, whose WQEs carry a ud_av.
-            let qp_type = inp.pick(&[QpType::Rc, QpType::Rc, QpType::Ud, QpType::Gsi]);
+            // RC mostly; UC; UD and the kernel's GSI QP, whose WQEs carry a ud_av.
+            let qp_type = inp.pick(&[QpType::Rc, QpType::Rc, QpType::Uc, QpType::Ud, QpType::Gsi]);
             let payload_off = match qp_type {
-                QpType::Rc => SendWqeHeader::SIZE,
+                QpType::Rc | QpType::Uc => SendWqeHeader::SIZE,
                 _ => UD_PAYLOAD_OFFSET as usize,
             };
             let need_sq =
@@ -438,6 +444,8 @@ fn build(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, h: &Handles) -> 
                 let v = fit(need_rq, RECV_WQE_SHIFT_MIN);
                 inp.mostly_u8(v)
             };
+            // Now and then the receives come from an SRQ (then the RQ fields are zero).
+            let srq = (inp.chance(4)).then(|| pick(inp, &h.srqs).0);
             let cmd = CmdCreateQp {
                 hdr,
                 uctx: claim(inp, h, owner).into(),
@@ -454,6 +462,82 @@ fn build(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, h: &Handles) -> 
                 max_inline: max_inline.into(),
                 sq_ring: ring(inp, ram, heap, sq_depth, u32::from(sq_shift.min(12))),
                 rq_ring: ring(inp, ram, heap, rq_depth, u32::from(rq_shift.min(12))),
+                ..Default::default()
+            };
+            let cmd = match srq {
+                Some(srqn) if !inp.chance(10) => CmdCreateQp {
+                    flags: QP_FLAG_SRQ as u8,
+                    srqn: srqn.into(),
+                    rq_depth_log2: 0,
+                    rq_wqe_shift: 0,
+                    max_recv_sge: 0,
+                    rq_ring: PageList::default(),
+                    ..cmd
+                },
+                Some(srqn) => CmdCreateQp {
+                    flags: inp.mostly_u8(QP_FLAG_SRQ as u8),
+                    srqn: srqn.into(),
+                    ..cmd
+                },
+                None => cmd,
+            };
+            put(cmd.as_slice());
+        }
+        AqOpcode::CreateSrq => {
+            let (pd, owner) = pick(inp, &h.pds);
+            let depth = {
+                let v = 1 + inp.below(10) as u8;
+                inp.mostly_u8(v)
+            };
+            let max_sge = {
+                let v = 1 + inp.below(4) as u8;
+                inp.mostly_u8(v)
+            };
+            let need = RecvWqeHeader::SIZE + Sge::SIZE * usize::from(max_sge);
+            let shift = {
+                let v = (RECV_WQE_SHIFT_MIN..16)
+                    .find(|s| need <= 1 << s)
+                    .unwrap_or(RECV_WQE_SHIFT_MIN) as u8;
+                inp.mostly_u8(v)
+            };
+            let cmd = CmdCreateSrq {
+                hdr,
+                uctx: claim(inp, h, owner).into(),
+                pdn: pd.into(),
+                depth_log2: depth,
+                wqe_shift: shift,
+                max_sge,
+                ring: ring(inp, ram, heap, depth, u32::from(shift.min(12))),
+                ..Default::default()
+            };
+            put(cmd.as_slice());
+        }
+        AqOpcode::ModifySrq | AqOpcode::QuerySrq => {
+            let (srqn, owner) = pick(inp, &h.srqs);
+            let query = op == AqOpcode::QuerySrq;
+            let (out_addr, out_len) = if query {
+                out_buf(inp, ram, heap, SrqAttr::SIZE)
+            } else {
+                (0, 0)
+            };
+            let (mask, limit) = if query && !inp.chance(10) {
+                (0, 0)
+            } else {
+                let m = inp.mostly_u32(srq_attr_mask::LIMIT);
+                let l = inp.below(1 << 10) as u32;
+                (m, inp.mostly_u32(l))
+            };
+            let cmd = CmdModifySrq {
+                hdr,
+                srqn: srqn.into(),
+                attr_mask: mask.into(),
+                attr: SrqAttr {
+                    srq_limit: limit.into(),
+                    ..Default::default()
+                },
+                out_addr: out_addr.into(),
+                out_len: out_len.into(),
+                uctx: claim(inp, h, owner).into(),
                 ..Default::default()
             };
             put(cmd.as_slice());
@@ -596,6 +680,8 @@ fn record(h: &mut Handles, cmd: &[u8; 128], results: [u32; 4]) {
         AqOpcode::DestroyEq => h.eqs.retain(|&e| e != handle),
         AqOpcode::CreateQp => h.qps.push((r0, u32_at(CmdCreateQp::UCTX_OFF))),
         AqOpcode::DestroyQp => h.qps.retain(|&(q, _)| q != handle),
+        AqOpcode::CreateSrq => h.srqs.push((r0, u32_at(CmdCreateSrq::UCTX_OFF))),
+        AqOpcode::DestroySrq => h.srqs.retain(|&(q, _)| q != handle),
         _ => {}
     }
 }
