@@ -286,8 +286,8 @@ fn dealloc_uctx(rnic: &Rnic, st: &mut RnicState, cmd: &CmdHandle) -> CmdResult<[
     let in_use = o.pds.iter().any(|(_, pd)| pd.uctx == uctx)
         || o.cqs.iter().any(|(_, cq)| cq.uctx == uctx)
         || o.qps.iter().any(|(_, qp)| qp.uctx == uctx)
-        || o.srqs.iter().any(|(_, srq)| srq.uctx == uctx)
-        || o.mkeys().any(|key| key.uctx() == uctx);
+        || o.mkeys().any(|key| key.uctx() == uctx)
+        || o.srqs.iter().any(|(_, srq)| srq.uctx == uctx);
     if in_use {
         return Err(busy(CmdHandle::HANDLE_OFF));
     }
