@@ -77,6 +77,10 @@ struct vrnic_limits {
 	u64 page_size_cap;	/* restricted to VRNIC_PAGE_SHIFT_MASK */
 	u64 max_mr_size;
 	u32 comp_vectors;	/* from QUERY_DEVICE: vectors for completion EQs */
+	/* From QUERY_DEVICE, 0 without the CAPS bit, capped by the spec. */
+	u32 max_srq;		/* CAPS.SRQ */
+	u32 max_fast_reg_pages;	/* CAPS.MEM_MGT */
+	u32 max_mw;		/* CAPS.MW */
 };
 
 /* Where an object's doorbell is: a page of the doorbell BAR and a slot in it. */
@@ -305,6 +309,12 @@ to_vmmap(struct rdma_user_mmap_entry *rdma_entry)
 static inline struct device *vrnic_dma_dev(struct vrnic_dev *dev)
 {
 	return &dev->pdev->dev;
+}
+
+/* Whether CAPS announces @mask (a VRNIC_BAR0_CAPS_*_MASK). */
+static inline bool vrnic_has_cap(const struct vrnic_dev *dev, u32 mask)
+{
+	return dev->lim.caps & mask;
 }
 
 static inline bool vrnic_is_dead(struct vrnic_dev *dev)

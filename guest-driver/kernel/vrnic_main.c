@@ -111,6 +111,42 @@ static void vrnic_warn_mismatch(struct vrnic_dev *dev, const char *name,
 			 name, attr, reg);
 }
 
+/*
+ * The optional features: each only when CAPS announces it, with its limits
+ * from QUERY_DEVICE capped by the spec's (a device naming more than the
+ * interface allows gets the interface's limit).
+ */
+static void vrnic_set_ext_attrs(struct vrnic_dev *dev,
+				const struct vrnic_device_attr *da)
+{
+	struct vrnic_limits *lim = &dev->lim;
+	struct ib_device_attr *a = &dev->attrs;
+
+	if (vrnic_has_cap(dev, VRNIC_BAR0_CAPS_ATOMICS_MASK) &&
+	    da->atomic_cap == VRNIC_ATOMIC_CAP_HCA)
+		a->atomic_cap = IB_ATOMIC_HCA;
+	if (vrnic_has_cap(dev, VRNIC_BAR0_CAPS_SRQ_MASK)) {
+		lim->max_srq = min_t(u32, le32_to_cpu(da->max_srq), VRNIC_MAX_SRQ);
+		a->max_srq = lim->max_srq;
+		a->max_srq_wr = lim->max_qp_wr;
+		a->max_srq_sge = lim->max_sge;
+	}
+	if (vrnic_has_cap(dev, VRNIC_BAR0_CAPS_MEM_MGT_MASK)) {
+		lim->max_fast_reg_pages = min_t(u32, le32_to_cpu(da->max_fast_reg_pages),
+						VRNIC_MAX_FAST_REG_PAGES);
+		a->max_fast_reg_page_list_len = lim->max_fast_reg_pages;
+		if (lim->max_fast_reg_pages)
+			a->device_cap_flags |= IB_DEVICE_MEM_MGT_EXTENSIONS;
+	}
+	if (vrnic_has_cap(dev, VRNIC_BAR0_CAPS_MW_MASK)) {
+		lim->max_mw = min_t(u32, le32_to_cpu(da->max_mw), VRNIC_MAX_MW);
+		a->max_mw = lim->max_mw;
+		if (lim->max_mw)
+			a->device_cap_flags |= IB_DEVICE_MEM_WINDOW |
+					       IB_DEVICE_MEM_WINDOW_TYPE_2B;
+	}
+}
+
 /* Build the cached ib_device_attr: identity from QUERY_DEVICE, limits from BAR0. */
 static void vrnic_set_attrs(struct vrnic_dev *dev,
 			    const struct vrnic_device_attr *da)
@@ -161,6 +197,7 @@ static void vrnic_set_attrs(struct vrnic_dev *dev,
 	a->max_ah = INT_MAX;
 	a->device_cap_flags = IB_DEVICE_PORT_ACTIVE_EVENT |
 			      IB_DEVICE_RC_RNR_NAK_GEN;
+	vrnic_set_ext_attrs(dev, da);
 	if (dev->roce) {
 		/* Kernel users need no MR for their own DMA addresses. */
 		a->kernel_cap_flags = IBK_LOCAL_DMA_LKEY;

@@ -18,14 +18,16 @@ VRNIC_ASSERT_SAME(VRNIC_ACCESS_REMOTE_ATOMIC, IB_ACCESS_REMOTE_ATOMIC);
 
 /*
  * Optional access bits may be ignored by definition; HUGETLB is only a hint.
- * Anything else the device does not understand (MW_BIND, ZERO_BASED, ...)
- * is refused rather than silently dropped.
+ * Anything else the device does not understand (ZERO_BASED, ...), and
+ * MW_BIND without memory windows, is refused rather than silently dropped.
  */
-static int vrnic_mr_access(int ib_access, u32 *access)
+static int vrnic_mr_access(struct vrnic_dev *dev, int ib_access, u32 *access)
 {
 	u32 flags = ib_access & ~(IB_ACCESS_OPTIONAL | IB_ACCESS_HUGETLB);
 
 	if (flags & ~VRNIC_ACCESS_SUPPORTED_MASK)
+		return -EOPNOTSUPP;
+	if ((flags & VRNIC_ACCESS_MW_BIND) && !dev->lim.max_mw)
 		return -EOPNOTSUPP;
 	*access = flags;
 	return 0;
@@ -46,7 +48,7 @@ struct ib_mr *vrnic_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 
 	if (!udata)
 		return ERR_PTR(-EOPNOTSUPP);
-	err = vrnic_mr_access(access_flags, &access);
+	err = vrnic_mr_access(dev, access_flags, &access);
 	if (err)
 		return ERR_PTR(err);
 	if (!length || length > dev->lim.max_mr_size ||

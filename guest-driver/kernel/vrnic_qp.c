@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0 OR Apache-2.0
 /*
- * Queue pairs: RC and UD from user space, whose rings live in the process
+ * Queue pairs: RC, UC and UD from user space, whose rings live in the process
  * (the kernel validates the provider's geometry against the device limits
- * and pins them), and, in RoCE mode, RC, UD and the GSI QP from the kernel,
+ * and pins them), and, in RoCE mode, RC, UC, UD and the GSI QP from the kernel,
  * with rings in kernel memory (posted to by vrnic_post.c). MODIFY_QP drives
  * the state machine of both.
  *
@@ -198,6 +198,9 @@ static int vrnic_qp_type(struct vrnic_dev *dev, enum ib_qp_type type, u8 *out)
 	case IB_QPT_RC:
 		*out = VRNIC_QP_TYPE_RC;
 		return 0;
+	case IB_QPT_UC:
+		*out = VRNIC_QP_TYPE_UC;
+		return vrnic_has_cap(dev, VRNIC_BAR0_CAPS_UC_MASK) ? 0 : -EOPNOTSUPP;
 	case IB_QPT_UD:
 		*out = VRNIC_QP_TYPE_UD;
 		return 0;
@@ -226,7 +229,8 @@ static int vrnic_create_kernel_qp(struct vrnic_dev *dev, struct vrnic_qp *qp,
 	if (err)
 		return err;
 	qp->kernel = true;
-	qp->datagram = p.qp_type != VRNIC_QP_TYPE_RC;
+	qp->datagram = p.qp_type == VRNIC_QP_TYPE_UD ||
+		       p.qp_type == VRNIC_QP_TYPE_GSI;
 	err = vrnic_wq_setup(dev, &qp->sq, &cap->max_send_wr, &cap->max_send_sge,
 			     qp->datagram ? VRNIC_UD_PAYLOAD_OFFSET :
 					    VRNIC_SEND_WQE_HEADER_SIZE,
@@ -322,7 +326,7 @@ int vrnic_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init_attr,
 			mutex_destroy(&qp->lock);
 		return err;
 	}
-	if (init_attr->qp_type != IB_QPT_RC && init_attr->qp_type != IB_QPT_UD) {
+	if (init_attr->qp_type == IB_QPT_GSI) {
 		err = -EOPNOTSUPP;
 		goto err_mutex;
 	}
