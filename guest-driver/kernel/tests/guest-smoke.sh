@@ -52,6 +52,11 @@ for t in write_bw send_bw read_bw write_bw_sweep_2qp send_lat_events rc_pingpong
   srq_pingpong write_bw_hugepages rc_pingpong_irq_sync send_bw_after_reload; do
   check "$t" "^result $t 0$"
 done
+check caps-atomics '^caps: atomic_cap: ATOMIC_HCA \(1\)$'
+check caps-srq '^caps: max_srq: 4096$'
+check caps-mem-mgt '^caps: MEM_MGT_EXTENSIONS$'
+check caps-mw '^caps: max_mw: 8192$'
+check caps-mw-type-2b '^caps: MEM_WINDOW_TYPE_2B$'
 check huge-page-mr '^huge-page-mrs [1-9]'
 check irq-sync-per-eq '^irq-sync ctrl=[1-9][0-9]* comp0=[1-9][0-9]* comp1=0 irqs [0-9]+ [0-9]+ [0-9]+$'
 check query-qp 'type RC state INIT'
