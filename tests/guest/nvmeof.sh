@@ -36,6 +36,24 @@ dmesg_problems() {
 	echo "dmesg-problems $(wc -l </tmp/nvmeof-problems)"
 }
 
+# count_drains on|off: a kprobe counts ib_drain_qp() calls (ULPs drain each queue's QP
+# before destroying it); "off" prints "ib_drain_qp calls N".
+tracing=/sys/kernel/tracing
+count_drains() {
+	if [ "$1" = on ]; then
+		[ -d $tracing/events ] || mount -t tracefs nodev $tracing
+		echo >$tracing/trace
+		if ! echo 'p:nvmeof_drain ib_drain_qp' >>$tracing/kprobe_events ||
+			! echo 1 >$tracing/events/kprobes/nvmeof_drain/enable; then
+			fail "kprobe on ib_drain_qp"
+		fi
+	else
+		echo 0 >$tracing/events/kprobes/nvmeof_drain/enable
+		echo "ib_drain_qp calls $(grep -c 'nvmeof_drain:' $tracing/trace)"
+		echo '-:nvmeof_drain' >>$tracing/kprobe_events
+	fi
+}
+
 # cm_ids PORT STATE-REGEX: how many rdma_cm IDs on local port PORT are in a matching state.
 cm_ids() { rdma res show cm_id src-port "$1" 2>/dev/null | grep -cE "state ($2)"; }
 
@@ -75,12 +93,14 @@ target() {
 	done
 	[ $n -lt 1500 ] || fail "no host connected within 300 s"
 	echo "host connected"
+	count_drains on
 	while [ "$(cm_ids "$port" 'CONNECT|ESTABLISHED|DISCONNECT')" != 0 ]; do sleep 0.2; done
 	echo "host gone"
 
 	remove_port || fail "port removal"
 	remove_subsystem || fail "subsystem removal"
 	modprobe -r nvmet-rdma nvmet || fail "unloading nvmet-rdma"
+	count_drains off
 	modprobe -r null_blk || fail "unloading null_blk"
 	dmesg_problems "$mark"
 }
@@ -117,7 +137,9 @@ host() {
 		fail "no NVMe namespace appeared"
 	fi
 	# Disconnecting drains every queue's QP (ib_drain_qp) before destroying it.
+	count_drains on
 	nvme disconnect -n "$NQN" || fail "nvme disconnect"
+	count_drains off
 	modprobe -r nvme-rdma || fail "unloading nvme-rdma"
 	dmesg_problems "$mark"
 }
