@@ -37,6 +37,10 @@ grep vrnic /proc/interrupts
 loop rc_pingpong_events ibv_rc_pingpong -d vrnic0 -e -n 50
 # A user SRQ shared by 4 RC QPs (create_srq's ABI, QPs on an SRQ, its doorbell page).
 loop srq_pingpong ibv_srq_pingpong -d vrnic0 -q 4 -n 50
+# A UC QP pair, and RC atomics (FETCH_AND_ADD, then CMP_AND_SWAP).
+loop uc_pingpong ibv_uc_pingpong -d vrnic0 -n 50
+loop atomic_bw_fadd ib_atomic_bw -d vrnic0 -n 200 -A FETCH_AND_ADD
+loop atomic_bw_cas ib_atomic_bw -d vrnic0 -n 200 -A CMP_AND_SWAP
 
 # The optional features CAPS announces, as ibv_devinfo shows the driver's attributes.
 ibv_devinfo -v -d vrnic0 | grep -E "atomic_cap|max_srq|max_mw|MEM_WINDOW|MEM_MGT" |
