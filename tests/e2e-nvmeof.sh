@@ -10,7 +10,7 @@
 fio_row() { echo "^ +$1: IOPS=[0-9.]+k?, BW=[0-9.]+[KMG]i?B/s"; }
 
 nvmeof_host_checks="^namespace /dev/nvme[0-9]+n[0-9]+: 2097152 sectors;;$(fio_row read);;$(fio_row write)"
-nvmeof_host_checks+=";;^== fio seqread-128k;;!:FAIL:;;!:verify: bad;;^ib_drain_qp calls [1-9]"
+nvmeof_host_checks+=";;^== fio seqread-128k;;!:FAIL:;;!:verify: bad;;^ib_drain_qp calls [1-9];;^vrnic_map_mr_sg calls [1-9][0-9]{3}"
 nvmeof_host_checks+=";;^dmesg-problems 0\$"
 nvmeof_target_checks="s:^host gone\$;;s:^ib_drain_qp calls [1-9];;s!:FAIL:;;s:^dmesg-problems 0\$"
 # The second one has nvmet-rdma receive through kernel SRQs (use_srq=1).
