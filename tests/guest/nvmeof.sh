@@ -125,7 +125,10 @@ host() {
 	dev=''
 	n=0
 	while [ -z "$dev" ] && [ $n -lt 150 ]; do
-		for b in /sys/block/nvme*n*; do [ -e "$b" ] && dev=/dev/${b##*/}; done
+		# The namespace's disk, not a hidden per-path one (nvmeXcYnZ) of native multipath.
+		for b in /sys/block/nvme*n*; do
+			case ${b##*/} in *c*) ;; *) [ -b "/dev/${b##*/}" ] && dev=/dev/${b##*/} ;; esac
+		done
 		[ -n "$dev" ] || { n=$((n + 1)); sleep 0.2; }
 	done
 	if [ -n "$dev" ]; then
