@@ -36,25 +36,32 @@ dmesg_problems() {
 	echo "dmesg-problems $(wc -l </tmp/nvmeof-problems)"
 }
 
-# Kprobes count what the kernel did: trace_start empties the trace (and makes room), then
-# probe_on NAME DEFINITION adds and enables kprobe nvmeof_NAME, probe_off NAME disables and
-# removes it and prints its records.
+# Kprobes count what the kernel did: trace_start empties the trace (and makes room),
+# probe_on NAME DEFINITION adds and enables kprobe nvmeof_NAME, probe_off NAME disables it
+# and prints its records, trace_end removes the probes (removing one empties the trace,
+# so none goes before every count is taken).
 tracing=/sys/kernel/tracing
+probes=''
 trace_start() {
 	[ -d $tracing/events ] || mount -t tracefs nodev $tracing
 	echo 8192 >$tracing/buffer_size_kb
 	echo >$tracing/trace
 }
 probe_on() {
-	if ! echo "p:nvmeof_$1 $2" >>$tracing/kprobe_events ||
-		! echo 1 >"$tracing/events/kprobes/nvmeof_$1/enable"; then
+	if echo "p:nvmeof_$1 $2" >>$tracing/kprobe_events &&
+		echo 1 >"$tracing/events/kprobes/nvmeof_$1/enable"; then
+		probes="$probes $1"
+	else
 		fail "kprobe $2"
 	fi
 }
 probe_off() {
 	echo 0 >"$tracing/events/kprobes/nvmeof_$1/enable"
 	grep "nvmeof_$1:" $tracing/trace
-	echo "-:nvmeof_$1" >>$tracing/kprobe_events
+}
+trace_end() {
+	for p in $probes; do echo "-:nvmeof_$p" >>$tracing/kprobe_events; done
+	probes=''
 }
 # count_calls on|off FUNCTION: "off" prints "FUNCTION calls N" (e.g. ib_drain_qp: ULPs
 # drain each queue's QP before destroying it).
@@ -125,6 +132,7 @@ target() {
 	remove_subsystem || fail "subsystem removal"
 	modprobe -r nvmet-rdma nvmet || fail "unloading nvmet-rdma"
 	count_calls off ib_drain_qp
+	trace_end
 	modprobe -r null_blk || fail "unloading null_blk"
 	dmesg_problems "$mark"
 }
@@ -174,6 +182,7 @@ host() {
 	nvme disconnect -n "$NQN" || fail "nvme disconnect"
 	count_calls off ib_drain_qp
 	modprobe -r nvme-rdma || fail "unloading nvme-rdma"
+	trace_end
 	dmesg_problems "$mark"
 }
 
