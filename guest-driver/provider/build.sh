@@ -45,7 +45,7 @@ if [[ ${1:-} == --in-root ]]; then
       -I"$dst/include" -I"$dst/common" -I"$bld/include")
     cc "${cflags[@]}" -o "$bld/vrnic-wqe-test" "$dst/tests/wqe_test.c"
     cc "${cflags[@]}" -o "$bld/vrnic-datapath-test" \
-      "$dst/tests/datapath_test.c" "$dst/datapath.c" "$dst/vrnic.c" "$dst/verbs.c" \
+      "$dst/tests/datapath_test.c" "$dst/datapath.c" "$dst/vrnic.c" "$dst/verbs.c" "$dst/cq_ex.c" \
       -L"$bld/lib" -Wl,-rpath,"$bld/lib" -libverbs -lpthread
     "$bld/vrnic-wqe-test"
     "$bld/vrnic-datapath-test"

@@ -289,29 +289,50 @@ static void vrnic_cqe_to_wc(struct vrnic_context *ctx,
 	wc->dlid_path_bits = 0;
 }
 
+/*
+ * The one CQE decoder, behind poll_cq and the poll_cq_ex iterator: the next
+ * completion at or after *ci into @wc (entries dropped by vrnic_cq_clean are
+ * skipped), its WQEs retired, *ci moved past it. False when the device has
+ * written nothing more. Caller holds cq->lock.
+ */
+bool vrnic_cq_next_wc(struct vrnic_cq *cq, uint32_t *ci, struct ibv_wc *wc)
+{
+	struct vrnic_context *ctx = to_vctx(cq->ibv_cq.context);
+	struct vrnic_cqe_fields cqe;
+
+	while (vrnic_cqe_valid(cq, *ci)) {
+		vrnic_cqe_decode(vrnic_cqe_at(cq, *ci), &cqe);
+		(*ci)++;
+		if (!cqe.qpn)
+			continue; /* dropped by vrnic_cq_clean */
+		vrnic_cqe_to_wc(ctx, &cqe, wc);
+		return true;
+	}
+	return false;
+}
+
+/* Hand the entries before @ci back to the device. Caller holds cq->lock. */
+void vrnic_cq_consumed(struct vrnic_cq *cq, uint32_t ci)
+{
+	if (ci == cq->ci)
+		return;
+	cq->ci = ci;
+	/* Release: our reads of the entries happen before the device may
+	 * reuse them. */
+	__atomic_store_n(cq->db_ci, htole32(ci), __ATOMIC_RELEASE);
+}
+
 int vrnic_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 {
-	struct vrnic_context *ctx = to_vctx(ibcq->context);
 	struct vrnic_cq *cq = to_vcq(ibcq);
-	struct vrnic_cqe_fields cqe;
 	uint32_t ci;
 	int n = 0;
 
 	pthread_spin_lock(&cq->lock);
 	ci = cq->ci;
-	while (n < num_entries && vrnic_cqe_valid(cq, ci)) {
-		vrnic_cqe_decode(vrnic_cqe_at(cq, ci), &cqe);
-		ci++;
-		if (!cqe.qpn)
-			continue; /* dropped by vrnic_cq_clean */
-		vrnic_cqe_to_wc(ctx, &cqe, &wc[n++]);
-	}
-	if (ci != cq->ci) {
-		cq->ci = ci;
-		/* Release: our reads of the entries happen before the device
-		 * may reuse them. */
-		__atomic_store_n(cq->db_ci, htole32(ci), __ATOMIC_RELEASE);
-	}
+	while (n < num_entries && vrnic_cq_next_wc(cq, &ci, &wc[n]))
+		n++;
+	vrnic_cq_consumed(cq, ci);
 	pthread_spin_unlock(&cq->lock);
 	return n;
 }

@@ -146,18 +146,19 @@ static void vrnic_free_ring(void *buf, size_t size)
 /*
  * CQ ring: 2^depth_log2 >= cqe + 1 entries (one spare entry), at least 2 and
  * at most max_cqe (then exactly cqe entries when cqe == max_cqe). Indices are
- * free-running, so the device can use every entry.
+ * free-running, so the device can use every entry. Serves create_cq and
+ * create_cq_ex (which has checked the extended attributes).
  */
-struct ibv_cq *vrnic_create_cq(struct ibv_context *ibctx, int cqe,
-			       struct ibv_comp_channel *channel,
-			       int comp_vector)
+struct vrnic_cq *vrnic_cq_create(struct ibv_context *ibctx,
+				 struct ibv_cq_init_attr_ex *attr)
 {
 	struct vrnic_context *ctx = to_vctx(ibctx);
-	struct vrnic_ucmd_create_cq_resp resp = {};
-	struct vrnic_ucmd_create_cq cmd = {};
+	struct vrnic_ucmd_create_cq_ex_resp resp = {};
+	struct vrnic_ucmd_create_cq_ex cmd = {};
 	struct vrnic_db_map map;
 	struct vrnic_cq *cq;
 	uint32_t depth, slot;
+	int cqe = attr->cqe;
 	int ret;
 
 	if (cqe < 1 || (uint32_t)cqe > ctx->max_cqe) {
@@ -179,9 +180,8 @@ struct ibv_cq *vrnic_create_cq(struct ibv_context *ibctx, int cqe,
 
 	cmd.drv_payload.buf_addr = htole64((uintptr_t)cq->ring);
 	cmd.drv_payload.depth_log2 = cq->depth_log2;
-	ret = ibv_cmd_create_cq(ibctx, cqe, channel, comp_vector, &cq->ibv_cq,
-				&cmd.ibv_cmd, sizeof(cmd), &resp.ibv_resp,
-				sizeof(resp));
+	ret = ibv_cmd_create_cq_ex(ibctx, attr, &cq->vcq, &cmd.ibv_cmd,
+				   sizeof(cmd), &resp.ibv_resp, sizeof(resp), 0);
 	if (ret) {
 		errno = ret;
 		goto err_ring;
@@ -216,13 +216,28 @@ struct ibv_cq *vrnic_create_cq(struct ibv_context *ibctx, int cqe,
 	__atomic_store_n(cq->db_arm, 0, __ATOMIC_RELAXED);
 	pthread_spin_init(&cq->lock, PTHREAD_PROCESS_PRIVATE);
 	cq->ibv_cq.cqe = max_t(int, cqe, depth - 1);
-	return &cq->ibv_cq;
+	return cq;
 
 err_ring:
 	vrnic_free_ring(cq->ring, cq->ring_size);
 err_free:
 	free(cq);
 	return NULL;
+}
+
+struct ibv_cq *vrnic_create_cq(struct ibv_context *ibctx, int cqe,
+			       struct ibv_comp_channel *channel,
+			       int comp_vector)
+{
+	struct ibv_cq_init_attr_ex attr = {
+		.cqe = cqe,
+		.channel = channel,
+		.comp_vector = comp_vector,
+		.wc_flags = IBV_WC_STANDARD_FLAGS,
+	};
+	struct vrnic_cq *cq = vrnic_cq_create(ibctx, &attr);
+
+	return cq ? &cq->ibv_cq : NULL;
 }
 
 int vrnic_destroy_cq(struct ibv_cq *ibcq)

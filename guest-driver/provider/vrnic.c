@@ -97,6 +97,7 @@ static const struct verbs_context_ops vrnic_ctx_ops = {
 	.alloc_pd = vrnic_alloc_pd,
 	.create_ah = vrnic_create_ah,
 	.create_cq = vrnic_create_cq,
+	.create_cq_ex = vrnic_create_cq_ex,
 	.create_qp = vrnic_create_qp,
 	.dealloc_pd = vrnic_dealloc_pd,
 	.dereg_mr = vrnic_dereg_mr,
@@ -113,7 +114,7 @@ static const struct verbs_context_ops vrnic_ctx_ops = {
 	.query_qp = vrnic_query_qp,
 	.reg_mr = vrnic_reg_mr,
 	.req_notify_cq = vrnic_req_notify_cq,
-	/* Everything else (create_cq_ex, SRQ, MW, ...) stays at the
+	/* Everything else (SRQ, MW, ...) stays at the
 	 * libibverbs defaults, which fail with EOPNOTSUPP. */
 };
 

@@ -38,7 +38,7 @@
 #define _STRUCT_vrnic_create_ah_resp struct {}
 DECLARE_DRV_CMD(vrnic_ucmd_get_context, IB_USER_VERBS_CMD_GET_CONTEXT, empty,
 		vrnic_alloc_ucontext_resp);
-DECLARE_DRV_CMD(vrnic_ucmd_create_cq, IB_USER_VERBS_CMD_CREATE_CQ,
+DECLARE_DRV_CMD(vrnic_ucmd_create_cq_ex, IB_USER_VERBS_EX_CMD_CREATE_CQ,
 		vrnic_create_cq_cmd, vrnic_create_cq_resp);
 DECLARE_DRV_CMD(vrnic_ucmd_create_qp, IB_USER_VERBS_CMD_CREATE_QP,
 		vrnic_create_qp_cmd, vrnic_create_qp_resp);
@@ -77,7 +77,10 @@ struct vrnic_context {
 };
 
 struct vrnic_cq {
-	struct ibv_cq ibv_cq;
+	union {
+		struct ibv_cq ibv_cq;
+		struct verbs_cq vcq;	/* its ibv_cq_ex, for create_cq_ex */
+	};
 	pthread_spinlock_t lock;
 	struct vrnic_cqe *ring;
 	size_t ring_size;
@@ -87,6 +90,10 @@ struct vrnic_cq {
 	uint32_t cqn;
 	uint32_t *db_ci;	/* CQ slot words in the doorbell page */
 	uint32_t *db_arm;
+	/* Between start_poll and end_poll (under lock): the consumer index
+	 * past the current completion, and that completion. */
+	uint32_t poll_ci;
+	struct ibv_wc poll_wc;
 };
 
 struct vrnic_wq {
@@ -192,6 +199,8 @@ int vrnic_dealloc_pd(struct ibv_pd *pd);
 struct ibv_mr *vrnic_reg_mr(struct ibv_pd *pd, void *addr, size_t len,
 			    uint64_t hca_va, int access);
 int vrnic_dereg_mr(struct verbs_mr *vmr);
+struct vrnic_cq *vrnic_cq_create(struct ibv_context *ibctx,
+				 struct ibv_cq_init_attr_ex *attr);
 struct ibv_cq *vrnic_create_cq(struct ibv_context *ibctx, int cqe,
 			       struct ibv_comp_channel *channel,
 			       int comp_vector);
@@ -211,8 +220,14 @@ int vrnic_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		    struct ibv_send_wr **bad_wr);
 int vrnic_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		    struct ibv_recv_wr **bad_wr);
+bool vrnic_cq_next_wc(struct vrnic_cq *cq, uint32_t *ci, struct ibv_wc *wc);
+void vrnic_cq_consumed(struct vrnic_cq *cq, uint32_t ci);
 int vrnic_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc);
 int vrnic_req_notify_cq(struct ibv_cq *ibcq, int solicited_only);
 void vrnic_cq_clean(struct vrnic_cq *cq, uint32_t qpn);
+
+/* cq_ex.c */
+struct ibv_cq_ex *vrnic_create_cq_ex(struct ibv_context *ibctx,
+				     struct ibv_cq_init_attr_ex *attr);
 
 #endif /* VRNIC_PROVIDER_H */
