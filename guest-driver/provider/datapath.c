@@ -15,7 +15,7 @@
 #include "vrnic.h"
 
 /* Entries posted and not yet retired by a CQE; never above depth. */
-static inline bool vrnic_wq_full(struct vrnic_wq *wq, uint32_t pi)
+bool vrnic_wq_full(struct vrnic_wq *wq, uint32_t pi)
 {
 	return pi - __atomic_load_n(&wq->ci, __ATOMIC_ACQUIRE) >= wq->depth;
 }
@@ -27,7 +27,7 @@ static inline bool vrnic_wq_full(struct vrnic_wq *wq, uint32_t pi)
  * POLL_STATE load), then kick that page if the device may be asleep. Called
  * with the queue lock held so producer indices reach the slot in order.
  */
-static void vrnic_ring_doorbell(struct vrnic_wq *wq, uint32_t pi)
+void vrnic_ring_doorbell(struct vrnic_wq *wq, uint32_t pi)
 {
 	uint32_t poll_state;
 
@@ -114,8 +114,10 @@ static int vrnic_wr_opcode(const struct vrnic_qp *qp,
 	return 0;
 }
 
-static int vrnic_build_send_wqe(struct vrnic_qp *qp, void *wqe,
-				const struct ibv_send_wr *wr)
+/* Encode @wr into @wqe, or fail (EINVAL) without posting anything: the one
+ * encoder of post_send and the ibv_wr_* API (qp_ex.c). */
+int vrnic_build_send_wqe(struct vrnic_qp *qp, void *wqe,
+			 const struct ibv_send_wr *wr)
 {
 	struct vrnic_send_fields f = { .wr_id = wr->wr_id };
 	void *payload = vrnic_send_wqe_payload(wqe, qp->datagram);
@@ -177,10 +179,7 @@ int vrnic_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	int ret = 0;
 
 	pthread_spin_lock(&sq->lock);
-	/* Sends may be posted from RTS on (in SQD they wait, in ERR they are
-	 * flushed); before RTS the device would fail the QP. */
-	if (qp->state == IBV_QPS_RESET || qp->state == IBV_QPS_INIT ||
-	    qp->state == IBV_QPS_RTR) {
+	if (!vrnic_sq_ready(qp)) {
 		*bad_wr = wr;
 		pthread_spin_unlock(&sq->lock);
 		return EINVAL;

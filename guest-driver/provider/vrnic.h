@@ -111,14 +111,20 @@ struct vrnic_wq {
 	uint8_t *kick_page;	/* its kick page */
 };
 
+struct vrnic_wr_batch;
+
 struct vrnic_qp {
-	struct ibv_qp ibv_qp;
+	union {
+		struct ibv_qp ibv_qp;
+		struct verbs_qp vqp;	/* its ibv_qp_ex, for create_qp_ex */
+	};
 	struct vrnic_wq sq;
 	struct vrnic_wq rq;
 	uint32_t max_inline;
 	bool sq_sig_all;
 	bool datagram;		/* UD: send WQEs carry a ud_av */
 	enum ibv_qp_state state; /* local copy, under both WQ locks */
+	struct vrnic_wr_batch *wr_batch; /* ibv_wr_* state (qp_ex.c) or NULL */
 };
 
 /* An address handle: the AV every send through it copies into its WQE
@@ -178,6 +184,14 @@ static inline bool vrnic_cqe_valid(struct vrnic_cq *cq, uint32_t ci)
 	return vrnic_cqe_owned(owner, ci, cq->depth_log2);
 }
 
+/* Sends may be posted from RTS on (in SQD they wait, in ERR they are
+ * flushed); before RTS the device would fail the QP. Under sq.lock. */
+static inline bool vrnic_sq_ready(const struct vrnic_qp *qp)
+{
+	return qp->state != IBV_QPS_RESET && qp->state != IBV_QPS_INIT &&
+	       qp->state != IBV_QPS_RTR;
+}
+
 /* vrnic.c */
 int vrnic_map_db_page(struct vrnic_context *ctx, uint32_t page,
 		      uint64_t db_key, uint64_t kick_key,
@@ -216,6 +230,10 @@ struct ibv_ah *vrnic_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr);
 int vrnic_destroy_ah(struct ibv_ah *ibah);
 
 /* datapath.c */
+bool vrnic_wq_full(struct vrnic_wq *wq, uint32_t pi);
+void vrnic_ring_doorbell(struct vrnic_wq *wq, uint32_t pi);
+int vrnic_build_send_wqe(struct vrnic_qp *qp, void *wqe,
+			 const struct ibv_send_wr *wr);
 int vrnic_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		    struct ibv_send_wr **bad_wr);
 int vrnic_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
