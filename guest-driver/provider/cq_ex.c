@@ -119,6 +119,33 @@ static uint8_t vrnic_read_dlid_path_bits(struct ibv_cq_ex *ibcq)
 	return to_vcq_ex(ibcq)->poll_wc.dlid_path_bits;
 }
 
+/* Give a created CQ the poll iterator and the readers of @wc_flags. */
+void vrnic_cq_ex_init(struct vrnic_cq *cq, uint64_t wc_flags)
+{
+	struct ibv_cq_ex *cqx = &cq->vcq.cq_ex;
+
+	cqx->start_poll = vrnic_start_poll;
+	cqx->next_poll = vrnic_next_poll;
+	cqx->end_poll = vrnic_end_poll;
+	cqx->read_opcode = vrnic_read_opcode;
+	cqx->read_vendor_err = vrnic_read_vendor_err;
+	cqx->read_wc_flags = vrnic_read_wc_flags;
+	if (wc_flags & IBV_WC_EX_WITH_BYTE_LEN)
+		cqx->read_byte_len = vrnic_read_byte_len;
+	if (wc_flags & IBV_WC_EX_WITH_IMM)
+		cqx->read_imm_data = vrnic_read_imm_data;
+	if (wc_flags & IBV_WC_EX_WITH_QP_NUM)
+		cqx->read_qp_num = vrnic_read_qp_num;
+	if (wc_flags & IBV_WC_EX_WITH_SRC_QP)
+		cqx->read_src_qp = vrnic_read_src_qp;
+	if (wc_flags & IBV_WC_EX_WITH_SLID)
+		cqx->read_slid = vrnic_read_slid;
+	if (wc_flags & IBV_WC_EX_WITH_SL)
+		cqx->read_sl = vrnic_read_sl;
+	if (wc_flags & IBV_WC_EX_WITH_DLID_PATH_BITS)
+		cqx->read_dlid_path_bits = vrnic_read_dlid_path_bits;
+}
+
 /*
  * Refused with EOPNOTSUPP: wc_flags the CQE cannot provide, parent domains,
  * and IGNORE_OVERRUN (an overflowing CQ enters the error state, SPEC
@@ -127,7 +154,6 @@ static uint8_t vrnic_read_dlid_path_bits(struct ibv_cq_ex *ibcq)
 struct ibv_cq_ex *vrnic_create_cq_ex(struct ibv_context *ibctx,
 				     struct ibv_cq_init_attr_ex *attr)
 {
-	struct ibv_cq_ex *cqx;
 	struct vrnic_cq *cq;
 
 	if ((attr->wc_flags & ~(uint64_t)VRNIC_CQ_EX_WC_FLAGS) ||
@@ -140,27 +166,6 @@ struct ibv_cq_ex *vrnic_create_cq_ex(struct ibv_context *ibctx,
 	cq = vrnic_cq_create(ibctx, attr);
 	if (!cq)
 		return NULL;
-
-	cqx = &cq->vcq.cq_ex;
-	cqx->start_poll = vrnic_start_poll;
-	cqx->next_poll = vrnic_next_poll;
-	cqx->end_poll = vrnic_end_poll;
-	cqx->read_opcode = vrnic_read_opcode;
-	cqx->read_vendor_err = vrnic_read_vendor_err;
-	cqx->read_wc_flags = vrnic_read_wc_flags;
-	if (attr->wc_flags & IBV_WC_EX_WITH_BYTE_LEN)
-		cqx->read_byte_len = vrnic_read_byte_len;
-	if (attr->wc_flags & IBV_WC_EX_WITH_IMM)
-		cqx->read_imm_data = vrnic_read_imm_data;
-	if (attr->wc_flags & IBV_WC_EX_WITH_QP_NUM)
-		cqx->read_qp_num = vrnic_read_qp_num;
-	if (attr->wc_flags & IBV_WC_EX_WITH_SRC_QP)
-		cqx->read_src_qp = vrnic_read_src_qp;
-	if (attr->wc_flags & IBV_WC_EX_WITH_SLID)
-		cqx->read_slid = vrnic_read_slid;
-	if (attr->wc_flags & IBV_WC_EX_WITH_SL)
-		cqx->read_sl = vrnic_read_sl;
-	if (attr->wc_flags & IBV_WC_EX_WITH_DLID_PATH_BITS)
-		cqx->read_dlid_path_bits = vrnic_read_dlid_path_bits;
-	return cqx;
+	vrnic_cq_ex_init(cq, attr->wc_flags);
+	return &cq->vcq.cq_ex;
 }

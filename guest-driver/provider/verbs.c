@@ -350,16 +350,19 @@ static void vrnic_free_qp(struct vrnic_qp *qp)
 {
 	vrnic_free_ring(qp->sq.ring, qp->sq.ring_size);
 	vrnic_free_ring(qp->rq.ring, qp->rq.ring_size);
+	free(qp->wr_batch);
 	free(qp);
 }
 
-struct ibv_qp *vrnic_create_qp(struct ibv_pd *pd,
-			       struct ibv_qp_init_attr *attr)
+/* Serves create_qp and create_qp_ex (which has checked comp_mask: PD and
+ * at most SEND_OPS_FLAGS, whose API it adds itself). */
+struct vrnic_qp *vrnic_qp_create(struct ibv_qp_init_attr_ex *attr)
 {
+	struct ibv_pd *pd = attr->pd;
 	struct vrnic_context *ctx = to_vctx(pd->context);
 	struct vrnic_ucmd_create_qp_resp resp = {};
 	struct vrnic_ucmd_create_qp cmd = {};
-	struct ibv_qp_init_attr kattr;
+	struct ibv_qp_init_attr_ex kattr;
 	struct vrnic_db_map map;
 	struct vrnic_qp *qp;
 	uint32_t slot;
@@ -398,8 +401,8 @@ struct ibv_qp *vrnic_create_qp(struct ibv_pd *pd,
 	/* The kernel sees the caps the rings were sized for. */
 	kattr = *attr;
 	vrnic_fill_caps(qp, &kattr.cap);
-	ret = ibv_cmd_create_qp(pd, &qp->ibv_qp, &kattr, &cmd.ibv_cmd,
-				sizeof(cmd), &resp.ibv_resp, sizeof(resp));
+	ret = ibv_cmd_create_qp_ex(pd->context, &qp->vqp, &kattr, &cmd.ibv_cmd,
+				   sizeof(cmd), &resp.ibv_resp, sizeof(resp));
 	if (ret)
 		goto err_free;
 
@@ -442,7 +445,7 @@ struct ibv_qp *vrnic_create_qp(struct ibv_pd *pd,
 		goto err_destroy;
 	}
 	vrnic_fill_caps(qp, &attr->cap);
-	return &qp->ibv_qp;
+	return qp;
 
 err_destroy:
 	ibv_cmd_destroy_qp(&qp->ibv_qp);
@@ -450,6 +453,23 @@ err_free:
 	vrnic_free_qp(qp);
 	errno = ret;
 	return NULL;
+}
+
+struct ibv_qp *vrnic_create_qp(struct ibv_pd *pd,
+			       struct ibv_qp_init_attr *attr)
+{
+	struct ibv_qp_init_attr_ex attr_ex = {};
+	struct vrnic_qp *qp;
+
+	/* ibv_qp_init_attr is the start of ibv_qp_init_attr_ex. */
+	memcpy(&attr_ex, attr, sizeof(*attr));
+	attr_ex.comp_mask = IBV_QP_INIT_ATTR_PD;
+	attr_ex.pd = pd;
+	qp = vrnic_qp_create(&attr_ex);
+	if (!qp)
+		return NULL;
+	attr->cap = attr_ex.cap;
+	return &qp->ibv_qp;
 }
 
 int vrnic_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,

@@ -99,6 +99,7 @@ static const struct verbs_context_ops vrnic_ctx_ops = {
 	.create_cq = vrnic_create_cq,
 	.create_cq_ex = vrnic_create_cq_ex,
 	.create_qp = vrnic_create_qp,
+	.create_qp_ex = vrnic_create_qp_ex,
 	.dealloc_pd = vrnic_dealloc_pd,
 	.dereg_mr = vrnic_dereg_mr,
 	.destroy_ah = vrnic_destroy_ah,

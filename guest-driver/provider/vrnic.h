@@ -219,6 +219,7 @@ struct ibv_cq *vrnic_create_cq(struct ibv_context *ibctx, int cqe,
 			       struct ibv_comp_channel *channel,
 			       int comp_vector);
 int vrnic_destroy_cq(struct ibv_cq *ibcq);
+struct vrnic_qp *vrnic_qp_create(struct ibv_qp_init_attr_ex *attr);
 struct ibv_qp *vrnic_create_qp(struct ibv_pd *pd,
 			       struct ibv_qp_init_attr *attr);
 int vrnic_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
@@ -244,7 +245,13 @@ int vrnic_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc);
 int vrnic_req_notify_cq(struct ibv_cq *ibcq, int solicited_only);
 void vrnic_cq_clean(struct vrnic_cq *cq, uint32_t qpn);
 
+/* qp_ex.c */
+int vrnic_qp_ex_init(struct vrnic_qp *qp);
+struct ibv_qp *vrnic_create_qp_ex(struct ibv_context *ibctx,
+				  struct ibv_qp_init_attr_ex *attr);
+
 /* cq_ex.c */
+void vrnic_cq_ex_init(struct vrnic_cq *cq, uint64_t wc_flags);
 struct ibv_cq_ex *vrnic_create_cq_ex(struct ibv_context *ibctx,
 				     struct ibv_cq_init_attr_ex *attr);
 
