@@ -102,18 +102,12 @@ int vrnic_dereg_mr(struct verbs_mr *vmr)
 	return 0;
 }
 
-/* Smallest n with 2^n >= v. */
-static uint32_t log2_ceil(uint32_t v)
-{
-	return v <= 1 ? 0 : ilog32(v - 1);
-}
-
 /*
  * Rings are page-aligned and zeroed; the kernel pins them for the device, so
  * they are excluded from fork and freed only after the destroy command has
  * returned (the kernel has unpinned them by then).
  */
-static void *vrnic_alloc_ring(size_t bytes, size_t *size)
+void *vrnic_alloc_ring(size_t bytes, size_t *size)
 {
 	size_t page = sysconf(_SC_PAGESIZE);
 	void *buf;
@@ -135,7 +129,7 @@ static void *vrnic_alloc_ring(size_t bytes, size_t *size)
 	return buf;
 }
 
-static void vrnic_free_ring(void *buf, size_t size)
+void vrnic_free_ring(void *buf, size_t size)
 {
 	if (!buf)
 		return;
@@ -165,14 +159,14 @@ struct vrnic_cq *vrnic_cq_create(struct ibv_context *ibctx,
 		errno = EINVAL;
 		return NULL;
 	}
-	depth = 1u << log2_ceil(max_t(uint32_t, cqe + 1, 2));
+	depth = 1u << vrnic_log2_ceil(max_t(uint32_t, cqe + 1, 2));
 	if (depth > ctx->max_cqe)
 		depth = ctx->max_cqe;
 
 	cq = calloc(1, sizeof(*cq));
 	if (!cq)
 		return NULL;
-	cq->depth_log2 = log2_ceil(depth);
+	cq->depth_log2 = vrnic_log2_ceil(depth);
 	cq->ring = vrnic_alloc_ring((size_t)depth * VRNIC_CQE_SIZE,
 				    &cq->ring_size);
 	if (!cq->ring)
@@ -284,15 +278,15 @@ static void vrnic_unlock_cqs(struct vrnic_qp *qp)
 /* Drop the QP's unpolled CQEs (caller holds both CQ locks). */
 static void vrnic_clean_cqs(struct vrnic_qp *qp)
 {
-	vrnic_cq_clean(to_vcq(qp->ibv_qp.send_cq), qp->ibv_qp.qp_num);
+	vrnic_cq_clean(to_vcq(qp->ibv_qp.send_cq), qp);
 	if (qp->ibv_qp.recv_cq != qp->ibv_qp.send_cq)
-		vrnic_cq_clean(to_vcq(qp->ibv_qp.recv_cq), qp->ibv_qp.qp_num);
+		vrnic_cq_clean(to_vcq(qp->ibv_qp.recv_cq), qp);
 }
 
 static void vrnic_fill_caps(struct vrnic_qp *qp, struct ibv_qp_cap *cap)
 {
 	cap->max_send_wr = qp->sq.depth;
-	cap->max_recv_wr = qp->rq.depth;
+	cap->max_recv_wr = qp->rq.depth;	/* 0 with an SRQ */
 	cap->max_send_sge = qp->sq.max_sge;
 	cap->max_recv_sge = qp->rq.max_sge;
 	cap->max_inline_data = qp->max_inline;
@@ -308,21 +302,25 @@ static void vrnic_fill_caps(struct vrnic_qp *qp, struct ibv_qp_cap *cap)
  *   max_recv_sge, at least 32.
  *   The SGE count and inline size are then raised to what the WQE holds
  *   (bounded by the device limits) and reported back as the actual caps.
+ * - A QP with an SRQ (qp->srq set) has no receive queue: depth, WQE size
+ *   and SGEs 0, whatever was requested (as IBTA has the receive caps
+ *   ignored then).
  */
 int vrnic_size_queues(struct vrnic_context *ctx, struct vrnic_qp *qp,
 		      const struct ibv_qp_cap *req)
 {
 	uint32_t size, min_shift;
 
+	bool rq = !qp->srq;
+
 	if (req->max_send_wr > ctx->max_qp_wr ||
-	    req->max_recv_wr > ctx->max_qp_wr ||
+	    (rq && req->max_recv_wr > ctx->max_qp_wr) ||
 	    req->max_send_sge > ctx->max_sge ||
-	    req->max_recv_sge > ctx->max_sge ||
+	    (rq && req->max_recv_sge > ctx->max_sge) ||
 	    req->max_inline_data > ctx->max_inline)
 		return EINVAL;
 
-	qp->sq.depth = 1u << log2_ceil(max_t(uint32_t, req->max_send_wr, 2));
-	qp->rq.depth = 1u << log2_ceil(max_t(uint32_t, req->max_recv_wr, 2));
+	qp->sq.depth = 1u << vrnic_log2_ceil(max_t(uint32_t, req->max_send_wr, 2));
 
 	size = (qp->datagram ? VRNIC_UD_PAYLOAD_OFFSET :
 			       VRNIC_SEND_WQE_HEADER_SIZE) +
@@ -330,17 +328,25 @@ int vrnic_size_queues(struct vrnic_context *ctx, struct vrnic_qp *qp,
 		     req->max_inline_data);
 	min_shift = qp->datagram ? VRNIC_UD_SEND_WQE_SHIFT_MIN :
 				   VRNIC_SEND_WQE_SHIFT_MIN;
-	qp->sq.wqe_shift = max_t(uint32_t, log2_ceil(size), min_shift);
-	size = VRNIC_RECV_WQE_HEADER_SIZE + req->max_recv_sge * VRNIC_SGE_SIZE;
-	qp->rq.wqe_shift = max_t(uint32_t, log2_ceil(size),
-				 VRNIC_RECV_WQE_SHIFT_MIN);
-	if (qp->sq.wqe_shift > VRNIC_SEND_WQE_SHIFT_MAX ||
-	    qp->rq.wqe_shift > VRNIC_RECV_WQE_SHIFT_MAX)
+	qp->sq.wqe_shift = max_t(uint32_t, vrnic_log2_ceil(size), min_shift);
+	if (qp->sq.wqe_shift > VRNIC_SEND_WQE_SHIFT_MAX)
 		return EINVAL;
-
 	size = vrnic_send_wqe_room(qp->sq.wqe_shift, qp->datagram);
 	qp->sq.max_sge = min_t(uint32_t, size / VRNIC_SGE_SIZE, ctx->max_sge);
 	qp->max_inline = min_t(uint32_t, size, ctx->max_inline);
+
+	if (!rq) {
+		qp->rq.depth = 0;
+		qp->rq.wqe_shift = 0;
+		qp->rq.max_sge = 0;
+		return 0;
+	}
+	qp->rq.depth = 1u << vrnic_log2_ceil(max_t(uint32_t, req->max_recv_wr, 2));
+	size = VRNIC_RECV_WQE_HEADER_SIZE + req->max_recv_sge * VRNIC_SGE_SIZE;
+	qp->rq.wqe_shift = max_t(uint32_t, vrnic_log2_ceil(size),
+				 VRNIC_RECV_WQE_SHIFT_MIN);
+	if (qp->rq.wqe_shift > VRNIC_RECV_WQE_SHIFT_MAX)
+		return EINVAL;
 	size = (1u << qp->rq.wqe_shift) - VRNIC_RECV_WQE_HEADER_SIZE;
 	qp->rq.max_sge = min_t(uint32_t, size / VRNIC_SGE_SIZE, ctx->max_sge);
 	return 0;
@@ -368,8 +374,8 @@ struct vrnic_qp *vrnic_qp_create(struct ibv_qp_init_attr_ex *attr)
 	uint32_t slot;
 	int ret;
 
-	if ((attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UD) ||
-	    attr->srq) {
+	if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC &&
+	    attr->qp_type != IBV_QPT_UD) {
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
@@ -377,23 +383,28 @@ struct vrnic_qp *vrnic_qp_create(struct ibv_qp_init_attr_ex *attr)
 	if (!qp)
 		return NULL;
 	qp->datagram = attr->qp_type == IBV_QPT_UD;
+	qp->srq = attr->srq ? to_vsrq(attr->srq) : NULL;
 	ret = vrnic_size_queues(ctx, qp, &attr->cap);
 	if (ret)
 		goto err_free;
 
 	qp->sq.ring = vrnic_alloc_ring((size_t)qp->sq.depth << qp->sq.wqe_shift,
 				       &qp->sq.ring_size);
-	qp->rq.ring = vrnic_alloc_ring((size_t)qp->rq.depth << qp->rq.wqe_shift,
-				       &qp->rq.ring_size);
-	if (!qp->sq.ring || !qp->rq.ring) {
+	if (!qp->srq)
+		qp->rq.ring = vrnic_alloc_ring((size_t)qp->rq.depth <<
+					       qp->rq.wqe_shift,
+					       &qp->rq.ring_size);
+	if (!qp->sq.ring || (!qp->srq && !qp->rq.ring)) {
 		ret = ENOMEM;
 		goto err_free;
 	}
 
+	/* With an SRQ the receive ring fields stay 0 (create_qp_cmd). */
 	cmd.drv_payload.sq_buf_addr = htole64((uintptr_t)qp->sq.ring);
 	cmd.drv_payload.rq_buf_addr = htole64((uintptr_t)qp->rq.ring);
-	cmd.drv_payload.sq_depth_log2 = log2_ceil(qp->sq.depth);
-	cmd.drv_payload.rq_depth_log2 = log2_ceil(qp->rq.depth);
+	cmd.drv_payload.sq_depth_log2 = vrnic_log2_ceil(qp->sq.depth);
+	cmd.drv_payload.rq_depth_log2 = qp->srq ? 0 :
+					vrnic_log2_ceil(qp->rq.depth);
 	cmd.drv_payload.sq_wqe_shift = qp->sq.wqe_shift;
 	cmd.drv_payload.rq_wqe_shift = qp->rq.wqe_shift;
 	cmd.drv_payload.max_inline = htole32(qp->max_inline);
