@@ -11,9 +11,11 @@ mod commands;
 pub mod error;
 mod gid;
 mod memory;
+mod mw;
 mod prefetch;
 mod qp;
 mod queues;
+mod srq;
 
 use crate::objects::{Uctx, KERNEL_DB_PAGE};
 use crate::rnic::notify::{post_async, publish};

@@ -4,7 +4,7 @@
 //! copies in between with no lock held.
 
 use super::copy::{copy, Fault, Pieces};
-use super::{receive, sge};
+use super::{atomic, memory_ops, receive, sge};
 use crate::addr::Gid;
 use crate::guest_memory::RamSnapshot;
 use crate::objects::qp::psn_add;
@@ -12,8 +12,8 @@ use crate::rnic::fence::InFlight;
 use crate::rnic::notify::post_async;
 use crate::rnic::{Rnic, RnicState};
 use vrnic_hw::{
-    Access, Cqe, EventType, QpState, QpType, VendorErr, WcFlags, WcOpcode, WcStatus, WrOpcode,
-    CQE_FLAG_SOLICITED,
+    Access, AtomicSeg, Cqe, EventType, QpState, QpType, VendorErr, WcFlags, WcOpcode, WcStatus,
+    WrOpcode, CQE_FLAG_SOLICITED,
 };
 
 /// A request travelling from a requester QP to its target.
@@ -24,6 +24,10 @@ pub struct Request<'a> {
     pub src_gid: Option<Gid>,
     pub src_qpn: u32,
     pub dest_qpn: u32,
+    /// RC or UC: a target QP of another type does not answer.
+    pub transport: QpType,
+    /// Atomics: the operands (SPEC "Atomics").
+    pub atomic: Option<AtomicSeg>,
     /// PSN of the request's first packet, and how many packets it takes.
     pub psn: u32,
     pub packets: u32,
@@ -45,6 +49,14 @@ impl Request<'_> {
     /// This chunk ends the message: completions follow it.
     fn is_last(&self) -> bool {
         self.offset + self.chunk == self.len
+    }
+
+    /// The request consumes a receive WQE with its data (a SEND of any kind).
+    fn is_send(&self) -> bool {
+        matches!(
+            self.opcode,
+            WrOpcode::Send | WrOpcode::SendWithImm | WrOpcode::SendWithInv
+        )
     }
 }
 
@@ -78,8 +90,11 @@ pub fn respond(rnic: &Rnic, req: &Request) -> Response {
         Ok(acc) => acc,
         Err(response) => return response,
     };
-    let result = match req.opcode {
-        WrOpcode::RdmaRead => copy(req.mem, req.pieces, &acc.mem, &acc.pieces, req.chunk),
+    let result = match (req.opcode, req.atomic) {
+        (WrOpcode::RdmaRead, _) => copy(req.mem, req.pieces, &acc.mem, &acc.pieces, req.chunk),
+        (op, Some(seg)) if atomic::is_atomic(op) => {
+            atomic::execute(op, &seg, &acc.mem, &acc.pieces, req.mem, req.pieces)
+        }
         _ => copy(&acc.mem, &acc.pieces, req.mem, req.pieces, req.chunk),
     };
     complete(rnic, &mut rnic.lock(), req, acc, result)
@@ -104,9 +119,20 @@ fn accept(rnic: &Rnic, st: &mut RnicState, req: &Request) -> Result<Accepted, Re
         qp.attr.dlid.to_native() == req.src_lid
     };
     let connected = qp.attr.dest_qp_num.to_native() == req.src_qpn && from_peer;
-    if qp.kind != QpType::Rc || !qp.receives_allowed() || !connected {
+    if qp.kind != req.transport || !qp.receives_allowed() || !connected {
         return Err(Response::Unreachable);
     }
+    if qp.kind == QpType::Uc && req.offset == 0 && req.psn != qp.expected_psn {
+        // UC never retransmits: a message lost on the way leaves a gap in the PSNs, and the
+        // next message's first packet resynchronizes the responder (IBTA 9.7.5.2.1).
+        if let Some(qp) = st.objects.qp_mut(req.dest_qpn) {
+            qp.expected_psn = req.psn;
+        }
+    }
+    let Some(qp) = st.objects.qp(req.dest_qpn) else {
+        return Err(Response::Unreachable);
+    };
+    let qp_pdn = qp.pdn;
     if req.psn != qp.expected_psn {
         let expected = qp.expected_psn;
         st.warn(
@@ -127,12 +153,19 @@ fn accept(rnic: &Rnic, st: &mut RnicState, req: &Request) -> Result<Accepted, Re
     let pieces = match req.opcode {
         WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm => {
             let dst = remote_access(rnic, st, req, Access::RemoteWrite)?;
-            if req.imm.is_some() && !receive::posted(rnic, st, req.dest_qpn) {
+            if req.imm.is_some() && !receive::claim(rnic, st, req.dest_qpn) {
                 return Err(rnr(st, req.dest_qpn));
             }
             dst
         }
         WrOpcode::Send | WrOpcode::SendWithImm => send_buffers(rnic, st, &mem, req)?,
+        WrOpcode::SendWithInv => {
+            let pieces = send_buffers(rnic, st, &mem, req)?;
+            if !memory_ops::can_invalidate_remotely(&st.objects, req.rkey, req.dest_qpn, qp_pdn) {
+                return Err(refuse_invalidation(rnic, st, &mem, req));
+            }
+            pieces
+        }
         WrOpcode::RdmaRead => {
             if st
                 .objects
@@ -150,12 +183,8 @@ fn accept(rnic: &Rnic, st: &mut RnicState, req: &Request) -> Result<Accepted, Re
             }
             remote_access(rnic, st, req, Access::RemoteRead)?
         }
-        WrOpcode::AtomicCmpAndSwp
-        | WrOpcode::AtomicFetchAndAdd
-        | WrOpcode::LocalInv
-        | WrOpcode::BindMw
-        | WrOpcode::SendWithInv
-        | WrOpcode::RegMr => {
+        WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd => atomic_target(rnic, st, req)?,
+        WrOpcode::LocalInv | WrOpcode::BindMw | WrOpcode::RegMr => {
             return Err(fail(
                 rnic,
                 st,
@@ -169,7 +198,7 @@ fn accept(rnic: &Rnic, st: &mut RnicState, req: &Request) -> Result<Accepted, Re
     let Some(qp) = st.objects.qp_mut(req.dest_qpn) else {
         return Err(Response::Unreachable);
     };
-    if matches!(req.opcode, WrOpcode::Send | WrOpcode::SendWithImm) {
+    if req.is_send() {
         qp.receive_in_flight = true;
     }
     Ok(Accepted {
@@ -191,8 +220,9 @@ fn complete(
     let Some(qp) = receive::copy_ended(rnic, st, req.dest_qpn, acc.epoch) else {
         return Response::Unreachable;
     };
-    let reading = req.opcode == WrOpcode::RdmaRead;
-    let sending = matches!(req.opcode, WrOpcode::Send | WrOpcode::SendWithImm);
+    // READ and atomics move data back to the requester.
+    let reading = req.opcode == WrOpcode::RdmaRead || atomic::is_atomic(req.opcode);
+    let sending = req.is_send();
     match result {
         Ok(()) => {}
         Err(Fault::Source) if !reading => return Response::LocalFault,
@@ -221,11 +251,43 @@ fn complete(
         WrOpcode::Send | WrOpcode::SendWithImm if req.is_last() => {
             complete_receive(rnic, st, &acc.mem, req, WcOpcode::Recv)
         }
+        WrOpcode::SendWithInv if req.is_last() => {
+            let pdn = qp.pdn;
+            // After the data is placed (SPEC "Memory operations"); the key may have changed
+            // since the request was accepted.
+            if memory_ops::invalidate_remotely(&mut st.objects, req.rkey, req.dest_qpn, pdn) {
+                complete_receive(rnic, st, &acc.mem, req, WcOpcode::Recv)
+            } else {
+                refuse_invalidation(rnic, st, &acc.mem, req)
+            }
+        }
         _ => Response::Done,
     }
 }
 
-/// The target QP moves to ERR with an async event; the requester gets `status`.
+/// The target word of an atomic: the responder takes atomics (max_dest_rd_atomic), the
+/// address is 8-byte aligned (MISALIGNED), and rkey, PD, bounds and REMOTE_ATOMIC of the
+/// MR and the QP allow it (SPEC "Atomics").
+fn atomic_target(rnic: &Rnic, st: &mut RnicState, req: &Request) -> Result<Pieces, Response> {
+    let takes_atomics = st
+        .objects
+        .qp(req.dest_qpn)
+        .is_some_and(|qp| qp.attr.max_dest_rd_atomic > 0);
+    let refusal = match (takes_atomics, req.remote_addr % atomic::ATOMIC_LEN) {
+        (false, _) => Some(VendorErr::RemoteAccess),
+        (true, 0) => None,
+        (true, _) => Some(VendorErr::Misaligned),
+    };
+    if let Some(why) = refusal {
+        let (event, status) = (EventType::QpReqErr, WcStatus::RemInvReqErr);
+        return Err(fail(rnic, st, req.dest_qpn, event, status, why));
+    }
+    remote_access(rnic, st, req, Access::RemoteAtomic)
+}
+
+/// The target QP moves to ERR with an async event; the requester gets `status`. A UC
+/// target drops what it cannot accept instead and stays as it is (SPEC "Unreliable
+/// connected"), unless its own memory or receive WQE failed (QP_FATAL).
 fn fail(
     rnic: &Rnic,
     st: &mut RnicState,
@@ -234,6 +296,15 @@ fn fail(
     status: WcStatus,
     why: VendorErr,
 ) -> Response {
+    let uc = st.objects.qp(qpn).is_some_and(|qp| qp.kind == QpType::Uc);
+    if uc && event != EventType::QpFatal {
+        st.log(
+            rnic,
+            log::Level::Debug,
+            format_args!("UC QP {qpn} dropped a request ({why:?})"),
+        );
+        return Response::Remote(status, why);
+    }
     st.warn(
         rnic,
         format_args!("QP {qpn} refused a request ({why:?}); moving to ERR"),
@@ -245,8 +316,8 @@ fn fail(
     Response::Remote(status, why)
 }
 
-/// The pieces of the target MR range named by rkey, checked for `access` (SPEC: key, PD,
-/// access of MR and QP, bounds).
+/// The pieces of the target MR (or window) range named by rkey, checked for `access`
+/// (SPEC: key, PD, access of MR or window and QP, bounds).
 fn remote_range(st: &RnicState, req: &Request, access: Access) -> Result<Pieces, VendorErr> {
     let qp = st.objects.qp(req.dest_qpn).ok_or(VendorErr::Unreachable)?;
     let bit = u32::from(access);
@@ -259,18 +330,19 @@ fn remote_range(st: &RnicState, req: &Request, access: Access) -> Result<Pieces,
         }
         return Ok(Pieces::new());
     }
-    let mr = st.objects.mr_by_key(req.rkey).ok_or(VendorErr::BadRkey)?;
-    if mr.pdn != qp.pdn {
+    // An MR, a VALID fast-registration MR or a bound window (objects::keys).
+    let key = st.objects.remote_key(req.rkey, req.dest_qpn)?;
+    if key.pdn() != qp.pdn {
         return Err(VendorErr::PdMismatch);
     }
-    if !mr.allows(bit) || qp.attr.qp_access_flags.to_native() & bit == 0 {
+    if !key.allows(bit) || qp.attr.qp_access_flags.to_native() & bit == 0 {
         return Err(VendorErr::RemoteAccess);
     }
     // The whole message must fit, whichever chunk this is.
-    mr.range(req.remote_addr, req.len)
+    key.range(req.remote_addr, req.len)
         .ok_or(VendorErr::RemoteBounds)?;
     let start = req.remote_addr + req.offset;
-    Ok(mr
+    Ok(key
         .range(start, req.chunk)
         .ok_or(VendorErr::RemoteBounds)?
         .collect())
@@ -315,7 +387,7 @@ fn send_buffers(
     mem: &RamSnapshot,
     req: &Request,
 ) -> Result<Pieces, Response> {
-    if !receive::posted(rnic, st, req.dest_qpn) {
+    if !receive::claim(rnic, st, req.dest_qpn) {
         return Err(rnr(st, req.dest_qpn));
     }
     match receive_buffers(st, mem, req) {
@@ -347,6 +419,27 @@ fn send_buffers(
             Err(Response::Remote(WcStatus::RemOpErr, VendorErr::RemoteError))
         }
     }
+}
+
+/// A SEND_WITH_INV whose key the target may not invalidate: its receive completes with
+/// LOC_PROT_ERR, the target QP moves to ERR with QP_REQ_ERR, the requester gets
+/// REM_INV_REQ_ERR (SPEC "Memory operations").
+fn refuse_invalidation(
+    rnic: &Rnic,
+    st: &mut RnicState,
+    mem: &RamSnapshot,
+    req: &Request,
+) -> Response {
+    let (status, why) = (WcStatus::LocProtErr, VendorErr::MkeyState);
+    finish_receive(rnic, st, mem, req, WcOpcode::Recv, status, why, 0);
+    fail(
+        rnic,
+        st,
+        req.dest_qpn,
+        EventType::QpReqErr,
+        WcStatus::RemInvReqErr,
+        why,
+    )
 }
 
 fn rnr(st: &RnicState, qpn: u32) -> Response {
@@ -424,13 +517,20 @@ fn finish_receive(
     why: VendorErr,
     byte_len: u32,
 ) -> bool {
+    let invalidated = req.opcode == WrOpcode::SendWithInv && status == WcStatus::Success;
     let cqe = Cqe {
         byte_len: byte_len.into(),
-        imm_data: req.imm.unwrap_or_default(),
+        // SEND_WITH_INV: the key it invalidated, little-endian (SPEC "WITH_INV").
+        imm_data: match invalidated {
+            true => req.rkey.to_le_bytes(),
+            false => req.imm.unwrap_or_default(),
+        },
         src_qp: req.src_qpn.into(),
         opcode: opcode.into(),
         status: status.into(),
-        wc_flags: if req.imm.is_some() {
+        wc_flags: if invalidated {
+            WcFlags::WithInv.into()
+        } else if req.imm.is_some() {
             WcFlags::WithImm.into()
         } else {
             0
