@@ -191,6 +191,7 @@ show_tails() {
 suite_job() {
 	mkdir -p "$WORK/$1"
 	cp "$REPO/tests/guest/suite.sh" "$WORK/$1/run.sh"
+	cp "$REPO/tests/guest/devices.sh" "$WORK/$1/devices.sh"
 	echo "$1" >"$WORK/$1/role"
 	echo "$LINK_B_IP" >"$WORK/$1/peer"
 	case $1 in
