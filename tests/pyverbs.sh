@@ -121,10 +121,10 @@ echo "$only" >"$job/only"
 
 say "booting the guest; rdma-core's test suite in modes ${MODES[*]}"
 t0=$SECONDS
-# eth0 on a datagram socket nobody reads: an interface (up, with an address) for the RoCE
+# eth0 on a datagram socket that sends to no one: an interface (up, with an address) for the RoCE
 # device to pair with, and no peer.
 guest_start p --dev pv-ib --dev pv-roce --ip "$PV_IP/24" --timeout 5400 -- \
-	-netdev "dgram,id=n0,local.type=unix,local.path=$WORK/p-net.sock" \
+	-netdev "dgram,id=n0,local.type=unix,local.path=$WORK/p-net.sock,remote.type=unix,remote.path=$WORK/p-nobody.sock" \
 	-device "virtio-net-pci,netdev=n0,mac=$PV_MAC,romfile="
 guests_wait || true
 say "guest done after $((SECONDS - t0)) s"
