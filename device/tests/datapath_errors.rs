@@ -450,7 +450,7 @@ fn wqe_with_unknown_opcode_fails_with_bad_opcode(t: Topology) {
         |p| {
             let mr = p.mr(A, 64, ACCESS_ALL);
             let mut wr = SendWr::send(1, vec![mr.sge(0, 64)]);
-            wr.opcode = 9;
+            wr.opcode = 0x1F; // between SEND_WITH_INV (9) and REG_MR (0x20): unassigned
             wr
         },
         WcStatus::LocQpOpErr,

@@ -42,7 +42,7 @@ pub fn execute(
     let revokes = outcome.is_ok()
         && matches!(
             opcode,
-            Ok(AqOpcode::DeregMr | AqOpcode::DestroyQp | AqOpcode::ModifyQp)
+            Ok(AqOpcode::DeregMr | AqOpcode::DeallocMw | AqOpcode::DestroyQp | AqOpcode::ModifyQp)
         );
     (
         super::completion(hdr.cmd_id.to_native(), hdr.opcode, outcome),
@@ -77,7 +77,10 @@ fn run(
         QueryQp => super::qp::query_qp(st, mem, &checked(cmd)?),
         DestroyQp => super::qp::destroy_qp(rnic, st, &checked(cmd)?),
         SetGid => super::gid::set_gid(rnic, st, &checked(cmd)?),
-        CreateSrq | ModifySrq | QuerySrq | DestroySrq | AllocMr | AllocMw | DeallocMw => {
+        AllocMr => super::memory::alloc_mr(st, &checked(cmd)?),
+        AllocMw => super::mw::alloc_mw(st, &checked(cmd)?),
+        DeallocMw => super::mw::dealloc_mw(st, &checked(cmd)?),
+        CreateSrq | ModifySrq | QuerySrq | DestroySrq => {
             Err(CmdError::general(AqStatus::NotSupported))
         }
     }
@@ -108,6 +111,8 @@ reserved!(
     CmdQuery,
     CmdHandle,
     CmdRegMr,
+    CmdAllocMr,
+    CmdAllocMw,
     CmdCreateCq,
     CmdCreateEq,
     CmdCreateQp,
@@ -273,7 +278,8 @@ fn dealloc_uctx(rnic: &Rnic, st: &mut RnicState, cmd: &CmdHandle) -> CmdResult<[
     let o = &st.objects;
     let in_use = o.pds.iter().any(|(_, pd)| pd.uctx == uctx)
         || o.cqs.iter().any(|(_, cq)| cq.uctx == uctx)
-        || o.qps.iter().any(|(_, qp)| qp.uctx == uctx);
+        || o.qps.iter().any(|(_, qp)| qp.uctx == uctx)
+        || o.mkeys().any(|key| key.uctx() == uctx);
     if in_use {
         return Err(busy(CmdHandle::HANDLE_OFF));
     }
@@ -301,7 +307,7 @@ fn dealloc_pd(st: &mut RnicState, cmd: &CmdHandle) -> CmdResult<[u32; 4]> {
         .ok_or(bad_handle(CmdHandle::HANDLE_OFF))?;
     owned(pd.uctx, cmd.uctx.to_native(), CmdHandle::UCTX_OFF)?;
     let o = &st.objects;
-    if o.mrs.iter().any(|(_, mr)| mr.pdn == pdn) || o.qps.iter().any(|(_, qp)| qp.pdn == pdn) {
+    if o.mkeys().any(|key| key.pdn() == pdn) || o.qps.iter().any(|(_, qp)| qp.pdn == pdn) {
         return Err(busy(CmdHandle::HANDLE_OFF));
     }
     st.objects.pds.remove(pdn);

@@ -1,12 +1,15 @@
-//! REG_MR and DEREG_MR.
+//! REG_MR, ALLOC_MR (fast-registration MRs) and DEREG_MR of either.
 
 use super::commands::owned;
-use super::error::{bad_field, bad_handle, bad_size, no_resources, CmdResult};
+use super::error::{bad_field, bad_handle, bad_size, busy, no_resources, permission, CmdResult};
 use super::prefetch::PageListReads;
 use crate::guest_memory::RamSnapshot;
-use crate::objects::Mr;
+use crate::objects::keys::FastRegMr;
+use crate::objects::{mr, Mkey, Mr};
 use crate::rnic::RnicState;
-use vrnic_hw::{bar0, Access, CmdHandle, CmdRegMr, PageListMode, ACCESS_SUPPORTED_MASK};
+use vrnic_hw::{
+    bar0, CmdAllocMr, CmdHandle, CmdRegMr, PageListMode, KERNEL_UCTX, MAX_FAST_REG_PAGES,
+};
 
 fn max_mr_size() -> u64 {
     u64::from(bar0::MAX_MR_SIZE_HI_RESET) << 32 | u64::from(bar0::MAX_MR_SIZE_LO_RESET)
@@ -27,10 +30,7 @@ pub fn reg_mr(
     owned(pd.uctx, cmd.uctx.to_native(), CmdRegMr::UCTX_OFF)?;
     let uctx = pd.uctx;
     let access = cmd.access.to_native();
-    let remote_needs_local = u32::from(Access::RemoteWrite) | u32::from(Access::RemoteAtomic);
-    if access & !ACCESS_SUPPORTED_MASK != 0
-        || (access & remote_needs_local != 0 && access & u32::from(Access::LocalWrite) == 0)
-    {
+    if !mr::valid_access(access) {
         return Err(bad_field(CmdRegMr::ACCESS_OFF));
     }
     let (iova, length) = (cmd.iova.to_native(), cmd.length.to_native());
@@ -52,7 +52,7 @@ pub fn reg_mr(
     let shift = u32::from(cmd.pages.page_shift).min(63);
     let first_offset = iova & ((1u64 << shift) - 1);
     let pages = reads.read(mem, &cmd.pages, CmdRegMr::PAGES_OFF, first_offset, length)?;
-    let (index, key) = st.objects.next_mr_key().ok_or_else(no_resources)?;
+    let (index, key) = st.objects.next_key().ok_or_else(no_resources)?;
     st.objects.insert_mr(
         index,
         Mr {
@@ -69,13 +69,56 @@ pub fn reg_mr(
     Ok([key, 0, 0, 0])
 }
 
+/// ALLOC_MR: a FREE fast-registration MR of the kernel context, with room for `max_pages`.
+pub fn alloc_mr(st: &mut RnicState, cmd: &CmdAllocMr) -> CmdResult<[u32; 4]> {
+    if cmd.uctx.to_native() != KERNEL_UCTX {
+        return Err(permission(CmdAllocMr::UCTX_OFF));
+    }
+    let pdn = cmd.pdn.to_native();
+    let pd = st
+        .objects
+        .pds
+        .get(pdn)
+        .ok_or(bad_handle(CmdAllocMr::PDN_OFF))?;
+    // Only kernel QPs post REG_MR work requests, and only into MRs of their own PD.
+    if pd.uctx != KERNEL_UCTX {
+        return Err(permission(CmdAllocMr::PDN_OFF));
+    }
+    let max_pages = cmd.max_pages.to_native();
+    if !(1..=MAX_FAST_REG_PAGES).contains(&max_pages) {
+        return Err(bad_size(CmdAllocMr::MAX_PAGES_OFF));
+    }
+    if !st.objects.mtt_room_for(max_pages as usize) {
+        return Err(no_resources());
+    }
+    let (index, key) = st.objects.next_key().ok_or_else(no_resources)?;
+    st.objects.insert_key(
+        index,
+        Mkey::FastReg(FastRegMr {
+            key,
+            pdn,
+            uctx: KERNEL_UCTX,
+            max_pages,
+            valid: None,
+        }),
+    );
+    Ok([key, 0, 0, 0])
+}
+
+/// DEREG_MR of an MR (its key), or of a fast-registration MR in any state (any variant of
+/// its index: a REG_MR work request that failed may have left the driver with a newer key
+/// than the MR's). BUSY while windows are bound to the MR.
 pub fn dereg_mr(st: &mut RnicState, cmd: &CmdHandle) -> CmdResult<[u32; 4]> {
     let key = cmd.handle.to_native();
-    let mr = st
-        .objects
-        .mr_by_key(key)
-        .ok_or(bad_handle(CmdHandle::HANDLE_OFF))?;
-    owned(mr.uctx, cmd.uctx.to_native(), CmdHandle::UCTX_OFF)?;
-    st.objects.remove_mr(key);
+    let entry = match st.objects.mkey_at(key) {
+        Some(e @ Mkey::FastReg(_)) => e,
+        Some(e @ Mkey::Mr(_)) if e.key() == key => e,
+        _ => return Err(bad_handle(CmdHandle::HANDLE_OFF)),
+    };
+    owned(entry.uctx(), cmd.uctx.to_native(), CmdHandle::UCTX_OFF)?;
+    if st.objects.mkeys().any(|e| e.binds(key)) {
+        return Err(busy(CmdHandle::HANDLE_OFF));
+    }
+    st.objects.remove_key(key);
     Ok([0; 4])
 }

@@ -11,6 +11,7 @@ mod commands;
 pub mod error;
 mod gid;
 mod memory;
+mod mw;
 mod prefetch;
 mod qp;
 mod queues;

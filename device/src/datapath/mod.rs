@@ -11,6 +11,7 @@
 pub mod copy;
 pub mod datagram;
 pub mod grh;
+pub mod memory_ops;
 pub mod receive;
 pub mod requester;
 pub mod responder;

@@ -4,6 +4,7 @@
 
 use super::copy::Pieces;
 use super::datagram::{self, Datagram};
+use super::memory_ops;
 use super::responder::{respond, Request, Response};
 use super::{sge, Budget, Peers, Progress, Route, CHUNK, WQE_BUDGET};
 use crate::addr::{Address, Gid};
@@ -53,6 +54,17 @@ enum Plan {
     Worked,
     Wait(Instant),
     Transfer(Box<Transfer>),
+    /// A memory operation executed; the next WQE may follow in this pass.
+    Executed,
+    /// A memory operation revoked access: it completes once the DMA fence has passed.
+    AfterFence(Fenced),
+}
+
+/// A memory operation waiting for the transfers in flight before its completion.
+struct Fenced {
+    epoch: u32,
+    index: u32,
+    wqe: SendWqeHeader,
 }
 
 /// Serves QP `qpn` of `rnic`: flushes it in ERR, runs its send queue in RTS.
@@ -74,6 +86,26 @@ pub fn service_qp(
                 break;
             }
             Plan::Transfer(t) => t,
+            Plan::Executed => {
+                progress.worked = true;
+                if done == WQE_BUDGET {
+                    break;
+                }
+                next = plan(rnic, &mut rnic.lock(), qpn, now);
+                continue;
+            }
+            Plan::AfterFence(fenced) => {
+                // No lock held, and this thread holds no transfer (lock rule 3).
+                rnic.fence.wait();
+                let mut st = rnic.lock();
+                complete_fenced(rnic, &mut st, qpn, &fenced);
+                progress.worked = true;
+                if done == WQE_BUDGET {
+                    break;
+                }
+                next = plan(rnic, &mut st, qpn, now);
+                continue;
+            }
         };
         budget.bytes = budget.bytes.saturating_sub(transfer.chunk.max(1));
         let response = carry_out(peers, rnic, &transfer);
@@ -168,7 +200,17 @@ fn plan(rnic: &Rnic, st: &mut RnicState, qpn: u32, now: Instant) -> Plan {
             if let Some(w) = qp.waiting.filter(|w| now < w.retry_at) {
                 return Plan::Wait(w.retry_at);
             }
-            match resolve(rnic, st, &mem, qpn) {
+            let (addr, wqe) = match read_wqe(&mem, st, qpn) {
+                Ok(head) => head,
+                Err(failure) => {
+                    complete_send(rnic, st, &mem, qpn, &SendWqeHeader::default(), Err(failure));
+                    return Plan::Worked;
+                }
+            };
+            if memory_ops::is_memory_op(wqe.opcode) {
+                return memory_op(rnic, st, &mem, qpn, addr, &wqe);
+            }
+            match resolve(rnic, st, &mem, qpn, addr, wqe) {
                 Ok(t) => Plan::Transfer(Box::new(t)),
                 Err((wqe, failure)) => {
                     complete_send(rnic, st, &mem, qpn, &wqe, Err(failure));
@@ -183,6 +225,50 @@ fn plan(rnic: &Rnic, st: &mut RnicState, qpn: u32, now: Instant) -> Plan {
             Plan::Worked
         }
         _ => Plan::Idle,
+    }
+}
+
+/// Executes the memory operation at the head of QP `qpn`'s send queue.
+fn memory_op(
+    rnic: &Rnic,
+    st: &mut RnicState,
+    mem: &RamSnapshot,
+    qpn: u32,
+    addr: u64,
+    wqe: &SendWqeHeader,
+) -> Plan {
+    let Some(qp) = st.objects.qp(qpn) else {
+        return Plan::Idle;
+    };
+    let (epoch, index) = (qp.epoch, qp.sq.ci);
+    match memory_ops::execute(&mut st.objects, mem, qpn, addr, wqe) {
+        Ok(memory_ops::Done::Now) => {
+            complete_send(rnic, st, mem, qpn, wqe, Ok(0));
+            Plan::Executed
+        }
+        Ok(memory_ops::Done::AfterFence) => Plan::AfterFence(Fenced {
+            epoch,
+            index,
+            wqe: *wqe,
+        }),
+        Err(failure) => {
+            complete_send(rnic, st, mem, qpn, wqe, Err(failure));
+            Plan::Worked
+        }
+    }
+}
+
+/// Completes a memory operation after the fence, unless the QP forgot it meanwhile.
+fn complete_fenced(rnic: &Rnic, st: &mut RnicState, qpn: u32, f: &Fenced) {
+    let Some(mem) = st.mem() else {
+        return;
+    };
+    let still_head = st
+        .objects
+        .qp(qpn)
+        .is_some_and(|qp| qp.epoch == f.epoch && qp.sq.ci == f.index && qp.state == QpState::Rts);
+    if still_head {
+        complete_send(rnic, st, &mem, qpn, &f.wqe, Ok(0));
     }
 }
 
@@ -213,8 +299,9 @@ fn resolve(
     st: &RnicState,
     mem: &RamSnapshot,
     qpn: u32,
+    addr: u64,
+    wqe: SendWqeHeader,
 ) -> Result<Transfer, (SendWqeHeader, Failure)> {
-    let (addr, wqe) = read_wqe(mem, st, qpn).map_err(|f| (SendWqeHeader::default(), f))?;
     let fail = |f: Failure| (wqe, f);
     let bad = (WcStatus::LocQpOpErr, VendorErr::BadWqe);
     let qp = st.objects.qp(qpn).ok_or(fail(bad))?;
@@ -464,6 +551,9 @@ fn wc_opcode(op: u8) -> WcOpcode {
         Ok(WrOpcode::RdmaRead) => WcOpcode::RdmaRead,
         Ok(WrOpcode::AtomicCmpAndSwp) => WcOpcode::CompSwap,
         Ok(WrOpcode::AtomicFetchAndAdd) => WcOpcode::FetchAdd,
+        Ok(WrOpcode::RegMr) => WcOpcode::RegMr,
+        Ok(WrOpcode::LocalInv) => WcOpcode::LocalInv,
+        Ok(WrOpcode::BindMw) => WcOpcode::BindMw,
         _ => WcOpcode::Send,
     }
 }

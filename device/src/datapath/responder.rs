@@ -4,7 +4,7 @@
 //! copies in between with no lock held.
 
 use super::copy::{copy, Fault, Pieces};
-use super::{receive, sge};
+use super::{memory_ops, receive, sge};
 use crate::addr::Gid;
 use crate::guest_memory::RamSnapshot;
 use crate::objects::qp::psn_add;
@@ -45,6 +45,14 @@ impl Request<'_> {
     /// This chunk ends the message: completions follow it.
     fn is_last(&self) -> bool {
         self.offset + self.chunk == self.len
+    }
+
+    /// The request consumes a receive WQE with its data (a SEND of any kind).
+    fn is_send(&self) -> bool {
+        matches!(
+            self.opcode,
+            WrOpcode::Send | WrOpcode::SendWithImm | WrOpcode::SendWithInv
+        )
     }
 }
 
@@ -107,6 +115,7 @@ fn accept(rnic: &Rnic, st: &mut RnicState, req: &Request) -> Result<Accepted, Re
     if qp.kind != QpType::Rc || !qp.receives_allowed() || !connected {
         return Err(Response::Unreachable);
     }
+    let qp_pdn = qp.pdn;
     if req.psn != qp.expected_psn {
         let expected = qp.expected_psn;
         st.warn(
@@ -133,6 +142,13 @@ fn accept(rnic: &Rnic, st: &mut RnicState, req: &Request) -> Result<Accepted, Re
             dst
         }
         WrOpcode::Send | WrOpcode::SendWithImm => send_buffers(rnic, st, &mem, req)?,
+        WrOpcode::SendWithInv => {
+            let pieces = send_buffers(rnic, st, &mem, req)?;
+            if !memory_ops::can_invalidate_remotely(&st.objects, req.rkey, req.dest_qpn, qp_pdn) {
+                return Err(refuse_invalidation(rnic, st, &mem, req));
+            }
+            pieces
+        }
         WrOpcode::RdmaRead => {
             if st
                 .objects
@@ -154,7 +170,6 @@ fn accept(rnic: &Rnic, st: &mut RnicState, req: &Request) -> Result<Accepted, Re
         | WrOpcode::AtomicFetchAndAdd
         | WrOpcode::LocalInv
         | WrOpcode::BindMw
-        | WrOpcode::SendWithInv
         | WrOpcode::RegMr => {
             return Err(fail(
                 rnic,
@@ -169,7 +184,7 @@ fn accept(rnic: &Rnic, st: &mut RnicState, req: &Request) -> Result<Accepted, Re
     let Some(qp) = st.objects.qp_mut(req.dest_qpn) else {
         return Err(Response::Unreachable);
     };
-    if matches!(req.opcode, WrOpcode::Send | WrOpcode::SendWithImm) {
+    if req.is_send() {
         qp.receive_in_flight = true;
     }
     Ok(Accepted {
@@ -192,7 +207,7 @@ fn complete(
         return Response::Unreachable;
     };
     let reading = req.opcode == WrOpcode::RdmaRead;
-    let sending = matches!(req.opcode, WrOpcode::Send | WrOpcode::SendWithImm);
+    let sending = req.is_send();
     match result {
         Ok(()) => {}
         Err(Fault::Source) if !reading => return Response::LocalFault,
@@ -221,6 +236,16 @@ fn complete(
         WrOpcode::Send | WrOpcode::SendWithImm if req.is_last() => {
             complete_receive(rnic, st, &acc.mem, req, WcOpcode::Recv)
         }
+        WrOpcode::SendWithInv if req.is_last() => {
+            let pdn = qp.pdn;
+            // After the data is placed (SPEC "Memory operations"); the key may have changed
+            // since the request was accepted.
+            if memory_ops::invalidate_remotely(&mut st.objects, req.rkey, req.dest_qpn, pdn) {
+                complete_receive(rnic, st, &acc.mem, req, WcOpcode::Recv)
+            } else {
+                refuse_invalidation(rnic, st, &acc.mem, req)
+            }
+        }
         _ => Response::Done,
     }
 }
@@ -245,8 +270,8 @@ fn fail(
     Response::Remote(status, why)
 }
 
-/// The pieces of the target MR range named by rkey, checked for `access` (SPEC: key, PD,
-/// access of MR and QP, bounds).
+/// The pieces of the target MR (or window) range named by rkey, checked for `access`
+/// (SPEC: key, PD, access of MR or window and QP, bounds).
 fn remote_range(st: &RnicState, req: &Request, access: Access) -> Result<Pieces, VendorErr> {
     let qp = st.objects.qp(req.dest_qpn).ok_or(VendorErr::Unreachable)?;
     let bit = u32::from(access);
@@ -259,18 +284,19 @@ fn remote_range(st: &RnicState, req: &Request, access: Access) -> Result<Pieces,
         }
         return Ok(Pieces::new());
     }
-    let mr = st.objects.mr_by_key(req.rkey).ok_or(VendorErr::BadRkey)?;
-    if mr.pdn != qp.pdn {
+    // An MR, a VALID fast-registration MR or a bound window (objects::keys).
+    let key = st.objects.remote_key(req.rkey, req.dest_qpn)?;
+    if key.pdn() != qp.pdn {
         return Err(VendorErr::PdMismatch);
     }
-    if !mr.allows(bit) || qp.attr.qp_access_flags.to_native() & bit == 0 {
+    if !key.allows(bit) || qp.attr.qp_access_flags.to_native() & bit == 0 {
         return Err(VendorErr::RemoteAccess);
     }
     // The whole message must fit, whichever chunk this is.
-    mr.range(req.remote_addr, req.len)
+    key.range(req.remote_addr, req.len)
         .ok_or(VendorErr::RemoteBounds)?;
     let start = req.remote_addr + req.offset;
-    Ok(mr
+    Ok(key
         .range(start, req.chunk)
         .ok_or(VendorErr::RemoteBounds)?
         .collect())
@@ -349,6 +375,27 @@ fn send_buffers(
     }
 }
 
+/// A SEND_WITH_INV whose key the target may not invalidate: its receive completes with
+/// LOC_PROT_ERR, the target QP moves to ERR with QP_REQ_ERR, the requester gets
+/// REM_INV_REQ_ERR (SPEC "Memory operations").
+fn refuse_invalidation(
+    rnic: &Rnic,
+    st: &mut RnicState,
+    mem: &RamSnapshot,
+    req: &Request,
+) -> Response {
+    let (status, why) = (WcStatus::LocProtErr, VendorErr::MkeyState);
+    finish_receive(rnic, st, mem, req, WcOpcode::Recv, status, why, 0);
+    fail(
+        rnic,
+        st,
+        req.dest_qpn,
+        EventType::QpReqErr,
+        WcStatus::RemInvReqErr,
+        why,
+    )
+}
+
 fn rnr(st: &RnicState, qpn: u32) -> Response {
     Response::Rnr(st.objects.qp(qpn).map_or(0, |qp| qp.attr.min_rnr_timer))
 }
@@ -424,13 +471,20 @@ fn finish_receive(
     why: VendorErr,
     byte_len: u32,
 ) -> bool {
+    let invalidated = req.opcode == WrOpcode::SendWithInv && status == WcStatus::Success;
     let cqe = Cqe {
         byte_len: byte_len.into(),
-        imm_data: req.imm.unwrap_or_default(),
+        // SEND_WITH_INV: the key it invalidated, little-endian (SPEC "WITH_INV").
+        imm_data: match invalidated {
+            true => req.rkey.to_le_bytes(),
+            false => req.imm.unwrap_or_default(),
+        },
         src_qp: req.src_qpn.into(),
         opcode: opcode.into(),
         status: status.into(),
-        wc_flags: if req.imm.is_some() {
+        wc_flags: if invalidated {
+            WcFlags::WithInv.into()
+        } else if req.imm.is_some() {
             WcFlags::WithImm.into()
         } else {
             0

@@ -116,7 +116,7 @@ mod tests {
     /// A 2 GiB MR whose page list names the same 4 KiB page 512K times (cheap to register).
     fn objects_with_repeating_mr() -> (Objects, Sge) {
         let mut o = Objects::new();
-        let (index, key) = o.next_mr_key().unwrap();
+        let (index, key) = o.next_key().unwrap();
         let len = 2u64 << 30;
         o.insert_mr(
             index,

@@ -5,6 +5,7 @@
 //! never answers to a destroyed one's name: a peer still holding an old QPN or rkey reaches
 //! nothing.
 
+pub mod keys;
 pub mod mr;
 pub mod page_list;
 pub mod qp;
@@ -15,6 +16,7 @@ use std::collections::{BTreeSet, HashMap};
 use table::Table;
 use vrnic_hw::{bar0, DB_PAGES, DB_SLOTS_PER_PAGE, MAX_DB_PAGES_PER_UCTX};
 
+pub use keys::Mkey;
 pub use mr::Mr;
 pub use qp::Qp;
 pub use queues::{Cq, Eq, Ring, WorkQueue};
@@ -214,6 +216,14 @@ impl Generations {
         };
         gens[index]
     }
+
+    /// Makes `generation` the last one handed out for `index`.
+    fn set(gens: &mut Vec<u8>, index: usize, generation: u8) {
+        if gens.len() <= index {
+            gens.resize(index + 1, 0);
+        }
+        gens[index] = generation;
+    }
 }
 
 /// The object tables of one device.
@@ -223,7 +233,9 @@ pub struct Objects {
     /// Doorbell pages no context holds.
     pub db_pages: PagePool,
     pub pds: Table<Pd>,
-    pub mrs: Table<Mr>,
+    /// MRs, fast-registration MRs and memory windows, by the index part of their key
+    /// (see `keys`).
+    keys: Table<Mkey>,
     pub cqs: Table<Cq>,
     pub eqs: Table<Eq>,
     /// QPs by the index part of their QPN.
@@ -247,7 +259,7 @@ impl Objects {
             uctxs: Table::new(bar0::MAX_UCTX_RESET as usize + 1),
             db_pages: PagePool::new(),
             pds: Table::new(bar0::MAX_PD_RESET as usize),
-            mrs: Table::new(bar0::MAX_MR_RESET as usize),
+            keys: Table::new(bar0::MAX_MR_RESET as usize),
             cqs: Table::new(bar0::MAX_CQ_RESET as usize),
             eqs: Table::new(bar0::MAX_EQ_RESET as usize),
             qps: Table::new((bar0::MAX_QP_RESET as usize).min(1 << QPN_INDEX_BITS)),
@@ -338,36 +350,6 @@ impl Objects {
         self.qp_slots.get(&(page, slot)).copied()
     }
 
-    /// The MR named by `key`, if live (index and variant both match).
-    pub fn mr_by_key(&self, key: u32) -> Option<&Mr> {
-        let (index, _) = mr::split_key(key);
-        self.mrs.get(index).filter(|mr| mr.key == key)
-    }
-
-    /// A free MR index and the key an MR registered there gets.
-    pub fn next_mr_key(&mut self) -> Option<(usize, u32)> {
-        let index = self.mrs.free_index(1)?;
-        let variant = Generations::bump(&mut self.generations.mr, index);
-        Some((index, (index as u32) << 8 | u32::from(variant)))
-    }
-
-    /// Whether an MR holding `entries` more page-list entries fits the device's budget.
-    pub fn mtt_room_for(&self, entries: usize) -> bool {
-        self.mtt_entries.saturating_add(entries) <= MAX_MTT_ENTRIES
-    }
-
-    pub fn insert_mr(&mut self, index: usize, mr: Mr) {
-        self.mtt_entries += mr.pages.entries_held();
-        self.mrs.insert_at(index, mr);
-    }
-
-    pub fn remove_mr(&mut self, key: u32) -> Option<Mr> {
-        self.mr_by_key(key)?;
-        let mr = self.mrs.remove(key >> 8)?;
-        self.mtt_entries -= mr.pages.entries_held();
-        Some(mr)
-    }
-
     /// Creates a user context (number 1..=MAX_UCTX) with a first doorbell page from the
     /// pool; returns (uctx, page). None when the table or the pool is exhausted.
     pub fn alloc_uctx(&mut self) -> Option<(u32, u32)> {
@@ -436,9 +418,9 @@ mod tests {
     #[test]
     fn mr_keys_change_across_a_reset() {
         let mut o = Objects::new();
-        let (_, before) = o.next_mr_key().unwrap();
+        let (_, before) = o.next_key().unwrap();
         o.reset();
-        let (_, after) = o.next_mr_key().unwrap();
+        let (_, after) = o.next_key().unwrap();
         assert_ne!(before, after);
         assert_eq!(before >> 8, after >> 8);
     }

@@ -2,6 +2,7 @@
 //! virtual range onto guest pages.
 
 use super::page_list::{GuestPages, Segments};
+use vrnic_hw::{Access, ACCESS_SUPPORTED_MASK};
 
 #[derive(Debug)]
 pub struct Mr {
@@ -31,6 +32,14 @@ impl Mr {
     pub fn allows(&self, access: u32) -> bool {
         self.access & access == access
     }
+}
+
+/// Access bits a region may have: known ones, and LOCAL_WRITE with any remote write
+/// (REMOTE_WRITE, REMOTE_ATOMIC). REG_MR commands and work requests both check it.
+pub fn valid_access(access: u32) -> bool {
+    let remote_needs_local = u32::from(Access::RemoteWrite) | u32::from(Access::RemoteAtomic);
+    access & !ACCESS_SUPPORTED_MASK == 0
+        && (access & remote_needs_local == 0 || access & u32::from(Access::LocalWrite) != 0)
 }
 
 /// Splits a memory key into (table index, variant byte).

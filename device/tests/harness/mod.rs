@@ -17,6 +17,7 @@
 //!   server's own tests;
 //! - `driver`: `FakeDriver`: bring-up, registers, the admin queue, doorbells, interrupts;
 //! - `commands`: admin command builders and typed wrappers (contexts, PDs, MRs, CQs, EQs, QPs);
+//! - `keys`: fast-registration MRs, memory windows and the work requests on them;
 //! - `queues`: work requests, posting (SPEC doorbell protocol), CQ/EQ polling and arming;
 //! - `pair`: two connected QPs, on two devices or on one (loopback), for data-path tests;
 //! - `ud`: datagram QPs (UD, GSI) brought to RTS, and their address vectors.
@@ -27,6 +28,7 @@
 pub mod commands;
 pub mod devices;
 pub mod driver;
+pub mod keys;
 pub mod memory;
 pub mod pair;
 pub mod queues;
@@ -37,6 +39,7 @@ pub mod vfio;
 pub use commands::*;
 pub use devices::TestDevices;
 pub use driver::{AdminResult, FakeDriver};
+pub use keys::*;
 pub use memory::GuestMemory;
 pub(crate) use pair::on_both_topologies;
 pub use pair::{Pair, Topology, Which};
