@@ -74,6 +74,8 @@ done
 
 . "$(dirname "$0")/e2e-roce.sh"
 TESTS+=("${ROCE_TESTS[@]}")
+. "$(dirname "$0")/e2e-nvmeof.sh"
+TESTS+=("${NVMEOF_TESTS[@]}")
 if [[ -n $only ]]; then
 	sel=()
 	for t in "${TESTS[@]}"; do [[ ! ${t%%|*} =~ $only ]] || sel+=("$t"); done
@@ -89,6 +91,7 @@ build_all
 start_vrnic "rnic0,lid=1" "rnic1,lid=2" "rnic2,lid=3,device=0x7653" "$(roce_spec a rnic3)" "$(roce_spec b rnic4)" \
 	"rnic5,link=eth,mac=$UNPAIRED_MAC"
 for g in a b; do printf '%s\n' "${TESTS[@]}" | cut -d'|' -f1,2,4,5 | suite_job "$g"; done
+nvmeof_job_files "$WORK/a" "$WORK/b"
 echo "1234 7653" >"$WORK/a/new_id"
 
 say "booting guests A and B; ${#TESTS[@]} tests"

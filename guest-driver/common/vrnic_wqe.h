@@ -24,6 +24,7 @@
 #include <linux/types.h>
 #include <linux/string.h>
 #include <asm/byteorder.h>
+#include <rdma/ib_verbs.h>
 #define vrnic_cpu_to_le16(v) cpu_to_le16(v)
 #define vrnic_cpu_to_le32(v) cpu_to_le32(v)
 #define vrnic_cpu_to_le64(v) cpu_to_le64(v)
@@ -56,9 +57,45 @@ struct vrnic_send_fields {
 	uint8_t num_sge;	/* 0 with VRNIC_SEND_FLAGS_INLINE */
 	__be32 imm_data;	/* network order; 0 unless *_WITH_IMM */
 	uint64_t wr_id;
-	uint64_t remote_addr;	/* RDMA only; 0 otherwise (and for UD) */
-	uint32_t rkey;		/* RDMA only; 0 otherwise (and for UD) */
+	uint64_t remote_addr;	/* RDMA and atomics; 0 otherwise (and for UD) */
+	uint32_t rkey;		/* see below; 0 otherwise (and for UD) */
 	uint32_t inline_len;	/* INLINE only; 0 otherwise */
+};
+
+/*
+ * Header rkey by opcode (SPEC table send_wqe_header): RDMA and atomics the
+ * remote key, SEND_WITH_INV and LOCAL_INV the key to invalidate, REG_MR the
+ * MR's new key, BIND_MW the window's new rkey. The vrnic_set_*_wqe()
+ * encoders below fill it in; a SEND_WITH_INV is a SEND with it set.
+ */
+
+/* An atomic WQE's operands and its one local SGE (8 bytes, LOCAL_WRITE). */
+struct vrnic_atomic_fields {
+	uint64_t remote_addr;	/* 8-byte aligned */
+	uint32_t rkey;
+	uint64_t compare_add;	/* compare (CMP_AND_SWP) or addend (FETCH_AND_ADD) */
+	uint64_t swap;		/* CMP_AND_SWP only; 0 otherwise */
+	uint64_t addr;		/* receives the original value */
+	uint32_t length;
+	uint32_t lkey;
+};
+
+/* A REG_MR WQE's reg_mr_seg, host order (kernel QPs only). */
+struct vrnic_reg_mr_fields {
+	uint64_t iova;
+	uint64_t length;
+	uint64_t page_list;	/* DMA address of npages __le64 page addresses */
+	uint16_t npages;
+	uint8_t page_shift;
+	uint32_t access;	/* enum vrnic_access bits */
+};
+
+/* A BIND_MW WQE's bind_mw_seg, host order. */
+struct vrnic_bind_mw_fields {
+	uint64_t addr;
+	uint64_t length;	/* type 1: 0 unbinds */
+	uint32_t mr_lkey;
+	uint32_t access;	/* VRNIC_ACCESS_REMOTE_* bits only */
 };
 
 /* A datagram's destination, host order (GRH fields valid with is_global). */
@@ -96,6 +133,7 @@ struct vrnic_cqe_fields {
 	uint8_t sl;
 	uint8_t network_type;
 	uint16_t pkey_index;
+	uint32_t invalidated_rkey; /* with VRNIC_WC_FLAGS_WITH_INV; else 0 */
 };
 
 /*
@@ -149,6 +187,106 @@ static inline void vrnic_set_sge(struct vrnic_sge *sge, uint64_t addr,
 	sge->addr = vrnic_cpu_to_le64(addr);
 	sge->length = vrnic_cpu_to_le32(length);
 	sge->lkey = vrnic_cpu_to_le32(lkey);
+}
+
+/* The segment after the header of an atomic, REG_MR or BIND_MW WQE. */
+static inline void *vrnic_send_wqe_seg(void *wqe)
+{
+	return (uint8_t *)wqe + VRNIC_SEND_WQE_HEADER_SIZE;
+}
+
+/* The one SGE of an atomic WQE, after its atomic_seg. */
+static inline struct vrnic_sge *vrnic_atomic_wqe_sge(void *wqe)
+{
+	return (struct vrnic_sge *)((uint8_t *)vrnic_send_wqe_seg(wqe) +
+				    VRNIC_ATOMIC_SEG_SIZE);
+}
+
+static inline void vrnic_set_atomic_seg(struct vrnic_atomic_seg *seg,
+					uint64_t compare_add, uint64_t swap)
+{
+	seg->compare_add = vrnic_cpu_to_le64(compare_add);
+	seg->swap = vrnic_cpu_to_le64(swap);
+}
+
+static inline void vrnic_set_reg_mr_seg(struct vrnic_reg_mr_seg *seg,
+					const struct vrnic_reg_mr_fields *f)
+{
+	seg->iova = vrnic_cpu_to_le64(f->iova);
+	seg->length = vrnic_cpu_to_le64(f->length);
+	seg->page_list = vrnic_cpu_to_le64(f->page_list);
+	seg->npages = vrnic_cpu_to_le16(f->npages);
+	seg->page_shift = f->page_shift;
+	seg->reserved0 = 0;
+	seg->access = vrnic_cpu_to_le32(f->access);
+}
+
+static inline void vrnic_set_bind_mw_seg(struct vrnic_bind_mw_seg *seg,
+					 const struct vrnic_bind_mw_fields *f)
+{
+	seg->addr = vrnic_cpu_to_le64(f->addr);
+	seg->length = vrnic_cpu_to_le64(f->length);
+	seg->mr_lkey = vrnic_cpu_to_le32(f->mr_lkey);
+	seg->access = vrnic_cpu_to_le32(f->access);
+	seg->reserved0 = 0;
+}
+
+/*
+ * A whole ATOMIC_CMP_AND_SWP or ATOMIC_FETCH_AND_ADD WQE (@opcode): header
+ * with remote_addr and rkey, atomic_seg, one SGE (SPEC "Atomics").
+ */
+static inline void vrnic_set_atomic_wqe(void *wqe, uint8_t opcode,
+					uint8_t flags, uint64_t wr_id,
+					const struct vrnic_atomic_fields *a)
+{
+	struct vrnic_send_fields f = {
+		.opcode = opcode, .flags = flags, .num_sge = 1, .wr_id = wr_id,
+		.remote_addr = a->remote_addr, .rkey = a->rkey,
+	};
+
+	vrnic_set_send_wqe_header(wqe, &f);
+	vrnic_set_atomic_seg(vrnic_send_wqe_seg(wqe), a->compare_add, a->swap);
+	vrnic_set_sge(vrnic_atomic_wqe_sge(wqe), a->addr, a->length, a->lkey);
+}
+
+/* A whole REG_MR WQE: header with the MR's new @key, reg_mr_seg. */
+static inline void vrnic_set_reg_mr_wqe(void *wqe, uint8_t flags,
+					uint64_t wr_id, uint32_t key,
+					const struct vrnic_reg_mr_fields *r)
+{
+	struct vrnic_send_fields f = {
+		.opcode = VRNIC_WR_OPCODE_REG_MR, .flags = flags,
+		.wr_id = wr_id, .rkey = key,
+	};
+
+	vrnic_set_send_wqe_header(wqe, &f);
+	vrnic_set_reg_mr_seg(vrnic_send_wqe_seg(wqe), r);
+}
+
+/* A whole LOCAL_INV WQE: a header naming the @key to invalidate. */
+static inline void vrnic_set_local_inv_wqe(void *wqe, uint8_t flags,
+					   uint64_t wr_id, uint32_t key)
+{
+	struct vrnic_send_fields f = {
+		.opcode = VRNIC_WR_OPCODE_LOCAL_INV, .flags = flags,
+		.wr_id = wr_id, .rkey = key,
+	};
+
+	vrnic_set_send_wqe_header(wqe, &f);
+}
+
+/* A whole BIND_MW WQE: header with the window's @new_rkey, bind_mw_seg. */
+static inline void vrnic_set_bind_mw_wqe(void *wqe, uint8_t flags,
+					 uint64_t wr_id, uint32_t new_rkey,
+					 const struct vrnic_bind_mw_fields *b)
+{
+	struct vrnic_send_fields f = {
+		.opcode = VRNIC_WR_OPCODE_BIND_MW, .flags = flags,
+		.wr_id = wr_id, .rkey = new_rkey,
+	};
+
+	vrnic_set_send_wqe_header(wqe, &f);
+	vrnic_set_bind_mw_seg(vrnic_send_wqe_seg(wqe), b);
 }
 
 static inline void vrnic_set_ud_av(struct vrnic_ud_av *av,
@@ -215,6 +353,60 @@ static inline void vrnic_cqe_decode(const struct vrnic_cqe *cqe,
 	f->sl = cqe->sl;
 	f->network_type = cqe->network_type;
 	f->pkey_index = vrnic_le16_to_cpu(cqe->pkey_index);
+	f->invalidated_rkey = 0;
+	if (f->wc_flags & VRNIC_WC_FLAGS_WITH_INV) {
+		__le32 key;
+
+		/* Unlike immediate data, the key is little-endian. */
+		memcpy(&key, cqe->imm_data, sizeof(key));
+		f->invalidated_rkey = vrnic_le32_to_cpu(key);
+	}
 }
+
+#ifdef __KERNEL__
+/*
+ * The ib_wc opcode of a CQE opcode. SPEC's wc_opcode values are those of
+ * ibv_wc_opcode, which ib_wc_opcode shares up to LOCAL_INV and for the
+ * receives; REG_MR, seen only by kernel QPs, has a kernel value of its own.
+ */
+static inline enum ib_wc_opcode vrnic_cqe_ib_opcode(uint8_t opcode)
+{
+	switch (opcode) {
+	case VRNIC_WC_OPCODE_SEND:
+		return IB_WC_SEND;
+	case VRNIC_WC_OPCODE_RDMA_WRITE:
+		return IB_WC_RDMA_WRITE;
+	case VRNIC_WC_OPCODE_RDMA_READ:
+		return IB_WC_RDMA_READ;
+	case VRNIC_WC_OPCODE_COMP_SWAP:
+		return IB_WC_COMP_SWAP;
+	case VRNIC_WC_OPCODE_FETCH_ADD:
+		return IB_WC_FETCH_ADD;
+	case VRNIC_WC_OPCODE_BIND_MW:
+		return IB_WC_BIND_MW;
+	case VRNIC_WC_OPCODE_LOCAL_INV:
+		return IB_WC_LOCAL_INV;
+	case VRNIC_WC_OPCODE_REG_MR:
+		return IB_WC_REG_MR;
+	case VRNIC_WC_OPCODE_RECV:
+		return IB_WC_RECV;
+	case VRNIC_WC_OPCODE_RECV_RDMA_WITH_IMM:
+		return IB_WC_RECV_RDMA_WITH_IMM;
+	default:
+		return opcode;	/* not a wc_opcode: passed on as it came */
+	}
+}
+
+/*
+ * The ib_wc flags of a CQE's wc_flags (SPEC's are ibv_wc's: WITH_INV is bit
+ * 3 there, IB_WC_WITH_INVALIDATE bit 2).
+ */
+static inline int vrnic_cqe_ib_wc_flags(uint8_t wc_flags)
+{
+	return (wc_flags & VRNIC_WC_FLAGS_GRH ? IB_WC_GRH : 0) |
+	       (wc_flags & VRNIC_WC_FLAGS_WITH_IMM ? IB_WC_WITH_IMM : 0) |
+	       (wc_flags & VRNIC_WC_FLAGS_WITH_INV ? IB_WC_WITH_INVALIDATE : 0);
+}
+#endif
 
 #endif /* VRNIC_WQE_H */

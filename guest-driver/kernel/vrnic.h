@@ -8,7 +8,8 @@
  * Layers: vrnic_admin.c (admin queue engine, one function per command) ->
  * vrnic_eq.c (event queues, interrupts), vrnic_kdb.c (the kernel context's
  * doorbell pages) -> vrnic_pbl.c (page lists), vrnic_kring.c (kernel rings)
- * -> vrnic_verbs.c, vrnic_mr.c, vrnic_cq.c, vrnic_qp.c, vrnic_ah.c (verbs),
+ * -> vrnic_verbs.c, vrnic_mr.c, vrnic_cq.c, vrnic_srq.c, vrnic_qp.c,
+ * vrnic_ah.c (verbs),
  * vrnic_poll.c, vrnic_post.c (kernel data path), vrnic_netdev.c,
  * vrnic_gid.c (RoCE: the paired net_device, GIDs) -> vrnic_main.c (PCI
  * probe/remove, ib_device registration).
@@ -77,6 +78,10 @@ struct vrnic_limits {
 	u64 page_size_cap;	/* restricted to VRNIC_PAGE_SHIFT_MASK */
 	u64 max_mr_size;
 	u32 comp_vectors;	/* from QUERY_DEVICE: vectors for completion EQs */
+	/* From QUERY_DEVICE, 0 without the CAPS bit, capped by the spec. */
+	u32 max_srq;		/* CAPS.SRQ */
+	u32 max_fast_reg_pages;	/* CAPS.MEM_MGT */
+	u32 max_mw;		/* CAPS.MW */
 };
 
 /* Where an object's doorbell is: a page of the doorbell BAR and a slot in it. */
@@ -160,6 +165,7 @@ struct vrnic_dev {
 
 	struct xarray cqs;		/* cqn -> struct vrnic_cq */
 	struct xarray qps;		/* qpn -> struct vrnic_qp */
+	struct xarray srqs;		/* srqn -> struct vrnic_srq */
 	struct mutex kdb_lock;		/* serializes adding to kdb_pages */
 	struct xarray kdb_pages;	/* page -> struct vrnic_kdb_page */
 
@@ -205,6 +211,23 @@ struct vrnic_mr {
 	struct ib_mr ibmr;
 	struct ib_umem *umem;
 	u32 uctx;
+
+	/*
+	 * Fast-registration MR (alloc_mr, pages != NULL): the page list that
+	 * its REG_MR work requests name, read by the device when it executes
+	 * one, so map_mr_sg may rewrite it only while no REG_MR is in flight
+	 * (the verbs rule).
+	 */
+	__le64 *pages;
+	dma_addr_t pages_dma;
+	u32 max_pages;
+	u32 npages;
+};
+
+/* A memory window: the device's object; the provider binds it. */
+struct vrnic_mw {
+	struct ib_mw ibmw;
+	u32 uctx;
 };
 
 struct vrnic_cq {
@@ -222,6 +245,23 @@ struct vrnic_cq {
 	u32 depth_log2;
 	u32 ci;				/* free-running consumer index */
 	u32 arm_seq;			/* last arm sequence number written */
+};
+
+struct vrnic_srq {
+	struct ib_srq ibsrq;
+	struct ib_umem *umem;		/* user SRQ: the provider's ring */
+	u32 srqn;
+	struct vrnic_db_loc db;
+	u32 uctx;
+	u32 depth_log2;
+	u32 max_sge;
+
+	/* Kernel SRQ (umem == NULL): posted to by vrnic_post_srq_recv(). */
+	spinlock_t lock;		/* posting */
+	struct vrnic_kring ring;
+	void __iomem *slot;		/* its struct vrnic_db_srq_slot */
+	u32 pi;				/* free-running producer index (lock) */
+	unsigned long *busy;		/* slots posted and not yet polled */
 };
 
 /* A send or receive queue of a kernel QP. */
@@ -281,9 +321,19 @@ static inline struct vrnic_mr *to_vmr(struct ib_mr *ibmr)
 	return container_of(ibmr, struct vrnic_mr, ibmr);
 }
 
+static inline struct vrnic_mw *to_vmw(struct ib_mw *ibmw)
+{
+	return container_of(ibmw, struct vrnic_mw, ibmw);
+}
+
 static inline struct vrnic_cq *to_vcq(struct ib_cq *ibcq)
 {
 	return container_of(ibcq, struct vrnic_cq, ibcq);
+}
+
+static inline struct vrnic_srq *to_vsrq(struct ib_srq *ibsrq)
+{
+	return container_of(ibsrq, struct vrnic_srq, ibsrq);
 }
 
 static inline struct vrnic_qp *to_vqp(struct ib_qp *ibqp)
@@ -305,6 +355,12 @@ to_vmmap(struct rdma_user_mmap_entry *rdma_entry)
 static inline struct device *vrnic_dma_dev(struct vrnic_dev *dev)
 {
 	return &dev->pdev->dev;
+}
+
+/* Whether CAPS announces @mask (a VRNIC_BAR0_CAPS_*_MASK). */
+static inline bool vrnic_has_cap(const struct vrnic_dev *dev, u32 mask)
+{
+	return dev->lim.caps & mask;
 }
 
 static inline bool vrnic_is_dead(struct vrnic_dev *dev)
@@ -342,6 +398,8 @@ struct vrnic_create_qp_params {
 	u8 max_send_sge;
 	u8 max_recv_sge;
 	u32 max_inline;
+	u8 flags;			/* VRNIC_QP_FLAG_SRQ */
+	u32 srqn;			/* with VRNIC_QP_FLAG_SRQ */
 	struct vrnic_page_list sq_ring;
 	struct vrnic_page_list rq_ring;
 };
@@ -374,6 +432,19 @@ int vrnic_cmd_query_qp(struct vrnic_dev *dev, u32 uctx, u32 qpn,
 int vrnic_cmd_destroy_qp(struct vrnic_dev *dev, u32 uctx, u32 qpn);
 int vrnic_cmd_set_gid(struct vrnic_dev *dev, u8 index, u8 gid_type,
 		      const union ib_gid *gid);
+int vrnic_cmd_alloc_mr(struct vrnic_dev *dev, u32 pdn, u32 max_pages, u32 *mkey);
+int vrnic_cmd_alloc_mw(struct vrnic_dev *dev, u32 uctx, u32 pdn, u8 mw_type,
+		       u32 *rkey);
+int vrnic_cmd_dealloc_mw(struct vrnic_dev *dev, u32 uctx, u32 rkey);
+int vrnic_cmd_create_srq(struct vrnic_dev *dev, u32 uctx, u32 pdn,
+			 u8 depth_log2, u8 wqe_shift, u8 max_sge,
+			 const struct vrnic_page_list *ring, u32 *srqn,
+			 struct vrnic_db_loc *db);
+int vrnic_cmd_modify_srq(struct vrnic_dev *dev, u32 uctx, u32 srqn,
+			 u32 attr_mask, u32 srq_limit);
+int vrnic_cmd_query_srq(struct vrnic_dev *dev, u32 uctx, u32 srqn,
+			struct vrnic_srq_attr *out);
+int vrnic_cmd_destroy_srq(struct vrnic_dev *dev, u32 uctx, u32 srqn);
 
 /* vrnic_eq.c */
 int vrnic_eqs_create(struct vrnic_dev *dev);
@@ -476,6 +547,13 @@ struct ib_mr *vrnic_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 				struct ib_udata *udata);
 int vrnic_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata);
 struct ib_mr *vrnic_get_dma_mr(struct ib_pd *ibpd, int access_flags);
+struct ib_mr *vrnic_alloc_mr(struct ib_pd *ibpd, enum ib_mr_type mr_type,
+			     u32 max_num_sg);
+int vrnic_map_mr_sg(struct ib_mr *ibmr, struct scatterlist *sg, int sg_nents,
+		    unsigned int *sg_offset);
+int vrnic_mr_wr_access(int ib_access, u32 *access);
+int vrnic_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata);
+int vrnic_dealloc_mw(struct ib_mw *ibmw);
 
 /* vrnic_cq.c */
 int vrnic_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
@@ -492,6 +570,18 @@ int vrnic_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 		    const struct ib_send_wr **bad_wr);
 int vrnic_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 		    const struct ib_recv_wr **bad_wr);
+
+/* vrnic_srq.c */
+int vrnic_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init_attr,
+		     struct ib_udata *udata);
+int vrnic_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
+		     enum ib_srq_attr_mask mask, struct ib_udata *udata);
+int vrnic_query_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr);
+int vrnic_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata);
+int vrnic_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
+			const struct ib_recv_wr **bad_wr);
+void vrnic_srq_event(struct vrnic_dev *dev, u32 srqn, enum ib_event_type type);
+void vrnic_srq_retire(struct vrnic_srq *srq, u16 wqe_index);
 
 /* vrnic_qp.c */
 int vrnic_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init_attr,

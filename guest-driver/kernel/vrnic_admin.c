@@ -513,6 +513,8 @@ int vrnic_cmd_create_qp(struct vrnic_dev *dev,
 	cmd.max_send_sge = p->max_send_sge;
 	cmd.max_recv_sge = p->max_recv_sge;
 	cmd.max_inline = cpu_to_le32(p->max_inline);
+	cmd.flags = p->flags;
+	cmd.srqn = cpu_to_le32(p->srqn);
 	cmd.sq_ring = p->sq_ring;
 	cmd.rq_ring = p->rq_ring;
 	err = vrnic_aq_exec(dev, &cmd, &comp);
@@ -589,4 +591,112 @@ int vrnic_cmd_set_gid(struct vrnic_dev *dev, u8 index, u8 gid_type,
 		memcpy(cmd.gid, gid->raw, sizeof(cmd.gid));
 	}
 	return vrnic_aq_exec(dev, &cmd, &comp);
+}
+
+int vrnic_cmd_alloc_mr(struct vrnic_dev *dev, u32 pdn, u32 max_pages, u32 *mkey)
+{
+	struct vrnic_aq_completion comp;
+	struct vrnic_cmd_alloc_mr cmd;
+	int err;
+
+	vrnic_cmd_init(&cmd, VRNIC_AQ_OPCODE_ALLOC_MR);
+	cmd.pdn = cpu_to_le32(pdn);
+	cmd.uctx = cpu_to_le32(VRNIC_KERNEL_UCTX);
+	cmd.max_pages = cpu_to_le32(max_pages);
+	err = vrnic_aq_exec(dev, &cmd, &comp);
+	if (!err)
+		*mkey = le32_to_cpu(comp.result0);
+	return err;
+}
+
+int vrnic_cmd_alloc_mw(struct vrnic_dev *dev, u32 uctx, u32 pdn, u8 mw_type,
+		       u32 *rkey)
+{
+	struct vrnic_aq_completion comp;
+	struct vrnic_cmd_alloc_mw cmd;
+	int err;
+
+	vrnic_cmd_init(&cmd, VRNIC_AQ_OPCODE_ALLOC_MW);
+	cmd.pdn = cpu_to_le32(pdn);
+	cmd.uctx = cpu_to_le32(uctx);
+	cmd.mw_type = mw_type;
+	err = vrnic_aq_exec(dev, &cmd, &comp);
+	if (!err)
+		*rkey = le32_to_cpu(comp.result0);
+	return err;
+}
+
+int vrnic_cmd_dealloc_mw(struct vrnic_dev *dev, u32 uctx, u32 rkey)
+{
+	return vrnic_cmd_handle(dev, VRNIC_AQ_OPCODE_DEALLOC_MW, uctx, rkey, NULL);
+}
+
+int vrnic_cmd_create_srq(struct vrnic_dev *dev, u32 uctx, u32 pdn,
+			 u8 depth_log2, u8 wqe_shift, u8 max_sge,
+			 const struct vrnic_page_list *ring, u32 *srqn,
+			 struct vrnic_db_loc *db)
+{
+	struct vrnic_aq_completion comp;
+	struct vrnic_cmd_create_srq cmd;
+	int err;
+
+	vrnic_cmd_init(&cmd, VRNIC_AQ_OPCODE_CREATE_SRQ);
+	cmd.uctx = cpu_to_le32(uctx);
+	cmd.pdn = cpu_to_le32(pdn);
+	cmd.depth_log2 = depth_log2;
+	cmd.wqe_shift = wqe_shift;
+	cmd.max_sge = max_sge;
+	cmd.ring = *ring;
+	err = vrnic_aq_exec(dev, &cmd, &comp);
+	if (!err) {
+		*srqn = le32_to_cpu(comp.result0);
+		db->slot = le32_to_cpu(comp.result1);
+		db->page = le32_to_cpu(comp.result2);
+	}
+	return err;
+}
+
+int vrnic_cmd_modify_srq(struct vrnic_dev *dev, u32 uctx, u32 srqn,
+			 u32 attr_mask, u32 srq_limit)
+{
+	struct vrnic_aq_completion comp;
+	struct vrnic_cmd_modify_srq cmd;
+
+	vrnic_cmd_init(&cmd, VRNIC_AQ_OPCODE_MODIFY_SRQ);
+	cmd.srqn = cpu_to_le32(srqn);
+	cmd.attr_mask = cpu_to_le32(attr_mask);
+	cmd.attr.srq_limit = cpu_to_le32(srq_limit);
+	cmd.uctx = cpu_to_le32(uctx);
+	return vrnic_aq_exec(dev, &cmd, &comp);
+}
+
+int vrnic_cmd_query_srq(struct vrnic_dev *dev, u32 uctx, u32 srqn,
+			struct vrnic_srq_attr *out)
+{
+	struct device *dmadev = vrnic_dma_dev(dev);
+	struct vrnic_aq_completion comp;
+	struct vrnic_cmd_modify_srq cmd;
+	dma_addr_t buf_dma;
+	void *buf;
+	int err;
+
+	buf = dma_alloc_coherent(dmadev, sizeof(*out), &buf_dma, GFP_KERNEL);
+	if (!buf)
+		return -ENOMEM;
+
+	vrnic_cmd_init(&cmd, VRNIC_AQ_OPCODE_QUERY_SRQ);
+	cmd.srqn = cpu_to_le32(srqn);
+	cmd.out_addr = cpu_to_le64(buf_dma);
+	cmd.out_len = cpu_to_le32(sizeof(*out));
+	cmd.uctx = cpu_to_le32(uctx);
+	err = vrnic_aq_exec(dev, &cmd, &comp);
+	if (!err)
+		memcpy(out, buf, sizeof(*out));
+	dma_free_coherent(dmadev, sizeof(*out), buf, buf_dma);
+	return err;
+}
+
+int vrnic_cmd_destroy_srq(struct vrnic_dev *dev, u32 uctx, u32 srqn)
+{
+	return vrnic_cmd_handle(dev, VRNIC_AQ_OPCODE_DESTROY_SRQ, uctx, srqn, NULL);
 }

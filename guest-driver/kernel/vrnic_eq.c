@@ -6,7 +6,7 @@
  * so eq->ci needs no lock. CQ/QP lookups are safe against destroy because
  * destroy erases the object from its xarray and then waits, with
  * vrnic_eq_sync_irq(), for the handlers of the EQs that can name it: the
- * async EQ (QP and CQ errors) and, for a CQ, its completion EQ. Other vectors
+ * async EQ (QP, SRQ and CQ errors) and, for a CQ, its completion EQ. Other vectors
  * are left alone.
  */
 #include <linux/dma-mapping.h>
@@ -79,6 +79,15 @@ static void vrnic_async_event(struct vrnic_eq *eq, const struct vrnic_eqe *eqe)
 	case VRNIC_EVENT_TYPE_SQ_DRAINED:
 		vrnic_qp_event(dev, obj, IB_EVENT_SQ_DRAINED);
 		break;
+	case VRNIC_EVENT_TYPE_QP_LAST_WQE_REACHED:
+		vrnic_qp_event(dev, obj, IB_EVENT_QP_LAST_WQE_REACHED);
+		break;
+	case VRNIC_EVENT_TYPE_SRQ_LIMIT_REACHED:
+		vrnic_srq_event(dev, obj, IB_EVENT_SRQ_LIMIT_REACHED);
+		break;
+	case VRNIC_EVENT_TYPE_SRQ_ERR:
+		vrnic_srq_event(dev, obj, IB_EVENT_SRQ_ERR);
+		break;
 	case VRNIC_EVENT_TYPE_CQ_ERR:
 		vrnic_cq_event(dev, obj, false);
 		break;
@@ -93,7 +102,6 @@ static void vrnic_async_event(struct vrnic_eq *eq, const struct vrnic_eqe *eqe)
 		vrnic_aq_mark_dead(dev, "device reported DEVICE_FATAL");
 		break;
 	default:
-		/* QP_LAST_WQE_REACHED is reserved for SRQs, which vrnic lacks. */
 		dev_warn_ratelimited(&dev->pdev->dev,
 				     "async EQ: unexpected event type %u (obj %u)\n",
 				     eqe->event_type, obj);

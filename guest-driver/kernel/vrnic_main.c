@@ -111,6 +111,42 @@ static void vrnic_warn_mismatch(struct vrnic_dev *dev, const char *name,
 			 name, attr, reg);
 }
 
+/*
+ * The optional features: each only when CAPS announces it, with its limits
+ * from QUERY_DEVICE capped by the spec's (a device naming more than the
+ * interface allows gets the interface's limit).
+ */
+static void vrnic_set_ext_attrs(struct vrnic_dev *dev,
+				const struct vrnic_device_attr *da)
+{
+	struct vrnic_limits *lim = &dev->lim;
+	struct ib_device_attr *a = &dev->attrs;
+
+	if (vrnic_has_cap(dev, VRNIC_BAR0_CAPS_ATOMICS_MASK) &&
+	    da->atomic_cap == VRNIC_ATOMIC_CAP_HCA)
+		a->atomic_cap = IB_ATOMIC_HCA;
+	if (vrnic_has_cap(dev, VRNIC_BAR0_CAPS_SRQ_MASK)) {
+		lim->max_srq = min_t(u32, le32_to_cpu(da->max_srq), VRNIC_MAX_SRQ);
+		a->max_srq = lim->max_srq;
+		a->max_srq_wr = lim->max_qp_wr;
+		a->max_srq_sge = lim->max_sge;
+	}
+	if (vrnic_has_cap(dev, VRNIC_BAR0_CAPS_MEM_MGT_MASK)) {
+		lim->max_fast_reg_pages = min_t(u32, le32_to_cpu(da->max_fast_reg_pages),
+						VRNIC_MAX_FAST_REG_PAGES);
+		a->max_fast_reg_page_list_len = lim->max_fast_reg_pages;
+		if (lim->max_fast_reg_pages)
+			a->device_cap_flags |= IB_DEVICE_MEM_MGT_EXTENSIONS;
+	}
+	if (vrnic_has_cap(dev, VRNIC_BAR0_CAPS_MW_MASK)) {
+		lim->max_mw = min_t(u32, le32_to_cpu(da->max_mw), VRNIC_MAX_MW);
+		a->max_mw = lim->max_mw;
+		if (lim->max_mw)
+			a->device_cap_flags |= IB_DEVICE_MEM_WINDOW |
+					       IB_DEVICE_MEM_WINDOW_TYPE_2B;
+	}
+}
+
 /* Build the cached ib_device_attr: identity from QUERY_DEVICE, limits from BAR0. */
 static void vrnic_set_attrs(struct vrnic_dev *dev,
 			    const struct vrnic_device_attr *da)
@@ -161,6 +197,7 @@ static void vrnic_set_attrs(struct vrnic_dev *dev,
 	a->max_ah = INT_MAX;
 	a->device_cap_flags = IB_DEVICE_PORT_ACTIVE_EVENT |
 			      IB_DEVICE_RC_RNR_NAK_GEN;
+	vrnic_set_ext_attrs(dev, da);
 	if (dev->roce) {
 		/* Kernel users need no MR for their own DMA addresses. */
 		a->kernel_cap_flags = IBK_LOCAL_DMA_LKEY;
@@ -232,19 +269,23 @@ static const struct ib_device_ops vrnic_dev_ops = {
 	.driver_id = RDMA_DRIVER_UNKNOWN,
 	.uverbs_abi_ver = VRNIC_UVERBS_ABI_VERSION,
 
+	.alloc_mw = vrnic_alloc_mw,
 	.alloc_pd = vrnic_alloc_pd,
 	.alloc_ucontext = vrnic_alloc_ucontext,
 	.create_ah = vrnic_create_ah,
 	.create_cq = vrnic_create_cq,
 	.create_qp = vrnic_create_qp,
+	.create_srq = vrnic_create_srq,
 	/* The same AV either way: uverbs calls this one for user AHs. */
 	.create_user_ah = vrnic_create_ah,
+	.dealloc_mw = vrnic_dealloc_mw,
 	.dealloc_pd = vrnic_dealloc_pd,
 	.dealloc_ucontext = vrnic_dealloc_ucontext,
 	.dereg_mr = vrnic_dereg_mr,
 	.destroy_ah = vrnic_destroy_ah,
 	.destroy_cq = vrnic_destroy_cq,
 	.destroy_qp = vrnic_destroy_qp,
+	.destroy_srq = vrnic_destroy_srq,
 	.disassociate_ucontext = vrnic_disassociate_ucontext,
 	.get_dev_fw_str = vrnic_get_dev_fw_str,
 	.get_link_layer = vrnic_get_link_layer,
@@ -252,16 +293,20 @@ static const struct ib_device_ops vrnic_dev_ops = {
 	.mmap = vrnic_mmap,
 	.mmap_free = vrnic_mmap_free,
 	.modify_qp = vrnic_modify_qp,
+	.modify_srq = vrnic_modify_srq,
 	.query_device = vrnic_query_device,
 	.query_pkey = vrnic_query_pkey,
 	.query_port = vrnic_query_port,
 	.query_qp = vrnic_query_qp,
+	.query_srq = vrnic_query_srq,
 	.reg_user_mr = vrnic_reg_user_mr,
 
 	INIT_RDMA_OBJ_SIZE(ib_ah, vrnic_ah, ibah),
 	INIT_RDMA_OBJ_SIZE(ib_cq, vrnic_cq, ibcq),
+	INIT_RDMA_OBJ_SIZE(ib_mw, vrnic_mw, ibmw),
 	INIT_RDMA_OBJ_SIZE(ib_pd, vrnic_pd, ibpd),
 	INIT_RDMA_OBJ_SIZE(ib_qp, vrnic_qp, ibqp),
+	INIT_RDMA_OBJ_SIZE(ib_srq, vrnic_srq, ibsrq),
 	INIT_RDMA_OBJ_SIZE(ib_ucontext, vrnic_ucontext, ibuctx),
 };
 
@@ -273,11 +318,14 @@ static const struct ib_device_ops vrnic_ib_ops = {
 /* RoCE mode: GIDs from the paired netdev, and the kernel data path. */
 static const struct ib_device_ops vrnic_roce_ops = {
 	.add_gid = vrnic_add_gid,
+	.alloc_mr = vrnic_alloc_mr,
 	.del_gid = vrnic_del_gid,
 	.get_dma_mr = vrnic_get_dma_mr,
+	.map_mr_sg = vrnic_map_mr_sg,
 	.poll_cq = vrnic_poll_cq,
 	.post_recv = vrnic_post_recv,
 	.post_send = vrnic_post_send,
+	.post_srq_recv = vrnic_post_srq_recv,
 	.req_notify_cq = vrnic_req_notify_cq,
 };
 
@@ -397,6 +445,7 @@ static struct vrnic_dev *vrnic_dev_up(struct pci_dev *pdev)
 	dev->pdev = pdev;
 	xa_init(&dev->cqs);
 	xa_init(&dev->qps);
+	xa_init(&dev->srqs);
 	xa_init(&dev->kdb_pages);
 	mutex_init(&dev->kdb_lock);
 
@@ -454,9 +503,11 @@ static void vrnic_dev_down(struct vrnic_dev *dev)
 {
 	vrnic_unregister(dev);
 	vrnic_hw_teardown(dev);
-	WARN_ON(!xa_empty(&dev->cqs) || !xa_empty(&dev->qps));
+	WARN_ON(!xa_empty(&dev->cqs) || !xa_empty(&dev->qps) ||
+		!xa_empty(&dev->srqs));
 	xa_destroy(&dev->cqs);
 	xa_destroy(&dev->qps);
+	xa_destroy(&dev->srqs);
 	vrnic_unmap_bars(dev);
 	ib_dealloc_device(&dev->ibdev);
 }

@@ -4,24 +4,21 @@
  * "Completion events"). CQEs are decoded by vrnic_wqe.h, shared with the
  * provider. cq->lock serializes polling and arming of one CQ; a CQE's QP is
  * found by its device QPN in dev->qps, and destroy_qp takes the locks of the
- * QP's CQs after erasing it, so a poller never uses a QP being freed.
+ * QP's CQs after erasing it, so a poller never uses a QP being freed. A
+ * receive of a QP with an SRQ frees its slot in the SRQ (vrnic_srq.c); the
+ * SRQ outlives its QPs (ib_core counts them).
+ *
+ * CQE fields are the device's: indices are reduced modulo the queue's depth,
+ * the QPN only looked up, an unknown opcode becomes a failed completion.
  */
 #include "vrnic.h"
 
 /* The hw-spec completion enums are defined as the verbs values. */
-VRNIC_ASSERT_SAME(VRNIC_WC_OPCODE_SEND, IB_WC_SEND);
-VRNIC_ASSERT_SAME(VRNIC_WC_OPCODE_RDMA_WRITE, IB_WC_RDMA_WRITE);
-VRNIC_ASSERT_SAME(VRNIC_WC_OPCODE_RDMA_READ, IB_WC_RDMA_READ);
-VRNIC_ASSERT_SAME(VRNIC_WC_OPCODE_COMP_SWAP, IB_WC_COMP_SWAP);
-VRNIC_ASSERT_SAME(VRNIC_WC_OPCODE_FETCH_ADD, IB_WC_FETCH_ADD);
-VRNIC_ASSERT_SAME(VRNIC_WC_OPCODE_RECV, IB_WC_RECV);
-VRNIC_ASSERT_SAME(VRNIC_WC_OPCODE_RECV_RDMA_WITH_IMM, IB_WC_RECV_RDMA_WITH_IMM);
+/* (Opcodes are translated by vrnic_cqe_ib_opcode(): REG_MR differs.) */
 VRNIC_ASSERT_SAME(VRNIC_WC_STATUS_SUCCESS, IB_WC_SUCCESS);
 VRNIC_ASSERT_SAME(VRNIC_WC_STATUS_WR_FLUSH_ERR, IB_WC_WR_FLUSH_ERR);
 VRNIC_ASSERT_SAME(VRNIC_WC_STATUS_RNR_RETRY_EXC_ERR, IB_WC_RNR_RETRY_EXC_ERR);
 VRNIC_ASSERT_SAME(VRNIC_WC_STATUS_GENERAL_ERR, IB_WC_GENERAL_ERR);
-VRNIC_ASSERT_SAME(VRNIC_WC_FLAGS_GRH, IB_WC_GRH);
-VRNIC_ASSERT_SAME(VRNIC_WC_FLAGS_WITH_IMM, IB_WC_WITH_IMM);
 VRNIC_ASSERT_SAME(VRNIC_NETWORK_TYPE_IB, RDMA_NETWORK_IB);
 VRNIC_ASSERT_SAME(VRNIC_NETWORK_TYPE_ROCE_V1, RDMA_NETWORK_ROCE_V1);
 VRNIC_ASSERT_SAME(VRNIC_NETWORK_TYPE_IPV4, RDMA_NETWORK_IPV4);
@@ -51,6 +48,33 @@ static void vrnic_wq_retire(struct vrnic_wq *wq, u16 wqe_index)
 	smp_store_release(&wq->ci, ci);
 }
 
+/*
+ * Whether a CQE's opcode is one the device can write for that queue. Only a
+ * receive may carry WITH_INV. Anything else is reported as a failed
+ * completion rather than passed on.
+ */
+static bool vrnic_cqe_opcode_valid(const struct vrnic_cqe_fields *f)
+{
+	if (f->flags & VRNIC_CQE_FLAG_RECV)
+		return f->opcode == VRNIC_WC_OPCODE_RECV ||
+		       f->opcode == VRNIC_WC_OPCODE_RECV_RDMA_WITH_IMM;
+	if (f->wc_flags & VRNIC_WC_FLAGS_WITH_INV)
+		return false;
+	switch (f->opcode) {
+	case VRNIC_WC_OPCODE_SEND:
+	case VRNIC_WC_OPCODE_RDMA_WRITE:
+	case VRNIC_WC_OPCODE_RDMA_READ:
+	case VRNIC_WC_OPCODE_COMP_SWAP:
+	case VRNIC_WC_OPCODE_FETCH_ADD:
+	case VRNIC_WC_OPCODE_BIND_MW:
+	case VRNIC_WC_OPCODE_LOCAL_INV:
+	case VRNIC_WC_OPCODE_REG_MR:
+		return true;
+	default:
+		return false;
+	}
+}
+
 static void vrnic_fill_wc(struct vrnic_qp *qp, const struct vrnic_cqe_fields *f,
 			  struct ib_wc *wc)
 {
@@ -59,13 +83,23 @@ static void vrnic_fill_wc(struct vrnic_qp *qp, const struct vrnic_cqe_fields *f,
 	memset(wc, 0, sizeof(*wc));
 	wc->wr_id = f->wr_id;
 	wc->status = min_t(u8, f->status, IB_WC_GENERAL_ERR);
-	wc->opcode = f->opcode;
 	wc->vendor_err = f->vendor_err;
 	wc->byte_len = f->byte_len;
 	wc->qp = &qp->ibqp;
-	wc->wc_flags = f->wc_flags & (IB_WC_GRH | IB_WC_WITH_IMM);
+	if (!vrnic_cqe_opcode_valid(f)) {
+		dev_warn_ratelimited(&to_vdev(qp->ibqp.device)->pdev->dev,
+				     "QP %u: CQE with opcode %#x wc_flags %#x\n",
+				     qp->qpn, f->opcode, f->wc_flags);
+		wc->status = IB_WC_GENERAL_ERR;
+		wc->opcode = recv ? IB_WC_RECV : IB_WC_SEND;
+		return;
+	}
+	wc->opcode = vrnic_cqe_ib_opcode(f->opcode);
+	wc->wc_flags = vrnic_cqe_ib_wc_flags(f->wc_flags);
 	if (wc->wc_flags & IB_WC_WITH_IMM)
 		wc->ex.imm_data = f->imm_data;
+	else if (wc->wc_flags & IB_WC_WITH_INVALIDATE)
+		wc->ex.invalidate_rkey = f->invalidated_rkey;
 	wc->port_num = VRNIC_PORT_NUM;
 	if (recv) {
 		wc->src_qp = f->src_qp & VRNIC_QPN_MAX;
@@ -103,8 +137,12 @@ int vrnic_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc)
 				  cq->cqn, f.qpn);
 			continue;
 		}
-		vrnic_wq_retire(f.flags & VRNIC_CQE_FLAG_RECV ? &qp->rq : &qp->sq,
-				f.wqe_index);
+		if (!(f.flags & VRNIC_CQE_FLAG_RECV))
+			vrnic_wq_retire(&qp->sq, f.wqe_index);
+		else if (qp->ibqp.srq)
+			vrnic_srq_retire(to_vsrq(qp->ibqp.srq), f.wqe_index);
+		else
+			vrnic_wq_retire(&qp->rq, f.wqe_index);
 		vrnic_fill_wc(qp, &f, &wc[n++]);
 	}
 	if (cq->ci != start) {

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0 OR Apache-2.0
 /*
- * Queue pairs: RC and UD from user space, whose rings live in the process
+ * Queue pairs: RC, UC and UD from user space, whose rings live in the process
  * (the kernel validates the provider's geometry against the device limits
- * and pins them), and, in RoCE mode, RC, UD and the GSI QP from the kernel,
+ * and pins them), and, in RoCE mode, RC, UC, UD and the GSI QP from the kernel,
  * with rings in kernel memory (posted to by vrnic_post.c). MODIFY_QP drives
  * the state machine of both.
  *
@@ -88,32 +88,66 @@ void vrnic_qp_event(struct vrnic_dev *dev, u32 qpn, enum ib_event_type type)
 }
 
 /* Check the provider's ring geometry against the verbs caps and the device. */
+/*
+ * With an SRQ the QP has no receive queue: the provider sends a zero
+ * receive geometry and the receive caps are ignored (ib_core reports 0).
+ */
+static int vrnic_qp_check_recv_geometry(const struct vrnic_limits *lim,
+					struct ib_qp_cap *cap,
+					const struct vrnic_create_qp_cmd *cmd,
+					struct vrnic_create_qp_params *p,
+					bool srq)
+{
+	if (srq) {
+		if (cmd->rq_depth_log2 || cmd->rq_wqe_shift || cmd->rq_buf_addr)
+			return -EINVAL;
+		cap->max_recv_wr = 0;
+		cap->max_recv_sge = 0;
+		p->max_recv_sge = 0;
+		return 0;
+	}
+	if (cap->max_recv_wr > lim->max_qp_wr || cap->max_recv_sge > lim->max_sge ||
+	    cmd->rq_depth_log2 < 1 || cmd->rq_depth_log2 > ilog2(lim->max_qp_wr) ||
+	    (1U << cmd->rq_depth_log2) < cap->max_recv_wr ||
+	    cmd->rq_wqe_shift < VRNIC_RECV_WQE_SHIFT_MIN ||
+	    cmd->rq_wqe_shift > VRNIC_RECV_WQE_SHIFT_MAX)
+		return -EINVAL;
+	/* The device wants at least one SGE per WQE; lim->max_sge <= U8_MAX. */
+	p->max_recv_sge = max_t(u32, cap->max_recv_sge, 1);
+	/* All operands are small (checked above): no overflow. */
+	if (VRNIC_RECV_WQE_HEADER_SIZE + p->max_recv_sge * VRNIC_SGE_SIZE >
+	    (1U << cmd->rq_wqe_shift))
+		return -EINVAL;
+	p->rq_depth_log2 = cmd->rq_depth_log2;
+	p->rq_wqe_shift = cmd->rq_wqe_shift;
+	return 0;
+}
+
 static int vrnic_qp_check_geometry(struct vrnic_dev *dev,
-				   const struct ib_qp_cap *cap,
+				   struct ib_qp_cap *cap,
 				   const struct vrnic_create_qp_cmd *cmd,
 				   struct vrnic_create_qp_params *p,
-				   bool datagram)
+				   bool datagram, bool srq)
 {
 	const struct vrnic_limits *lim = &dev->lim;
 	u32 max_depth_log2 = ilog2(lim->max_qp_wr);
-	u32 send_bytes, recv_bytes;
+	u32 send_bytes;
+	int err;
 
-	if (cap->max_send_wr > lim->max_qp_wr || cap->max_recv_wr > lim->max_qp_wr ||
-	    cap->max_send_sge > lim->max_sge || cap->max_recv_sge > lim->max_sge ||
+	if (cap->max_send_wr > lim->max_qp_wr || cap->max_send_sge > lim->max_sge ||
 	    cap->max_inline_data > lim->max_inline)
 		return -EINVAL;
 
 	if (cmd->sq_depth_log2 < 1 || cmd->sq_depth_log2 > max_depth_log2 ||
-	    cmd->rq_depth_log2 < 1 || cmd->rq_depth_log2 > max_depth_log2 ||
-	    (1U << cmd->sq_depth_log2) < cap->max_send_wr ||
-	    (1U << cmd->rq_depth_log2) < cap->max_recv_wr)
+	    (1U << cmd->sq_depth_log2) < cap->max_send_wr)
 		return -EINVAL;
 
 	if (cmd->sq_wqe_shift < VRNIC_SEND_WQE_SHIFT_MIN ||
-	    cmd->sq_wqe_shift > VRNIC_SEND_WQE_SHIFT_MAX ||
-	    cmd->rq_wqe_shift < VRNIC_RECV_WQE_SHIFT_MIN ||
-	    cmd->rq_wqe_shift > VRNIC_RECV_WQE_SHIFT_MAX)
+	    cmd->sq_wqe_shift > VRNIC_SEND_WQE_SHIFT_MAX)
 		return -EINVAL;
+	err = vrnic_qp_check_recv_geometry(lim, cap, cmd, p, srq);
+	if (err)
+		return err;
 
 	/* cmd->max_inline is what the send WQE size was chosen for. */
 	p->max_inline = le32_to_cpu(cmd->max_inline);
@@ -122,23 +156,28 @@ static int vrnic_qp_check_geometry(struct vrnic_dev *dev,
 
 	/* The device wants at least one SGE per WQE; lim->max_sge <= U8_MAX. */
 	p->max_send_sge = max_t(u32, cap->max_send_sge, 1);
-	p->max_recv_sge = max_t(u32, cap->max_recv_sge, 1);
 
 	/* All operands are small (checked above): no overflow. */
 	send_bytes = (datagram ? VRNIC_UD_PAYLOAD_OFFSET :
 				 VRNIC_SEND_WQE_HEADER_SIZE) +
 		     max_t(u32, p->max_send_sge * VRNIC_SGE_SIZE, p->max_inline);
-	recv_bytes = VRNIC_RECV_WQE_HEADER_SIZE + p->max_recv_sge * VRNIC_SGE_SIZE;
 	if (send_bytes > (1U << cmd->sq_wqe_shift) ||
-	    recv_bytes > (1U << cmd->rq_wqe_shift) ||
 	    (datagram && cmd->sq_wqe_shift < VRNIC_UD_SEND_WQE_SHIFT_MIN))
 		return -EINVAL;
 
 	p->sq_depth_log2 = cmd->sq_depth_log2;
-	p->rq_depth_log2 = cmd->rq_depth_log2;
 	p->sq_wqe_shift = cmd->sq_wqe_shift;
-	p->rq_wqe_shift = cmd->rq_wqe_shift;
 	return 0;
+}
+
+/* A QP taking its receives from @srq (already checked to be a vrnic SRQ). */
+static void vrnic_qp_use_srq(struct vrnic_create_qp_params *p,
+			     struct ib_srq *srq)
+{
+	if (srq) {
+		p->flags = VRNIC_QP_FLAG_SRQ;
+		p->srqn = to_vsrq(srq)->srqn;
+	}
 }
 
 static struct ib_umem *vrnic_qp_pin_ring(struct ib_device *ibdev, u64 addr,
@@ -198,6 +237,9 @@ static int vrnic_qp_type(struct vrnic_dev *dev, enum ib_qp_type type, u8 *out)
 	case IB_QPT_RC:
 		*out = VRNIC_QP_TYPE_RC;
 		return 0;
+	case IB_QPT_UC:
+		*out = VRNIC_QP_TYPE_UC;
+		return vrnic_has_cap(dev, VRNIC_BAR0_CAPS_UC_MASK) ? 0 : -EOPNOTSUPP;
 	case IB_QPT_UD:
 		*out = VRNIC_QP_TYPE_UD;
 		return 0;
@@ -226,7 +268,8 @@ static int vrnic_create_kernel_qp(struct vrnic_dev *dev, struct vrnic_qp *qp,
 	if (err)
 		return err;
 	qp->kernel = true;
-	qp->datagram = p.qp_type != VRNIC_QP_TYPE_RC;
+	qp->datagram = p.qp_type == VRNIC_QP_TYPE_UD ||
+		       p.qp_type == VRNIC_QP_TYPE_GSI;
 	err = vrnic_wq_setup(dev, &qp->sq, &cap->max_send_wr, &cap->max_send_sge,
 			     qp->datagram ? VRNIC_UD_PAYLOAD_OFFSET :
 					    VRNIC_SEND_WQE_HEADER_SIZE,
@@ -235,11 +278,20 @@ static int vrnic_create_kernel_qp(struct vrnic_dev *dev, struct vrnic_qp *qp,
 			     &p.sq_depth_log2, &p.sq_wqe_shift);
 	if (err)
 		goto err_free;
-	err = vrnic_wq_setup(dev, &qp->rq, &cap->max_recv_wr, &cap->max_recv_sge,
-			     VRNIC_RECV_WQE_HEADER_SIZE, VRNIC_RECV_WQE_SHIFT_MIN,
-			     &p.rq_depth_log2, &p.rq_wqe_shift);
-	if (err)
-		goto err_free;
+	if (init_attr->srq) {
+		/* No receive queue: its ring stays empty (and is never freed). */
+		cap->max_recv_wr = 0;
+		cap->max_recv_sge = 0;
+		vrnic_qp_use_srq(&p, init_attr->srq);
+	} else {
+		err = vrnic_wq_setup(dev, &qp->rq, &cap->max_recv_wr,
+				     &cap->max_recv_sge,
+				     VRNIC_RECV_WQE_HEADER_SIZE,
+				     VRNIC_RECV_WQE_SHIFT_MIN,
+				     &p.rq_depth_log2, &p.rq_wqe_shift);
+		if (err)
+			goto err_free;
+	}
 
 	p.uctx = VRNIC_KERNEL_UCTX;
 	p.pdn = to_vpd(qp->ibqp.pd)->pdn;
@@ -250,7 +302,8 @@ static int vrnic_create_kernel_qp(struct vrnic_dev *dev, struct vrnic_qp *qp,
 	err = vrnic_kring_pbl(dev, &qp->sq.ring, &sq_pbl);
 	if (err)
 		goto err_free;
-	err = vrnic_kring_pbl(dev, &qp->rq.ring, &rq_pbl);
+	memset(&rq_pbl, 0, sizeof(rq_pbl));
+	err = init_attr->srq ? 0 : vrnic_kring_pbl(dev, &qp->rq.ring, &rq_pbl);
 	if (err) {
 		vrnic_pbl_free(dev, &sq_pbl);
 		goto err_free;
@@ -306,9 +359,12 @@ int vrnic_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init_attr,
 	u64 db_key, kick_key;
 	int err;
 
-	if (init_attr->srq || init_attr->create_flags || init_attr->rwq_ind_tbl)
+	if (init_attr->create_flags || init_attr->rwq_ind_tbl)
 		return -EOPNOTSUPP;
 	if (!init_attr->send_cq || !init_attr->recv_cq)
+		return -EINVAL;
+	/* GSI QPs cannot use an SRQ (SPEC cmd_create_qp). */
+	if (init_attr->srq && init_attr->qp_type == IB_QPT_GSI)
 		return -EINVAL;
 
 	mutex_init(&qp->lock);
@@ -322,7 +378,7 @@ int vrnic_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init_attr,
 			mutex_destroy(&qp->lock);
 		return err;
 	}
-	if (init_attr->qp_type != IB_QPT_RC && init_attr->qp_type != IB_QPT_UD) {
+	if (init_attr->qp_type == IB_QPT_GSI) {
 		err = -EOPNOTSUPP;
 		goto err_mutex;
 	}
@@ -341,9 +397,11 @@ int vrnic_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init_attr,
 		goto err_mutex;
 	}
 	err = vrnic_qp_check_geometry(dev, &init_attr->cap, &cmd, &p,
-				      p.qp_type == VRNIC_QP_TYPE_UD);
+				      p.qp_type == VRNIC_QP_TYPE_UD,
+				      init_attr->srq);
 	if (err)
 		goto err_mutex;
+	vrnic_qp_use_srq(&p, init_attr->srq);
 
 	qp->uctx = vrnic_udata_uctx(udata);
 	p.uctx = qp->uctx;
@@ -357,17 +415,23 @@ int vrnic_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init_attr,
 		err = PTR_ERR(qp->sq_umem);
 		goto err_mutex;
 	}
-	qp->rq_umem = vrnic_qp_pin_ring(ibqp->device, le64_to_cpu(cmd.rq_buf_addr),
-					p.rq_depth_log2 + p.rq_wqe_shift);
-	if (IS_ERR(qp->rq_umem)) {
-		err = PTR_ERR(qp->rq_umem);
-		goto err_release_sq;
+	if (!init_attr->srq) {
+		qp->rq_umem = vrnic_qp_pin_ring(ibqp->device,
+						le64_to_cpu(cmd.rq_buf_addr),
+						p.rq_depth_log2 + p.rq_wqe_shift);
+		if (IS_ERR(qp->rq_umem)) {
+			err = PTR_ERR(qp->rq_umem);
+			qp->rq_umem = NULL;
+			goto err_release_sq;
+		}
 	}
 
 	err = vrnic_pbl_from_umem(dev, &sq_pbl, qp->sq_umem, PAGE_SIZE);
 	if (err)
 		goto err_release_rq;
-	err = vrnic_pbl_from_umem(dev, &rq_pbl, qp->rq_umem, PAGE_SIZE);
+	memset(&rq_pbl, 0, sizeof(rq_pbl));
+	err = qp->rq_umem ? vrnic_pbl_from_umem(dev, &rq_pbl, qp->rq_umem,
+						PAGE_SIZE) : 0;
 	if (err) {
 		vrnic_pbl_free(dev, &sq_pbl);
 		goto err_release_rq;
@@ -390,7 +454,7 @@ int vrnic_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init_attr,
 
 	/* Report what was actually created. */
 	init_attr->cap.max_send_wr = 1U << p.sq_depth_log2;
-	init_attr->cap.max_recv_wr = 1U << p.rq_depth_log2;
+	init_attr->cap.max_recv_wr = init_attr->srq ? 0 : 1U << p.rq_depth_log2;
 	init_attr->cap.max_send_sge = p.max_send_sge;
 	init_attr->cap.max_recv_sge = p.max_recv_sge;
 	init_attr->cap.max_inline_data = p.max_inline;
@@ -650,6 +714,7 @@ int vrnic_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int attr_mask,
 	init_attr->qp_type = ibqp->qp_type;
 	init_attr->send_cq = ibqp->send_cq;
 	init_attr->recv_cq = ibqp->recv_cq;
+	init_attr->srq = ibqp->srq;
 	init_attr->cap = qp->cap;
 	init_attr->sq_sig_type = qp->sq_sig_type;
 	init_attr->port_num = VRNIC_PORT_NUM;

@@ -36,6 +36,16 @@ loop send_lat_events ib_send_lat -d vrnic0 -n 3000 -e
 grep vrnic /proc/interrupts
 loop rc_pingpong_events ibv_rc_pingpong -d vrnic0 -e -n 50
 
+# The optional features CAPS announces, as ibv_devinfo shows the driver's attributes.
+ibv_devinfo -v -d vrnic0 | grep -E "atomic_cap|max_srq|max_mw|MEM_WINDOW|MEM_MGT" |
+  tr -s '\t ' ' ' | sed 's/^/caps:/'
+# An MR on 2 MiB huge pages goes to the device as 2 MiB pages (reg_user_mr's debug line).
+echo 16 >/proc/sys/vm/nr_hugepages
+echo 'file vrnic_mr.c +p' >/proc/dynamic_debug/control
+loop write_bw_hugepages ib_write_bw -d vrnic0 -n 100 -s 1048576 --use_hugepages
+echo 'file vrnic_mr.c -p' >/proc/dynamic_debug/control
+echo "huge-page-mrs $(dmesg | grep -c 'MR .* pages of 2097152$')"
+
 # IRQ synchronisation per EQ: destroying a CQ waits for its completion EQ's vector and the
 # async EQ's (vrnic-ctrl), destroying a QP for the async EQ's only, never for another
 # vector. A kprobe on synchronize_irq() records the IRQ numbers while two ibv_rc_pingpong

@@ -152,6 +152,204 @@ static void test_recv_wqe_bytes(void)
 	check_bytes("receive WQE", wqe, want, sizeof(want));
 }
 
+/* An RC ATOMIC_CMP_AND_SWP: header (remote_addr, rkey, num_sge 1), the
+ * atomic_seg at 32, the one 8-byte SGE at 48. */
+static void test_atomic_wqe_bytes(void)
+{
+	static const uint8_t want[72] = {
+		[0] = 5,			/* opcode ATOMIC_CMP_AND_SWP */
+		[1] = 0x02,			/* flags SIGNALED */
+		[2] = 1,			/* num_sge */
+		[3] = 0,			/* reserved0 */
+		[4] = 0, 0, 0, 0,		/* imm_data */
+		[8] = 0x11, 0, 0, 0, 0, 0, 0, 0,	/* wr_id 0x11 */
+		[16] = 0x08, 0x70, 0x60, 0x50, 0x40, 0x30, 0x20, 0x10,
+		[24] = 0x0d, 0x0c, 0x0b, 0x0a,	/* rkey */
+		[28] = 0, 0, 0, 0,		/* inline_len */
+		/* atomic_seg */
+		[32] = 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,
+		[40] = 0xf1, 0xf2, 0xf3, 0xf4, 0xf5, 0xf6, 0xf7, 0xf8,
+		/* sge */
+		[48] = 0x00, 0x50, 0, 0, 0, 0, 0, 0,	/* addr 0x5000 */
+		[56] = 0x08, 0, 0, 0,			/* length 8 */
+		[60] = 0x33, 0, 0, 0,			/* lkey 0x33 */
+		[64] = 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee,
+	};
+	struct vrnic_atomic_fields a = {
+		.remote_addr = 0x1020304050607008ull, .rkey = 0x0a0b0c0d,
+		.compare_add = 0x0807060504030201ull,
+		.swap = 0xf8f7f6f5f4f3f2f1ull,
+		.addr = 0x5000, .length = 8, .lkey = 0x33,
+	};
+	uint8_t wqe[72];
+
+	memset(wqe, 0xee, sizeof(wqe));
+	vrnic_set_atomic_wqe(wqe, VRNIC_WR_OPCODE_ATOMIC_CMP_AND_SWP,
+			     VRNIC_SEND_FLAGS_SIGNALED, 0x11, &a);
+	check_bytes("atomic WQE", wqe, want, sizeof(want));
+	CHECK((uint8_t *)vrnic_atomic_wqe_sge(wqe) - wqe == 48);
+}
+
+/* A REG_MR: header with the new key in rkey, reg_mr_seg at 32. */
+static void test_reg_mr_wqe_bytes(void)
+{
+	static const uint8_t want[72] = {
+		[0] = 0x20,			/* opcode REG_MR */
+		[1] = 0x02,			/* flags SIGNALED */
+		[2] = 0,			/* num_sge */
+		[8] = 0x22, 0, 0, 0, 0, 0, 0, 0,	/* wr_id */
+		[16] = 0, 0, 0, 0, 0, 0, 0, 0,	/* remote_addr */
+		[24] = 0x07, 0x03, 0, 0,	/* rkey: index 3, variant 7 */
+		[28] = 0, 0, 0, 0,
+		/* reg_mr_seg */
+		[32] = 0x10, 0x32, 0x54, 0x76, 0x98, 0xba, 0xdc, 0xfe, /* iova */
+		[40] = 0x00, 0x00, 0x03, 0, 0, 0, 0, 0,	/* length 0x30000 */
+		[48] = 0x08, 0x90, 0, 0, 0, 0, 0, 0,	/* page_list 0x9008 */
+		[56] = 0x04, 0x01,			/* npages 0x104 */
+		[58] = 12,				/* page_shift */
+		[59] = 0,				/* reserved0 */
+		[60] = 0x07, 0, 0, 0,			/* access L_W|R_W|R_R */
+		[64] = 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee,
+	};
+	struct vrnic_reg_mr_fields r = {
+		.iova = 0xfedcba9876543210ull, .length = 0x30000,
+		.page_list = 0x9008, .npages = 0x104, .page_shift = 12,
+		.access = VRNIC_ACCESS_LOCAL_WRITE | VRNIC_ACCESS_REMOTE_WRITE |
+			  VRNIC_ACCESS_REMOTE_READ,
+	};
+	uint8_t wqe[72];
+
+	memset(wqe, 0xee, sizeof(wqe));
+	vrnic_set_reg_mr_wqe(wqe, VRNIC_SEND_FLAGS_SIGNALED, 0x22, 0x307, &r);
+	check_bytes("REG_MR WQE", wqe, want, sizeof(want));
+}
+
+/* A LOCAL_INV is a header only, the key in rkey. */
+static void test_local_inv_wqe_bytes(void)
+{
+	static const uint8_t want[40] = {
+		[0] = 7,			/* opcode LOCAL_INV */
+		[1] = 0x03,			/* flags SIGNALED | FENCE */
+		[8] = 0x33, 0, 0, 0, 0, 0, 0, 0,	/* wr_id */
+		[24] = 0x42, 0x05, 0, 0,	/* rkey 0x542 */
+		[32] = 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee,
+	};
+	uint8_t wqe[40];
+
+	memset(wqe, 0xee, sizeof(wqe));
+	vrnic_set_local_inv_wqe(wqe, VRNIC_SEND_FLAGS_SIGNALED |
+				VRNIC_SEND_FLAGS_FENCE, 0x33, 0x542);
+	check_bytes("LOCAL_INV WQE", wqe, want, sizeof(want));
+}
+
+/* A BIND_MW: header with the window's new rkey, bind_mw_seg at 32. */
+static void test_bind_mw_wqe_bytes(void)
+{
+	static const uint8_t want[72] = {
+		[0] = 8,			/* opcode BIND_MW */
+		[1] = 0x02,			/* flags SIGNALED */
+		[8] = 0x44, 0, 0, 0, 0, 0, 0, 0,	/* wr_id */
+		[24] = 0x02, 0x09, 0, 0,	/* rkey 0x902 */
+		/* bind_mw_seg */
+		[32] = 0x00, 0x11, 0, 0, 0, 0, 0, 0,	/* addr 0x1100 */
+		[40] = 0x00, 0x02, 0, 0, 0, 0, 0, 0,	/* length 0x200 */
+		[48] = 0x01, 0x08, 0, 0,		/* mr_lkey 0x801 */
+		[52] = 0x0e, 0, 0, 0,			/* access R_W|R_R|R_A */
+		[56] = 0, 0, 0, 0, 0, 0, 0, 0,		/* reserved0 */
+		[64] = 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee,
+	};
+	struct vrnic_bind_mw_fields b = {
+		.addr = 0x1100, .length = 0x200, .mr_lkey = 0x801,
+		.access = VRNIC_ACCESS_REMOTE_WRITE | VRNIC_ACCESS_REMOTE_READ |
+			  VRNIC_ACCESS_REMOTE_ATOMIC,
+	};
+	uint8_t wqe[72];
+
+	memset(wqe, 0xee, sizeof(wqe));
+	vrnic_set_bind_mw_wqe(wqe, VRNIC_SEND_FLAGS_SIGNALED, 0x44, 0x902, &b);
+	check_bytes("BIND_MW WQE", wqe, want, sizeof(want));
+}
+
+/* A SEND_WITH_INV header carries the key the target invalidates in rkey. */
+static void test_send_with_inv_header_bytes(void)
+{
+	static const uint8_t want[32] = {
+		[0] = 9,			/* opcode SEND_WITH_INV */
+		[1] = 0x02,			/* flags SIGNALED */
+		[2] = 1,			/* num_sge */
+		[8] = 0x55, 0, 0, 0, 0, 0, 0, 0,	/* wr_id */
+		[16] = 0, 0, 0, 0, 0, 0, 0, 0,	/* remote_addr */
+		[24] = 0x01, 0x7f, 0x12, 0x00,	/* rkey 0x127f01 */
+	};
+	struct vrnic_send_fields f = {
+		.opcode = VRNIC_WR_OPCODE_SEND_WITH_INV,
+		.flags = VRNIC_SEND_FLAGS_SIGNALED, .num_sge = 1,
+		.wr_id = 0x55, .rkey = 0x127f01,
+	};
+	uint8_t hdr[32];
+
+	memset(hdr, 0xee, sizeof(hdr));
+	vrnic_set_send_wqe_header((void *)hdr, &f);
+	check_bytes("SEND_WITH_INV header", hdr, want, sizeof(want));
+}
+
+/* A receive completed by SEND_WITH_INV: the key is little-endian in the
+ * imm_data bytes; without WITH_INV those bytes name no key. */
+static void test_cqe_decode_with_inv(void)
+{
+	static const uint8_t img[64] = {
+		[0] = 0x77,			/* wr_id */
+		[8] = 0x10, 0, 0, 0,		/* byte_len 16 */
+		[12] = 0x07, 0x03, 0x02, 0x00,	/* key 0x20307 */
+		[16] = 0x10, 0, 0, 0,		/* qpn 16 */
+		[26] = 0x80,			/* opcode RECV */
+		[28] = 0x08,			/* wc_flags WITH_INV */
+		[30] = 0x01,			/* flags RECV */
+		[63] = 1,
+	};
+	struct vrnic_cqe cqe;
+	struct vrnic_cqe_fields f;
+
+	memcpy(&cqe, img, sizeof(img));
+	vrnic_cqe_decode(&cqe, &f);
+	CHECK(f.wc_flags == VRNIC_WC_FLAGS_WITH_INV);
+	CHECK(f.invalidated_rkey == 0x20307);
+	CHECK(f.opcode == VRNIC_WC_OPCODE_RECV && f.byte_len == 16);
+
+	cqe.wc_flags = VRNIC_WC_FLAGS_WITH_IMM;
+	vrnic_cqe_decode(&cqe, &f);
+	CHECK(f.invalidated_rkey == 0);
+	CHECK(be32toh(f.imm_data) == 0x07030200);
+}
+
+/* The send opcodes of this round's CQEs, at byte 26, are ibv_wc's values. */
+static void test_cqe_decode_new_opcodes(void)
+{
+	static const struct {
+		uint8_t byte;
+		uint8_t opcode;
+	} cases[] = {
+		{ 3, VRNIC_WC_OPCODE_COMP_SWAP },
+		{ 4, VRNIC_WC_OPCODE_FETCH_ADD },
+		{ 5, VRNIC_WC_OPCODE_BIND_MW },
+		{ 6, VRNIC_WC_OPCODE_LOCAL_INV },
+		{ 8, VRNIC_WC_OPCODE_REG_MR },
+	};
+	uint8_t img[64] = { [8] = 8, [16] = 0x10, [63] = 1 };
+	struct vrnic_cqe cqe;
+	struct vrnic_cqe_fields f;
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		img[26] = cases[i].byte;
+		memcpy(&cqe, img, sizeof(img));
+		vrnic_cqe_decode(&cqe, &f);
+		CHECK(f.opcode == cases[i].opcode);
+		CHECK(f.byte_len == 8 && f.flags == 0);
+		CHECK(f.invalidated_rkey == 0);
+	}
+}
+
 /* A datagram receive CQE as the device writes it (SPEC table "cqe"). */
 static void test_cqe_decode(void)
 {
@@ -216,7 +414,14 @@ int main(void)
 	test_ud_send_wqe_bytes();
 	test_rdma_header_bytes();
 	test_recv_wqe_bytes();
+	test_atomic_wqe_bytes();
+	test_reg_mr_wqe_bytes();
+	test_local_inv_wqe_bytes();
+	test_bind_mw_wqe_bytes();
+	test_send_with_inv_header_bytes();
 	test_cqe_decode();
+	test_cqe_decode_with_inv();
+	test_cqe_decode_new_opcodes();
 	test_cqe_phase();
 	if (failures) {
 		fprintf(stderr, "wqe_test: %d failure(s)\n", failures);

@@ -1,0 +1,19 @@
+# NVMe over Fabrics over RDMA, a check of tests/e2e.sh (sourced by it): guest B's nvmet-rdma
+# exports a memory-backed null_blk namespace on its RoCE address, guest A's nvme-rdma
+# connects through rdma_cm, runs fio with crc32c verification (4 KiB random read/write;
+# 128 KiB sequential write, then a read that verifies it) and disconnects (ib_drain_qp);
+# neither guest's kernel log may show a warning from vrnic, nvme or rdma, nor any
+# WARNING/BUG/Oops. tests/guest/nvmeof.sh does the guests' part.
+# shellcheck shell=bash disable=SC2016,SC2034 # NVMEOF_TESTS is for e2e.sh; $MYIP, $PEER, $PORT expand in the guest
+
+fio_row() { echo "^ +$1: IOPS=[0-9.]+k?, BW=[0-9.]+[KMG]i?B/s"; }
+
+NVMEOF_TESTS=(
+	"roce-nvmeof|pair|^namespace /dev/nvme[0-9]+n[0-9]+: 2097152 sectors;;$(fio_row read);;$(fio_row write);;^== fio seqread-128k;;!:FAIL:;;!:verify: bad;;^dmesg-problems 0\$;;s:^host gone\$;;s!:FAIL:;;s:^dmesg-problems 0\$|sh /job/nvmeof.sh target \$MYIP \$PORT|sh /job/nvmeof.sh host \$PEER \$PORT"
+)
+
+# nvmeof_job_files DIR...: puts the guests' part into their job directories.
+nvmeof_job_files() {
+	local d
+	for d in "$@"; do cp "$REPO/tests/guest/nvmeof.sh" "$d/"; done
+}

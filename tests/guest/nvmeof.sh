@@ -1,0 +1,126 @@
+#!/bin/sh
+# NVMe over Fabrics over RDMA between the two guests (tests/e2e-nvmeof.sh), on their
+# RoCE-mode vrnic devices through rdma_cm: the kernel's nvmet-rdma and nvme-rdma, so the
+# driver's kernel data path carries fast registration (REG_MR), remote invalidation
+# (SEND_WITH_INV), LOCAL_INV, multi-SGE RDMA READ/WRITE with the DMA lkey, and
+# ib_drain_qp at disconnect.
+#
+#   nvmeof.sh target ADDR PORT   (guest b, the suite's server) exports a memory-backed
+#       null_blk namespace on ADDR:PORT, waits until a host has connected and gone again,
+#       then removes the export and unloads the target modules.
+#   nvmeof.sh host ADDR PORT     (guest a, the client) connects to ADDR:PORT, runs fio with
+#       verification (4 KiB random read/write, then 128 KiB sequential write and a read
+#       that verifies it), disconnects and unloads nvme-rdma.
+# Both end with "dmesg-problems N": kernel warnings or worse from vrnic, nvme, rdma or the
+# block layer, and any WARNING/BUG/Oops, logged while they ran (listed before the count).
+set -u
+NQN=nqn.2026-12.org.vrnic:nvmeof-e2e
+CFS=/sys/kernel/config/nvmet
+mode=${1:?mode} addr=${2:?address} port=${3:?port}
+failed=0
+
+fail() { echo "FAIL: $*"; failed=1; }
+
+# The number of kernel log lines so far; dmesg_problems counts from there.
+dmesg_mark() { dmesg -r | wc -l; }
+
+dmesg_problems() {
+	dmesg -r | tail -n +"$(($1 + 1))" >/tmp/nvmeof-dmesg
+	{
+		grep -E '^<[0-4]>' /tmp/nvmeof-dmesg | grep -Ei 'vrnic|nvme|rdma|infiniband|ib_|null_blk|blk'
+		grep -E 'WARNING:|BUG:|Oops|Call Trace|hung task' /tmp/nvmeof-dmesg
+	} | sort -u >/tmp/nvmeof-problems
+	sed 's/^/dmesg: /' /tmp/nvmeof-problems
+	echo "dmesg-problems $(wc -l </tmp/nvmeof-problems)"
+}
+
+# cm_ids PORT STATE-REGEX: how many rdma_cm IDs on local port PORT are in a matching state.
+cm_ids() { rdma res show cm_id src-port "$1" 2>/dev/null | grep -cE "state ($2)"; }
+
+# The export in configfs: subsystem $s with namespace 1 on /dev/nullb0, port $p.
+add_subsystem() {
+	mkdir "$s" && echo 1 >"$s/attr_allow_any_host" && mkdir "$s/namespaces/1" &&
+		echo /dev/nullb0 >"$s/namespaces/1/device_path" && echo 1 >"$s/namespaces/1/enable"
+}
+add_port() {
+	mkdir "$p" && echo rdma >"$p/addr_trtype" && echo ipv4 >"$p/addr_adrfam" &&
+		echo "$addr" >"$p/addr_traddr" && echo "$port" >"$p/addr_trsvcid" &&
+		ln -s "$s" "$p/subsystems/$NQN"
+}
+remove_port() { rm "$p/subsystems/$NQN" && rmdir "$p"; }
+remove_subsystem() {
+	echo 0 >"$s/namespaces/1/enable" && rmdir "$s/namespaces/1" && rmdir "$s"
+}
+
+target() {
+	mark=$(dmesg_mark)
+	modprobe null_blk nr_devices=1 gb=1 memory_backed=1 irqmode=0 || fail "modprobe null_blk"
+	modprobe nvmet-rdma || fail "modprobe nvmet-rdma"
+	mountpoint -q /sys/kernel/config || mount -t configfs none /sys/kernel/config
+	s=$CFS/subsystems/$NQN p=$CFS/ports/1
+	add_subsystem || fail "subsystem"
+	add_port || fail "port"
+	echo "exported $NQN on $addr:$port"
+
+	# The suite starts the host once the port listens. Serve until a host has come (one
+	# connected ID per queue) and all of its IDs are gone again.
+	n=0
+	while [ "$(cm_ids "$port" 'CONNECT|ESTABLISHED')" = 0 ] && [ $n -lt 1500 ]; do
+		n=$((n + 1))
+		sleep 0.2
+	done
+	[ $n -lt 1500 ] || fail "no host connected within 300 s"
+	echo "host connected"
+	while [ "$(cm_ids "$port" 'CONNECT|ESTABLISHED|DISCONNECT')" != 0 ]; do sleep 0.2; done
+	echo "host gone"
+
+	remove_port || fail "port removal"
+	remove_subsystem || fail "subsystem removal"
+	modprobe -r nvmet-rdma nvmet || fail "unloading nvmet-rdma"
+	modprobe -r null_blk || fail "unloading null_blk"
+	dmesg_problems "$mark"
+}
+
+# fio_job NAME OPTION...: one fio job on $dev, direct I/O; its summary lines are printed.
+fio_job() {
+	name=$1
+	shift
+	echo "== fio $name"
+	fio --name="$name" --filename="$dev" --direct=1 --ioengine=libaio --iodepth=16 \
+		--verify=crc32c --verify_fatal=1 "$@" >/tmp/fio.out 2>&1 || fail "fio $name"
+	grep -E 'IOPS=|err=|verify|error' /tmp/fio.out
+}
+
+host() {
+	mark=$(dmesg_mark)
+	modprobe nvme-rdma || fail "modprobe nvme-rdma"
+	hostnqn=nqn.2014-08.org.nvmexpress:uuid:$(cat /proc/sys/kernel/random/uuid)
+	nvme connect -t rdma -a "$addr" -s "$port" -n "$NQN" --hostnqn="$hostnqn" ||
+		fail "nvme connect"
+	dev=''
+	n=0
+	while [ -z "$dev" ] && [ $n -lt 150 ]; do
+		for b in /sys/block/nvme*n*; do [ -e "$b" ] && dev=/dev/${b##*/}; done
+		[ -n "$dev" ] || { n=$((n + 1)); sleep 0.2; }
+	done
+	if [ -n "$dev" ]; then
+		echo "namespace $dev: $(cat "/sys/block/${dev#/dev/}/size") sectors"
+		nvme list-subsys 2>&1 | grep -E 'rdma|nqn'
+		fio_job randrw-4k --rw=randrw --bs=4k --size=16M
+		fio_job seqwrite-128k --rw=write --bs=128k --size=64M --do_verify=0
+		fio_job seqread-128k --rw=write --bs=128k --size=64M --verify_only
+	else
+		fail "no NVMe namespace appeared"
+	fi
+	# Disconnecting drains every queue's QP (ib_drain_qp) before destroying it.
+	nvme disconnect -n "$NQN" || fail "nvme disconnect"
+	modprobe -r nvme-rdma || fail "unloading nvme-rdma"
+	dmesg_problems "$mark"
+}
+
+case $mode in
+target) target ;;
+host) host ;;
+*) echo "usage: nvmeof.sh target|host ADDR PORT" >&2; exit 2 ;;
+esac
+exit "$failed"
