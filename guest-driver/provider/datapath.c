@@ -6,6 +6,7 @@
  * device says it is not polling (SPEC.md, "Posting work").
  */
 
+#include <assert.h>
 #include <errno.h>
 #include <string.h>
 
@@ -14,8 +15,31 @@
 
 #include "vrnic.h"
 
+/* The hw-spec values are those of verbs (SPEC "wr_opcode", "access", ...). */
+#define VRNIC_SAME(a, b) static_assert((int)(a) == (int)(b), #a " == " #b)
+VRNIC_SAME(VRNIC_WR_OPCODE_RDMA_WRITE, IBV_WR_RDMA_WRITE);
+VRNIC_SAME(VRNIC_WR_OPCODE_RDMA_WRITE_WITH_IMM, IBV_WR_RDMA_WRITE_WITH_IMM);
+VRNIC_SAME(VRNIC_WR_OPCODE_SEND, IBV_WR_SEND);
+VRNIC_SAME(VRNIC_WR_OPCODE_SEND_WITH_IMM, IBV_WR_SEND_WITH_IMM);
+VRNIC_SAME(VRNIC_WR_OPCODE_RDMA_READ, IBV_WR_RDMA_READ);
+VRNIC_SAME(VRNIC_WR_OPCODE_ATOMIC_CMP_AND_SWP, IBV_WR_ATOMIC_CMP_AND_SWP);
+VRNIC_SAME(VRNIC_WR_OPCODE_ATOMIC_FETCH_AND_ADD, IBV_WR_ATOMIC_FETCH_AND_ADD);
+VRNIC_SAME(VRNIC_WR_OPCODE_LOCAL_INV, IBV_WR_LOCAL_INV);
+VRNIC_SAME(VRNIC_WR_OPCODE_BIND_MW, IBV_WR_BIND_MW);
+VRNIC_SAME(VRNIC_WR_OPCODE_SEND_WITH_INV, IBV_WR_SEND_WITH_INV);
+VRNIC_SAME(VRNIC_WC_OPCODE_COMP_SWAP, IBV_WC_COMP_SWAP);
+VRNIC_SAME(VRNIC_WC_OPCODE_FETCH_ADD, IBV_WC_FETCH_ADD);
+VRNIC_SAME(VRNIC_WC_OPCODE_BIND_MW, IBV_WC_BIND_MW);
+VRNIC_SAME(VRNIC_WC_OPCODE_LOCAL_INV, IBV_WC_LOCAL_INV);
+VRNIC_SAME(VRNIC_WC_OPCODE_RECV, IBV_WC_RECV);
+VRNIC_SAME(VRNIC_WC_OPCODE_RECV_RDMA_WITH_IMM, IBV_WC_RECV_RDMA_WITH_IMM);
+VRNIC_SAME(VRNIC_WC_FLAGS_WITH_INV, IBV_WC_WITH_INV);
+VRNIC_SAME(VRNIC_ACCESS_REMOTE_WRITE, IBV_ACCESS_REMOTE_WRITE);
+VRNIC_SAME(VRNIC_ACCESS_REMOTE_READ, IBV_ACCESS_REMOTE_READ);
+VRNIC_SAME(VRNIC_ACCESS_REMOTE_ATOMIC, IBV_ACCESS_REMOTE_ATOMIC);
+
 /* Entries posted and not yet retired by a CQE; never above depth. */
-static inline bool vrnic_wq_full(struct vrnic_wq *wq, uint32_t pi)
+bool vrnic_wq_full(struct vrnic_wq *wq, uint32_t pi)
 {
 	return pi - __atomic_load_n(&wq->ci, __ATOMIC_ACQUIRE) >= wq->depth;
 }
@@ -27,7 +51,7 @@ static inline bool vrnic_wq_full(struct vrnic_wq *wq, uint32_t pi)
  * POLL_STATE load), then kick that page if the device may be asleep. Called
  * with the queue lock held so producer indices reach the slot in order.
  */
-static void vrnic_ring_doorbell(struct vrnic_wq *wq, uint32_t pi)
+void vrnic_ring_doorbell(struct vrnic_wq *wq, uint32_t pi)
 {
 	uint32_t poll_state;
 
@@ -42,6 +66,43 @@ static void vrnic_ring_doorbell(struct vrnic_wq *wq, uint32_t pi)
 	if (!(poll_state & VRNIC_DB_PAGE_POLL_STATE_POLLING_MASK))
 		mmio_write32_le(wq->kick_page + VRNIC_KICK_PAGE_KICK_OFF,
 				htole32(1));
+}
+
+#define OP(name) (1u << VRNIC_WR_OPCODE_##name)
+
+/* Datagrams send only (SPEC "Datagrams"); UC has no READ and no atomics
+ * (SPEC "Unreliable connected"); REG_MR is for kernel QPs alone. */
+static const uint32_t vrnic_ud_ops = OP(SEND) | OP(SEND_WITH_IMM);
+static const uint32_t vrnic_uc_ops = OP(SEND) | OP(SEND_WITH_IMM) |
+				     OP(SEND_WITH_INV) | OP(RDMA_WRITE) |
+				     OP(RDMA_WRITE_WITH_IMM) | OP(LOCAL_INV) |
+				     OP(BIND_MW);
+static const uint32_t vrnic_rc_ops = OP(SEND) | OP(SEND_WITH_IMM) |
+				     OP(SEND_WITH_INV) | OP(RDMA_WRITE) |
+				     OP(RDMA_WRITE_WITH_IMM) | OP(RDMA_READ) |
+				     OP(ATOMIC_CMP_AND_SWP) |
+				     OP(ATOMIC_FETCH_AND_ADD) | OP(LOCAL_INV) |
+				     OP(BIND_MW);
+
+/* Whether @qp may post a WQE of @opcode (an ibv_wr_opcode = wr_opcode). */
+bool vrnic_qp_allows(const struct vrnic_qp *qp, unsigned int opcode)
+{
+	uint32_t ops;
+
+	switch (qp->ibv_qp.qp_type) {
+	case IBV_QPT_RC:
+		ops = vrnic_rc_ops;
+		break;
+	case IBV_QPT_UC:
+		ops = vrnic_uc_ops;
+		break;
+	case IBV_QPT_UD:
+		ops = vrnic_ud_ops;
+		break;
+	default:
+		return false;
+	}
+	return opcode < 32 && (ops & (1u << opcode));
 }
 
 static void vrnic_set_sges(struct vrnic_sge *dst, const struct ibv_sge *src,
@@ -74,70 +135,34 @@ static int vrnic_copy_inline(struct vrnic_qp *qp, uint8_t *dst,
 }
 
 /*
- * Opcode of @wr (the values equal ibv_wr_opcode), and whether it names a
- * remote buffer or carries immediate data. UD QPs send SEND and
- * SEND_WITH_IMM only (SPEC "Datagrams").
+ * A SEND, RDMA or SEND_WITH_INV WQE: header, for datagrams the ud_av, then
+ * SGEs or inline bytes. Only WRITEs and SENDs may be inline.
  */
-static int vrnic_wr_opcode(const struct vrnic_qp *qp,
-			   const struct ibv_send_wr *wr,
-			   struct vrnic_send_fields *f, bool *rdma)
+static int vrnic_build_data_wqe(struct vrnic_qp *qp, void *wqe,
+				const struct ibv_send_wr *wr,
+				struct vrnic_send_fields *f)
 {
-	bool imm = false;
-
-	*rdma = false;
-	switch (wr->opcode) {
-	case IBV_WR_RDMA_WRITE:
-		f->opcode = VRNIC_WR_OPCODE_RDMA_WRITE;
-		*rdma = true;
-		break;
-	case IBV_WR_RDMA_WRITE_WITH_IMM:
-		f->opcode = VRNIC_WR_OPCODE_RDMA_WRITE_WITH_IMM;
-		*rdma = imm = true;
-		break;
-	case IBV_WR_SEND:
-		f->opcode = VRNIC_WR_OPCODE_SEND;
-		break;
-	case IBV_WR_SEND_WITH_IMM:
-		f->opcode = VRNIC_WR_OPCODE_SEND_WITH_IMM;
-		imm = true;
-		break;
-	case IBV_WR_RDMA_READ:
-		f->opcode = VRNIC_WR_OPCODE_RDMA_READ;
-		*rdma = true;
-		break;
-	default:
-		return EINVAL;
-	}
-	if (*rdma && qp->datagram)
-		return EINVAL;
-	f->imm_data = imm ? wr->imm_data : 0;
-	return 0;
-}
-
-static int vrnic_build_send_wqe(struct vrnic_qp *qp, void *wqe,
-				const struct ibv_send_wr *wr)
-{
-	struct vrnic_send_fields f = { .wr_id = wr->wr_id };
 	void *payload = vrnic_send_wqe_payload(wqe, qp->datagram);
-	bool rdma;
 	int ret;
 
-	ret = vrnic_wr_opcode(qp, wr, &f, &rdma);
-	if (ret)
-		return ret;
-	if (wr->num_sge < 0)
-		return EINVAL;
-	if (rdma) {
-		f.remote_addr = wr->wr.rdma.remote_addr;
-		f.rkey = wr->wr.rdma.rkey;
+	switch (wr->opcode) {
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		f->imm_data = wr->imm_data;
+		/* fallthrough */
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_READ:
+		f->remote_addr = wr->wr.rdma.remote_addr;
+		f->rkey = wr->wr.rdma.rkey;
+		break;
+	case IBV_WR_SEND_WITH_IMM:
+		f->imm_data = wr->imm_data;
+		break;
+	case IBV_WR_SEND_WITH_INV:
+		f->rkey = wr->invalidate_rkey;
+		break;
+	default:
+		break;
 	}
-
-	if (wr->send_flags & IBV_SEND_FENCE)
-		f.flags |= VRNIC_SEND_FLAGS_FENCE;
-	if ((wr->send_flags & IBV_SEND_SIGNALED) || qp->sq_sig_all)
-		f.flags |= VRNIC_SEND_FLAGS_SIGNALED;
-	if (wr->send_flags & IBV_SEND_SOLICITED)
-		f.flags |= VRNIC_SEND_FLAGS_SOLICITED;
 
 	if (qp->datagram) {
 		struct vrnic_av av;
@@ -151,21 +176,104 @@ static int vrnic_build_send_wqe(struct vrnic_qp *qp, void *wqe,
 	}
 
 	if (wr->send_flags & IBV_SEND_INLINE) {
-		if (f.opcode == VRNIC_WR_OPCODE_RDMA_READ)
+		if (wr->opcode == IBV_WR_RDMA_READ)
 			return EINVAL;
-		ret = vrnic_copy_inline(qp, payload, wr, &f.inline_len);
+		ret = vrnic_copy_inline(qp, payload, wr, &f->inline_len);
 		if (ret)
 			return ret;
-		f.flags |= VRNIC_SEND_FLAGS_INLINE;
+		f->flags |= VRNIC_SEND_FLAGS_INLINE;
 	} else {
 		if ((uint32_t)wr->num_sge > qp->sq.max_sge)
 			return EINVAL;
 		vrnic_set_sges(payload, wr->sg_list, wr->num_sge);
-		f.num_sge = wr->num_sge;
+		f->num_sge = wr->num_sge;
 	}
-
-	vrnic_set_send_wqe_header(wqe, &f);
+	vrnic_set_send_wqe_header(wqe, f);
 	return 0;
+}
+
+/*
+ * An atomic WQE (SPEC "Atomics"): exactly one SGE of 8 bytes receives the
+ * original value; the device would fail anything else as BAD_WQE, so it is
+ * refused here with EINVAL.
+ */
+static int vrnic_build_atomic_wqe(void *wqe, const struct ibv_send_wr *wr,
+				  uint8_t flags)
+{
+	struct vrnic_atomic_fields a;
+
+	if (wr->num_sge != 1 || wr->sg_list[0].length != 8 ||
+	    (wr->send_flags & IBV_SEND_INLINE))
+		return EINVAL;
+	a = (struct vrnic_atomic_fields){
+		.remote_addr = wr->wr.atomic.remote_addr,
+		.rkey = wr->wr.atomic.rkey,
+		.compare_add = wr->wr.atomic.compare_add,
+		.swap = wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ?
+			wr->wr.atomic.swap : 0,
+		.addr = wr->sg_list[0].addr,
+		.length = wr->sg_list[0].length,
+		.lkey = wr->sg_list[0].lkey,
+	};
+	vrnic_set_atomic_wqe(wqe, wr->opcode, flags, wr->wr_id, &a);
+	return 0;
+}
+
+/*
+ * BIND_MW: the header's rkey is the window's new key, chosen by the caller
+ * (ibv_bind_mw: the next variant; IBV_WR_BIND_MW: wr->bind_mw.rkey), and it
+ * must keep the window's index.
+ */
+static int vrnic_build_bind_mw_wqe(void *wqe, const struct ibv_send_wr *wr,
+				   uint8_t flags)
+{
+	struct vrnic_bind_mw_fields b;
+	int ret;
+
+	if (!wr->bind_mw.mw || (wr->send_flags & IBV_SEND_INLINE) ||
+	    (wr->bind_mw.rkey >> 8) != (wr->bind_mw.mw->rkey >> 8))
+		return EINVAL;
+	ret = vrnic_bind_mw_fields(&wr->bind_mw.bind_info, &b);
+	if (ret)
+		return ret;
+	vrnic_set_bind_mw_wqe(wqe, flags, wr->wr_id, wr->bind_mw.rkey, &b);
+	return 0;
+}
+
+/*
+ * Validate @wr for @qp and encode it as one WQE at @wqe; EINVAL (nothing
+ * to post) for what the QP type or the WQE size cannot carry.
+ */
+int vrnic_build_send_wqe(struct vrnic_qp *qp, void *wqe,
+			 const struct ibv_send_wr *wr)
+{
+	struct vrnic_send_fields f = { .opcode = wr->opcode,
+				       .wr_id = wr->wr_id };
+
+	if (!vrnic_qp_allows(qp, wr->opcode) || wr->num_sge < 0)
+		return EINVAL;
+	if (wr->send_flags & IBV_SEND_FENCE)
+		f.flags |= VRNIC_SEND_FLAGS_FENCE;
+	if ((wr->send_flags & IBV_SEND_SIGNALED) || qp->sq_sig_all)
+		f.flags |= VRNIC_SEND_FLAGS_SIGNALED;
+	if (wr->send_flags & IBV_SEND_SOLICITED)
+		f.flags |= VRNIC_SEND_FLAGS_SOLICITED;
+
+	switch (wr->opcode) {
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		return vrnic_build_atomic_wqe(wqe, wr, f.flags);
+	case IBV_WR_LOCAL_INV:
+		if (wr->send_flags & IBV_SEND_INLINE)
+			return EINVAL;
+		vrnic_set_local_inv_wqe(wqe, f.flags, wr->wr_id,
+					wr->invalidate_rkey);
+		return 0;
+	case IBV_WR_BIND_MW:
+		return vrnic_build_bind_mw_wqe(wqe, wr, f.flags);
+	default:
+		return vrnic_build_data_wqe(qp, wqe, wr, &f);
+	}
 }
 
 int vrnic_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
@@ -177,10 +285,7 @@ int vrnic_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	int ret = 0;
 
 	pthread_spin_lock(&sq->lock);
-	/* Sends may be posted from RTS on (in SQD they wait, in ERR they are
-	 * flushed); before RTS the device would fail the QP. */
-	if (qp->state == IBV_QPS_RESET || qp->state == IBV_QPS_INIT ||
-	    qp->state == IBV_QPS_RTR) {
+	if (!vrnic_sq_ready(qp)) {
 		*bad_wr = wr;
 		pthread_spin_unlock(&sq->lock);
 		return EINVAL;
@@ -214,7 +319,8 @@ int vrnic_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	void *wqe;
 
 	pthread_spin_lock(&rq->lock);
-	if (qp->state == IBV_QPS_RESET) {
+	/* A QP with an SRQ takes its receives from there. */
+	if (qp->state == IBV_QPS_RESET || qp->srq) {
 		*bad_wr = wr;
 		pthread_spin_unlock(&rq->lock);
 		return EINVAL;
@@ -259,19 +365,30 @@ static void vrnic_wq_retire(struct vrnic_wq *wq, uint16_t wqe_index)
 		__atomic_store_n(&wq->ci, ci + delta + 1, __ATOMIC_RELEASE);
 }
 
-static void vrnic_cqe_to_wc(struct vrnic_context *ctx,
-			    const struct vrnic_cqe_fields *cqe,
-			    struct ibv_wc *wc)
+/*
+ * Retire what a polled CQE completes: its send or receive WQE (and every
+ * earlier one of that queue), or for a receive of a QP with an SRQ the
+ * SRQ slot it names. Caller holds the CQ lock; a CQE of a QP that is gone
+ * retires nothing.
+ */
+void vrnic_cqe_retire(struct vrnic_context *ctx,
+		      const struct vrnic_cqe_fields *cqe)
 {
 	struct vrnic_qp *qp = vrnic_find_qp(ctx, cqe->qpn);
 
-	if (qp) {
-		if (cqe->flags & VRNIC_CQE_FLAG_RECV)
-			vrnic_wq_retire(&qp->rq, cqe->wqe_index);
-		else
-			vrnic_wq_retire(&qp->sq, cqe->wqe_index);
-	}
+	if (!qp)
+		return;
+	if (!(cqe->flags & VRNIC_CQE_FLAG_RECV))
+		vrnic_wq_retire(&qp->sq, cqe->wqe_index);
+	else if (qp->srq)
+		vrnic_srq_free_slot(qp->srq, cqe->wqe_index);
+	else
+		vrnic_wq_retire(&qp->rq, cqe->wqe_index);
+}
 
+static void vrnic_cqe_to_wc(const struct vrnic_cqe_fields *cqe,
+			    struct ibv_wc *wc)
+{
 	/* status, opcode and wc_flags values are those of ibv_wc (1:1); the
 	 * datagram fields (src_qp, slid, sl, pkey_index) are 0 otherwise. */
 	wc->wr_id = cqe->wr_id;
@@ -279,39 +396,65 @@ static void vrnic_cqe_to_wc(struct vrnic_context *ctx,
 	wc->opcode = cqe->opcode;
 	wc->vendor_err = cqe->vendor_err;
 	wc->byte_len = cqe->byte_len;
-	wc->imm_data = cqe->imm_data;
 	wc->qp_num = cqe->qpn;
 	wc->src_qp = cqe->src_qp;
 	wc->wc_flags = cqe->wc_flags & VRNIC_WC_FLAGS_ALL;
+	/* One union: immediate data (network order) or the invalidated key. */
+	if (wc->wc_flags & IBV_WC_WITH_INV)
+		wc->invalidated_rkey = cqe->invalidated_rkey;
+	else
+		wc->imm_data = cqe->imm_data;
 	wc->pkey_index = cqe->pkey_index;
 	wc->slid = cqe->slid;
 	wc->sl = cqe->sl;
 	wc->dlid_path_bits = 0;
 }
 
+/*
+ * The one CQE decoder, behind poll_cq and the poll_cq_ex iterator (cq_ex.c):
+ * the next completion at or after *ci into @wc (entries dropped by
+ * vrnic_cq_clean are skipped), what it completes retired, *ci moved past it.
+ * False when the device has written nothing more. Caller holds cq->lock.
+ */
+bool vrnic_cq_next_wc(struct vrnic_cq *cq, uint32_t *ci, struct ibv_wc *wc)
+{
+	struct vrnic_context *ctx = to_vctx(cq->ibv_cq.context);
+	struct vrnic_cqe_fields cqe;
+
+	while (vrnic_cqe_valid(cq, *ci)) {
+		vrnic_cqe_decode(vrnic_cqe_at(cq, *ci), &cqe);
+		(*ci)++;
+		if (!cqe.qpn)
+			continue; /* dropped by vrnic_cq_clean */
+		vrnic_cqe_retire(ctx, &cqe);
+		vrnic_cqe_to_wc(&cqe, wc);
+		return true;
+	}
+	return false;
+}
+
+/* Hand the entries before @ci back to the device. Caller holds cq->lock. */
+void vrnic_cq_consumed(struct vrnic_cq *cq, uint32_t ci)
+{
+	if (ci == cq->ci)
+		return;
+	cq->ci = ci;
+	/* Release: our reads of the entries happen before the device may
+	 * reuse them. */
+	__atomic_store_n(cq->db_ci, htole32(ci), __ATOMIC_RELEASE);
+}
+
 int vrnic_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 {
-	struct vrnic_context *ctx = to_vctx(ibcq->context);
 	struct vrnic_cq *cq = to_vcq(ibcq);
-	struct vrnic_cqe_fields cqe;
 	uint32_t ci;
 	int n = 0;
 
 	pthread_spin_lock(&cq->lock);
 	ci = cq->ci;
-	while (n < num_entries && vrnic_cqe_valid(cq, ci)) {
-		vrnic_cqe_decode(vrnic_cqe_at(cq, ci), &cqe);
-		ci++;
-		if (!cqe.qpn)
-			continue; /* dropped by vrnic_cq_clean */
-		vrnic_cqe_to_wc(ctx, &cqe, &wc[n++]);
-	}
-	if (ci != cq->ci) {
-		cq->ci = ci;
-		/* Release: our reads of the entries happen before the device
-		 * may reuse them. */
-		__atomic_store_n(cq->db_ci, htole32(ci), __ATOMIC_RELEASE);
-	}
+	while (n < num_entries && vrnic_cq_next_wc(cq, &ci, &wc[n]))
+		n++;
+	vrnic_cq_consumed(cq, ci);
 	pthread_spin_unlock(&cq->lock);
 	return n;
 }
@@ -333,19 +476,25 @@ int vrnic_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 }
 
 /*
- * Drop the unpolled CQEs of QP @qpn (destroyed or reset) by zeroing their
- * qpn: QPN 0 is never used by the device, poll_cq skips such entries. The
+ * Drop the unpolled CQEs of @qp (destroyed or reset) by zeroing their qpn:
+ * QPN 0 is never used by the device, poll_cq skips such entries. A dropped
+ * receive of a QP with an SRQ frees its SRQ slot, as polling it would. The
  * device never writes an entry we have not consumed, so editing them is
  * safe. Caller holds cq->lock.
  */
-void vrnic_cq_clean(struct vrnic_cq *cq, uint32_t qpn)
+void vrnic_cq_clean(struct vrnic_cq *cq, struct vrnic_qp *qp)
 {
+	uint32_t qpn = qp->ibv_qp.qp_num;
 	uint32_t ci;
 
 	for (ci = cq->ci; vrnic_cqe_valid(cq, ci); ci++) {
 		struct vrnic_cqe *cqe = vrnic_cqe_at(cq, ci);
 
-		if (le32toh(cqe->qpn) == qpn)
-			cqe->qpn = 0;
+		if (le32toh(cqe->qpn) != qpn)
+			continue;
+		if (qp->srq && (cqe->flags & VRNIC_CQE_FLAG_RECV))
+			vrnic_srq_free_slot(qp->srq,
+					    le16toh(cqe->wqe_index));
+		cqe->qpn = 0;
 	}
 }

@@ -102,18 +102,12 @@ int vrnic_dereg_mr(struct verbs_mr *vmr)
 	return 0;
 }
 
-/* Smallest n with 2^n >= v. */
-static uint32_t log2_ceil(uint32_t v)
-{
-	return v <= 1 ? 0 : ilog32(v - 1);
-}
-
 /*
  * Rings are page-aligned and zeroed; the kernel pins them for the device, so
  * they are excluded from fork and freed only after the destroy command has
  * returned (the kernel has unpinned them by then).
  */
-static void *vrnic_alloc_ring(size_t bytes, size_t *size)
+void *vrnic_alloc_ring(size_t bytes, size_t *size)
 {
 	size_t page = sysconf(_SC_PAGESIZE);
 	void *buf;
@@ -135,7 +129,7 @@ static void *vrnic_alloc_ring(size_t bytes, size_t *size)
 	return buf;
 }
 
-static void vrnic_free_ring(void *buf, size_t size)
+void vrnic_free_ring(void *buf, size_t size)
 {
 	if (!buf)
 		return;
@@ -146,32 +140,33 @@ static void vrnic_free_ring(void *buf, size_t size)
 /*
  * CQ ring: 2^depth_log2 >= cqe + 1 entries (one spare entry), at least 2 and
  * at most max_cqe (then exactly cqe entries when cqe == max_cqe). Indices are
- * free-running, so the device can use every entry.
+ * free-running, so the device can use every entry. Serves create_cq and
+ * create_cq_ex (which has checked the extended attributes).
  */
-struct ibv_cq *vrnic_create_cq(struct ibv_context *ibctx, int cqe,
-			       struct ibv_comp_channel *channel,
-			       int comp_vector)
+struct vrnic_cq *vrnic_cq_create(struct ibv_context *ibctx,
+				 struct ibv_cq_init_attr_ex *attr)
 {
 	struct vrnic_context *ctx = to_vctx(ibctx);
-	struct vrnic_ucmd_create_cq_resp resp = {};
-	struct vrnic_ucmd_create_cq cmd = {};
+	struct vrnic_ucmd_create_cq_ex_resp resp = {};
+	struct vrnic_ucmd_create_cq_ex cmd = {};
 	struct vrnic_db_map map;
 	struct vrnic_cq *cq;
 	uint32_t depth, slot;
+	int cqe = attr->cqe;
 	int ret;
 
 	if (cqe < 1 || (uint32_t)cqe > ctx->max_cqe) {
 		errno = EINVAL;
 		return NULL;
 	}
-	depth = 1u << log2_ceil(max_t(uint32_t, cqe + 1, 2));
+	depth = 1u << vrnic_log2_ceil(max_t(uint32_t, cqe + 1, 2));
 	if (depth > ctx->max_cqe)
 		depth = ctx->max_cqe;
 
 	cq = calloc(1, sizeof(*cq));
 	if (!cq)
 		return NULL;
-	cq->depth_log2 = log2_ceil(depth);
+	cq->depth_log2 = vrnic_log2_ceil(depth);
 	cq->ring = vrnic_alloc_ring((size_t)depth * VRNIC_CQE_SIZE,
 				    &cq->ring_size);
 	if (!cq->ring)
@@ -179,9 +174,8 @@ struct ibv_cq *vrnic_create_cq(struct ibv_context *ibctx, int cqe,
 
 	cmd.drv_payload.buf_addr = htole64((uintptr_t)cq->ring);
 	cmd.drv_payload.depth_log2 = cq->depth_log2;
-	ret = ibv_cmd_create_cq(ibctx, cqe, channel, comp_vector, &cq->ibv_cq,
-				&cmd.ibv_cmd, sizeof(cmd), &resp.ibv_resp,
-				sizeof(resp));
+	ret = ibv_cmd_create_cq_ex(ibctx, attr, &cq->vcq, &cmd.ibv_cmd,
+				   sizeof(cmd), &resp.ibv_resp, sizeof(resp), 0);
 	if (ret) {
 		errno = ret;
 		goto err_ring;
@@ -216,13 +210,28 @@ struct ibv_cq *vrnic_create_cq(struct ibv_context *ibctx, int cqe,
 	__atomic_store_n(cq->db_arm, 0, __ATOMIC_RELAXED);
 	pthread_spin_init(&cq->lock, PTHREAD_PROCESS_PRIVATE);
 	cq->ibv_cq.cqe = max_t(int, cqe, depth - 1);
-	return &cq->ibv_cq;
+	return cq;
 
 err_ring:
 	vrnic_free_ring(cq->ring, cq->ring_size);
 err_free:
 	free(cq);
 	return NULL;
+}
+
+struct ibv_cq *vrnic_create_cq(struct ibv_context *ibctx, int cqe,
+			       struct ibv_comp_channel *channel,
+			       int comp_vector)
+{
+	struct ibv_cq_init_attr_ex attr = {
+		.cqe = cqe,
+		.channel = channel,
+		.comp_vector = comp_vector,
+		.wc_flags = IBV_WC_STANDARD_FLAGS,
+	};
+	struct vrnic_cq *cq = vrnic_cq_create(ibctx, &attr);
+
+	return cq ? &cq->ibv_cq : NULL;
 }
 
 int vrnic_destroy_cq(struct ibv_cq *ibcq)
@@ -269,15 +278,15 @@ static void vrnic_unlock_cqs(struct vrnic_qp *qp)
 /* Drop the QP's unpolled CQEs (caller holds both CQ locks). */
 static void vrnic_clean_cqs(struct vrnic_qp *qp)
 {
-	vrnic_cq_clean(to_vcq(qp->ibv_qp.send_cq), qp->ibv_qp.qp_num);
+	vrnic_cq_clean(to_vcq(qp->ibv_qp.send_cq), qp);
 	if (qp->ibv_qp.recv_cq != qp->ibv_qp.send_cq)
-		vrnic_cq_clean(to_vcq(qp->ibv_qp.recv_cq), qp->ibv_qp.qp_num);
+		vrnic_cq_clean(to_vcq(qp->ibv_qp.recv_cq), qp);
 }
 
 static void vrnic_fill_caps(struct vrnic_qp *qp, struct ibv_qp_cap *cap)
 {
 	cap->max_send_wr = qp->sq.depth;
-	cap->max_recv_wr = qp->rq.depth;
+	cap->max_recv_wr = qp->rq.depth;	/* 0 with an SRQ */
 	cap->max_send_sge = qp->sq.max_sge;
 	cap->max_recv_sge = qp->rq.max_sge;
 	cap->max_inline_data = qp->max_inline;
@@ -293,21 +302,25 @@ static void vrnic_fill_caps(struct vrnic_qp *qp, struct ibv_qp_cap *cap)
  *   max_recv_sge, at least 32.
  *   The SGE count and inline size are then raised to what the WQE holds
  *   (bounded by the device limits) and reported back as the actual caps.
+ * - A QP with an SRQ (qp->srq set) has no receive queue: depth, WQE size
+ *   and SGEs 0, whatever was requested (as IBTA has the receive caps
+ *   ignored then).
  */
 int vrnic_size_queues(struct vrnic_context *ctx, struct vrnic_qp *qp,
 		      const struct ibv_qp_cap *req)
 {
 	uint32_t size, min_shift;
 
+	bool rq = !qp->srq;
+
 	if (req->max_send_wr > ctx->max_qp_wr ||
-	    req->max_recv_wr > ctx->max_qp_wr ||
+	    (rq && req->max_recv_wr > ctx->max_qp_wr) ||
 	    req->max_send_sge > ctx->max_sge ||
-	    req->max_recv_sge > ctx->max_sge ||
+	    (rq && req->max_recv_sge > ctx->max_sge) ||
 	    req->max_inline_data > ctx->max_inline)
 		return EINVAL;
 
-	qp->sq.depth = 1u << log2_ceil(max_t(uint32_t, req->max_send_wr, 2));
-	qp->rq.depth = 1u << log2_ceil(max_t(uint32_t, req->max_recv_wr, 2));
+	qp->sq.depth = 1u << vrnic_log2_ceil(max_t(uint32_t, req->max_send_wr, 2));
 
 	size = (qp->datagram ? VRNIC_UD_PAYLOAD_OFFSET :
 			       VRNIC_SEND_WQE_HEADER_SIZE) +
@@ -315,17 +328,25 @@ int vrnic_size_queues(struct vrnic_context *ctx, struct vrnic_qp *qp,
 		     req->max_inline_data);
 	min_shift = qp->datagram ? VRNIC_UD_SEND_WQE_SHIFT_MIN :
 				   VRNIC_SEND_WQE_SHIFT_MIN;
-	qp->sq.wqe_shift = max_t(uint32_t, log2_ceil(size), min_shift);
-	size = VRNIC_RECV_WQE_HEADER_SIZE + req->max_recv_sge * VRNIC_SGE_SIZE;
-	qp->rq.wqe_shift = max_t(uint32_t, log2_ceil(size),
-				 VRNIC_RECV_WQE_SHIFT_MIN);
-	if (qp->sq.wqe_shift > VRNIC_SEND_WQE_SHIFT_MAX ||
-	    qp->rq.wqe_shift > VRNIC_RECV_WQE_SHIFT_MAX)
+	qp->sq.wqe_shift = max_t(uint32_t, vrnic_log2_ceil(size), min_shift);
+	if (qp->sq.wqe_shift > VRNIC_SEND_WQE_SHIFT_MAX)
 		return EINVAL;
-
 	size = vrnic_send_wqe_room(qp->sq.wqe_shift, qp->datagram);
 	qp->sq.max_sge = min_t(uint32_t, size / VRNIC_SGE_SIZE, ctx->max_sge);
 	qp->max_inline = min_t(uint32_t, size, ctx->max_inline);
+
+	if (!rq) {
+		qp->rq.depth = 0;
+		qp->rq.wqe_shift = 0;
+		qp->rq.max_sge = 0;
+		return 0;
+	}
+	qp->rq.depth = 1u << vrnic_log2_ceil(max_t(uint32_t, req->max_recv_wr, 2));
+	size = VRNIC_RECV_WQE_HEADER_SIZE + req->max_recv_sge * VRNIC_SGE_SIZE;
+	qp->rq.wqe_shift = max_t(uint32_t, vrnic_log2_ceil(size),
+				 VRNIC_RECV_WQE_SHIFT_MIN);
+	if (qp->rq.wqe_shift > VRNIC_RECV_WQE_SHIFT_MAX)
+		return EINVAL;
 	size = (1u << qp->rq.wqe_shift) - VRNIC_RECV_WQE_HEADER_SIZE;
 	qp->rq.max_sge = min_t(uint32_t, size / VRNIC_SGE_SIZE, ctx->max_sge);
 	return 0;
@@ -335,23 +356,26 @@ static void vrnic_free_qp(struct vrnic_qp *qp)
 {
 	vrnic_free_ring(qp->sq.ring, qp->sq.ring_size);
 	vrnic_free_ring(qp->rq.ring, qp->rq.ring_size);
+	free(qp->wr_batch);
 	free(qp);
 }
 
-struct ibv_qp *vrnic_create_qp(struct ibv_pd *pd,
-			       struct ibv_qp_init_attr *attr)
+/* Serves create_qp and create_qp_ex (which has checked comp_mask: PD and
+ * at most SEND_OPS_FLAGS, whose API it adds itself). */
+struct vrnic_qp *vrnic_qp_create(struct ibv_qp_init_attr_ex *attr)
 {
+	struct ibv_pd *pd = attr->pd;
 	struct vrnic_context *ctx = to_vctx(pd->context);
 	struct vrnic_ucmd_create_qp_resp resp = {};
 	struct vrnic_ucmd_create_qp cmd = {};
-	struct ibv_qp_init_attr kattr;
+	struct ibv_qp_init_attr_ex kattr;
 	struct vrnic_db_map map;
 	struct vrnic_qp *qp;
 	uint32_t slot;
 	int ret;
 
-	if ((attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UD) ||
-	    attr->srq) {
+	if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC &&
+	    attr->qp_type != IBV_QPT_UD) {
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
@@ -359,23 +383,28 @@ struct ibv_qp *vrnic_create_qp(struct ibv_pd *pd,
 	if (!qp)
 		return NULL;
 	qp->datagram = attr->qp_type == IBV_QPT_UD;
+	qp->srq = attr->srq ? to_vsrq(attr->srq) : NULL;
 	ret = vrnic_size_queues(ctx, qp, &attr->cap);
 	if (ret)
 		goto err_free;
 
 	qp->sq.ring = vrnic_alloc_ring((size_t)qp->sq.depth << qp->sq.wqe_shift,
 				       &qp->sq.ring_size);
-	qp->rq.ring = vrnic_alloc_ring((size_t)qp->rq.depth << qp->rq.wqe_shift,
-				       &qp->rq.ring_size);
-	if (!qp->sq.ring || !qp->rq.ring) {
+	if (!qp->srq)
+		qp->rq.ring = vrnic_alloc_ring((size_t)qp->rq.depth <<
+					       qp->rq.wqe_shift,
+					       &qp->rq.ring_size);
+	if (!qp->sq.ring || (!qp->srq && !qp->rq.ring)) {
 		ret = ENOMEM;
 		goto err_free;
 	}
 
+	/* With an SRQ the receive ring fields stay 0 (create_qp_cmd). */
 	cmd.drv_payload.sq_buf_addr = htole64((uintptr_t)qp->sq.ring);
 	cmd.drv_payload.rq_buf_addr = htole64((uintptr_t)qp->rq.ring);
-	cmd.drv_payload.sq_depth_log2 = log2_ceil(qp->sq.depth);
-	cmd.drv_payload.rq_depth_log2 = log2_ceil(qp->rq.depth);
+	cmd.drv_payload.sq_depth_log2 = vrnic_log2_ceil(qp->sq.depth);
+	cmd.drv_payload.rq_depth_log2 = qp->srq ? 0 :
+					vrnic_log2_ceil(qp->rq.depth);
 	cmd.drv_payload.sq_wqe_shift = qp->sq.wqe_shift;
 	cmd.drv_payload.rq_wqe_shift = qp->rq.wqe_shift;
 	cmd.drv_payload.max_inline = htole32(qp->max_inline);
@@ -383,8 +412,8 @@ struct ibv_qp *vrnic_create_qp(struct ibv_pd *pd,
 	/* The kernel sees the caps the rings were sized for. */
 	kattr = *attr;
 	vrnic_fill_caps(qp, &kattr.cap);
-	ret = ibv_cmd_create_qp(pd, &qp->ibv_qp, &kattr, &cmd.ibv_cmd,
-				sizeof(cmd), &resp.ibv_resp, sizeof(resp));
+	ret = ibv_cmd_create_qp_ex(pd->context, &qp->vqp, &kattr, &cmd.ibv_cmd,
+				   sizeof(cmd), &resp.ibv_resp, sizeof(resp));
 	if (ret)
 		goto err_free;
 
@@ -427,7 +456,7 @@ struct ibv_qp *vrnic_create_qp(struct ibv_pd *pd,
 		goto err_destroy;
 	}
 	vrnic_fill_caps(qp, &attr->cap);
-	return &qp->ibv_qp;
+	return qp;
 
 err_destroy:
 	ibv_cmd_destroy_qp(&qp->ibv_qp);
@@ -435,6 +464,23 @@ err_free:
 	vrnic_free_qp(qp);
 	errno = ret;
 	return NULL;
+}
+
+struct ibv_qp *vrnic_create_qp(struct ibv_pd *pd,
+			       struct ibv_qp_init_attr *attr)
+{
+	struct ibv_qp_init_attr_ex attr_ex = {};
+	struct vrnic_qp *qp;
+
+	/* ibv_qp_init_attr is the start of ibv_qp_init_attr_ex. */
+	memcpy(&attr_ex, attr, sizeof(*attr));
+	attr_ex.comp_mask = IBV_QP_INIT_ATTR_PD;
+	attr_ex.pd = pd;
+	qp = vrnic_qp_create(&attr_ex);
+	if (!qp)
+		return NULL;
+	attr->cap = attr_ex.cap;
+	return &qp->ibv_qp;
 }
 
 int vrnic_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,

@@ -94,26 +94,36 @@ static void vrnic_free_context(struct ibv_context *ibctx)
 }
 
 static const struct verbs_context_ops vrnic_ctx_ops = {
+	.alloc_mw = vrnic_alloc_mw,
 	.alloc_pd = vrnic_alloc_pd,
+	.bind_mw = vrnic_bind_mw,
 	.create_ah = vrnic_create_ah,
 	.create_cq = vrnic_create_cq,
+	.create_cq_ex = vrnic_create_cq_ex,
 	.create_qp = vrnic_create_qp,
+	.create_qp_ex = vrnic_create_qp_ex,
+	.create_srq = vrnic_create_srq,
+	.dealloc_mw = vrnic_dealloc_mw,
 	.dealloc_pd = vrnic_dealloc_pd,
 	.dereg_mr = vrnic_dereg_mr,
 	.destroy_ah = vrnic_destroy_ah,
 	.destroy_cq = vrnic_destroy_cq,
 	.destroy_qp = vrnic_destroy_qp,
+	.destroy_srq = vrnic_destroy_srq,
 	.free_context = vrnic_free_context,
 	.modify_qp = vrnic_modify_qp,
+	.modify_srq = vrnic_modify_srq,
 	.poll_cq = vrnic_poll_cq,
 	.post_recv = vrnic_post_recv,
 	.post_send = vrnic_post_send,
+	.post_srq_recv = vrnic_post_srq_recv,
 	.query_device_ex = vrnic_query_device,
 	.query_port = vrnic_query_port,
 	.query_qp = vrnic_query_qp,
+	.query_srq = vrnic_query_srq,
 	.reg_mr = vrnic_reg_mr,
 	.req_notify_cq = vrnic_req_notify_cq,
-	/* Everything else (create_cq_ex, SRQ, MW, ...) stays at the
+	/* Everything else (XRC, resize_cq, rereg_mr, ...) stays at the
 	 * libibverbs defaults, which fail with EOPNOTSUPP. */
 };
 

@@ -6,15 +6,16 @@
  * - The context maps its doorbell pages (POLL_STATE, PAGE_FLAG, slot flags,
  *   8-byte slots) and their kick pages, each once, as the kernel names them
  *   (the device adds pages to a context on demand).
- * - Every CQ and QP owns one doorbell slot in one of those pages and rings in
- *   our memory.
+ * - Every CQ, QP and SRQ owns one doorbell slot in one of those pages and
+ *   rings in our memory. A QP created with an SRQ has no receive ring.
  * - Ring indices are free-running 32-bit counters; entry i lives at i mod depth.
  *
  * Locking: cq->lock serialises poll/arm/clean of a CQ; wq->lock serialises
- * posting to one queue. Lock order: CQ locks (by address) before WQ locks.
- * wq->ci is advanced by poll_cq under the CQ lock and read by post under the
- * WQ lock, so it (and wq->pi, read by poll_cq for a sanity check) is accessed
- * with atomics.
+ * posting to one queue, srq->lock to one SRQ. Lock order: CQ locks (by
+ * address) before WQ locks. wq->ci is advanced by poll_cq under the CQ lock
+ * and read by post under the WQ lock, so it (and wq->pi, read by poll_cq for
+ * a sanity check) is accessed with atomics; likewise an SRQ's busy bytes,
+ * set by post_srq_recv and cleared by poll_cq.
  */
 #ifndef VRNIC_PROVIDER_H
 #define VRNIC_PROVIDER_H
@@ -36,14 +37,18 @@
 #define _STRUCT_vrnic_create_qp_cmd struct {}
 #define _STRUCT_vrnic_create_qp_resp struct {}
 #define _STRUCT_vrnic_create_ah_resp struct {}
+#define _STRUCT_vrnic_create_srq_cmd struct {}
+#define _STRUCT_vrnic_create_srq_resp struct {}
 DECLARE_DRV_CMD(vrnic_ucmd_get_context, IB_USER_VERBS_CMD_GET_CONTEXT, empty,
 		vrnic_alloc_ucontext_resp);
-DECLARE_DRV_CMD(vrnic_ucmd_create_cq, IB_USER_VERBS_CMD_CREATE_CQ,
+DECLARE_DRV_CMD(vrnic_ucmd_create_cq_ex, IB_USER_VERBS_EX_CMD_CREATE_CQ,
 		vrnic_create_cq_cmd, vrnic_create_cq_resp);
 DECLARE_DRV_CMD(vrnic_ucmd_create_qp, IB_USER_VERBS_CMD_CREATE_QP,
 		vrnic_create_qp_cmd, vrnic_create_qp_resp);
 DECLARE_DRV_CMD(vrnic_ucmd_create_ah, IB_USER_VERBS_CMD_CREATE_AH, empty,
 		vrnic_create_ah_resp);
+DECLARE_DRV_CMD(vrnic_ucmd_create_srq, IB_USER_VERBS_CMD_CREATE_SRQ,
+		vrnic_create_srq_cmd, vrnic_create_srq_resp);
 
 /* QPN (24 bits) -> QP, two levels of 4096 entries; second level on demand. */
 #define VRNIC_QP_TABLE_SHIFT 12
@@ -77,7 +82,10 @@ struct vrnic_context {
 };
 
 struct vrnic_cq {
-	struct ibv_cq ibv_cq;
+	union {
+		struct ibv_cq ibv_cq;
+		struct verbs_cq vcq;	/* its ibv_cq_ex, for create_cq_ex */
+	};
 	pthread_spinlock_t lock;
 	struct vrnic_cqe *ring;
 	size_t ring_size;
@@ -87,6 +95,10 @@ struct vrnic_cq {
 	uint32_t cqn;
 	uint32_t *db_ci;	/* CQ slot words in the doorbell page */
 	uint32_t *db_arm;
+	/* Between start_poll and end_poll (under lock): the consumer index
+	 * past the current completion, and that completion. */
+	uint32_t poll_ci;
+	struct ibv_wc poll_wc;
 };
 
 struct vrnic_wq {
@@ -104,14 +116,41 @@ struct vrnic_wq {
 	uint8_t *kick_page;	/* its kick page */
 };
 
+/*
+ * A shared receive queue (SPEC "Shared receive queues"). QPs take its WQEs
+ * in index order but complete them in any order, so slot i is free again
+ * only once the CQE naming it has been polled: busy[i] is set by post and
+ * cleared by poll_cq (or by a CQ clean that drops that CQE).
+ */
+struct vrnic_srq {
+	struct ibv_srq ibv_srq;
+	pthread_spinlock_t lock;
+	uint8_t *ring;
+	size_t ring_size;
+	uint32_t depth;		/* power of two */
+	uint32_t wqe_shift;
+	uint32_t max_sge;
+	uint32_t pi;		/* free-running producer index (under lock) */
+	uint8_t *busy;		/* depth bytes, 1 while a slot's WQE is out */
+	uint32_t *db;		/* pi word of the SRQ slot */
+	uint32_t srqn;
+};
+
+struct vrnic_wr_batch;
+
 struct vrnic_qp {
-	struct ibv_qp ibv_qp;
+	union {
+		struct ibv_qp ibv_qp;
+		struct verbs_qp vqp;	/* its ibv_qp_ex, for create_qp_ex */
+	};
 	struct vrnic_wq sq;
-	struct vrnic_wq rq;
+	struct vrnic_wq rq;	/* unused (depth 0) with an SRQ */
+	struct vrnic_srq *srq;	/* or NULL */
 	uint32_t max_inline;
 	bool sq_sig_all;
 	bool datagram;		/* UD: send WQEs carry a ud_av */
 	enum ibv_qp_state state; /* local copy, under both WQ locks */
+	struct vrnic_wr_batch *wr_batch; /* ibv_wr_* state (qp_ex.c) or NULL */
 };
 
 /* An address handle: the AV every send through it copies into its WQE
@@ -141,6 +180,17 @@ static inline struct vrnic_ah *to_vah(struct ibv_ah *ibah)
 	return container_of(ibah, struct vrnic_ah, ibv_ah);
 }
 
+static inline struct vrnic_srq *to_vsrq(struct ibv_srq *ibsrq)
+{
+	return container_of(ibsrq, struct vrnic_srq, ibv_srq);
+}
+
+/* Smallest n with 2^n >= v. */
+static inline uint32_t vrnic_log2_ceil(uint32_t v)
+{
+	return v <= 1 ? 0 : ilog32(v - 1);
+}
+
 /* Address of a 32-bit word in doorbell slot @slot of doorbell page @page. */
 static inline uint32_t *vrnic_db_word(uint8_t *page, uint32_t slot,
 				      unsigned int off)
@@ -160,6 +210,11 @@ static inline struct vrnic_cqe *vrnic_cqe_at(struct vrnic_cq *cq, uint32_t ci)
 	return &cq->ring[ci & ((1u << cq->depth_log2) - 1)];
 }
 
+static inline void *vrnic_srq_wqe(struct vrnic_srq *srq, uint32_t idx)
+{
+	return srq->ring + ((size_t)(idx & (srq->depth - 1)) << srq->wqe_shift);
+}
+
 /* Whether the CQE at free-running index @ci is the device's (phase rule in
  * vrnic_wqe.h). Reads owner with acquire ordering, so the caller may read
  * the other fields afterwards. */
@@ -171,6 +226,14 @@ static inline bool vrnic_cqe_valid(struct vrnic_cq *cq, uint32_t ci)
 	return vrnic_cqe_owned(owner, ci, cq->depth_log2);
 }
 
+/* Sends may be posted from RTS on (in SQD they wait, in ERR they are
+ * flushed); before RTS the device would fail the QP. Under sq.lock. */
+static inline bool vrnic_sq_ready(const struct vrnic_qp *qp)
+{
+	return qp->state != IBV_QPS_RESET && qp->state != IBV_QPS_INIT &&
+	       qp->state != IBV_QPS_RTR;
+}
+
 /* vrnic.c */
 int vrnic_map_db_page(struct vrnic_context *ctx, uint32_t page,
 		      uint64_t db_key, uint64_t kick_key,
@@ -180,6 +243,8 @@ int vrnic_insert_qp(struct vrnic_context *ctx, struct vrnic_qp *qp);
 void vrnic_remove_qp(struct vrnic_context *ctx, struct vrnic_qp *qp);
 
 /* verbs.c */
+void *vrnic_alloc_ring(size_t bytes, size_t *size);
+void vrnic_free_ring(void *buf, size_t size);
 int vrnic_size_queues(struct vrnic_context *ctx, struct vrnic_qp *qp,
 		      const struct ibv_qp_cap *req);
 int vrnic_query_device(struct ibv_context *ibctx,
@@ -192,10 +257,13 @@ int vrnic_dealloc_pd(struct ibv_pd *pd);
 struct ibv_mr *vrnic_reg_mr(struct ibv_pd *pd, void *addr, size_t len,
 			    uint64_t hca_va, int access);
 int vrnic_dereg_mr(struct verbs_mr *vmr);
+struct vrnic_cq *vrnic_cq_create(struct ibv_context *ibctx,
+				 struct ibv_cq_init_attr_ex *attr);
 struct ibv_cq *vrnic_create_cq(struct ibv_context *ibctx, int cqe,
 			       struct ibv_comp_channel *channel,
 			       int comp_vector);
 int vrnic_destroy_cq(struct ibv_cq *ibcq);
+struct vrnic_qp *vrnic_qp_create(struct ibv_qp_init_attr_ex *attr);
 struct ibv_qp *vrnic_create_qp(struct ibv_pd *pd,
 			       struct ibv_qp_init_attr *attr);
 int vrnic_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
@@ -206,13 +274,57 @@ int vrnic_destroy_qp(struct ibv_qp *ibqp);
 struct ibv_ah *vrnic_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr);
 int vrnic_destroy_ah(struct ibv_ah *ibah);
 
-/* datapath.c */
+/* srq.c */
+int vrnic_size_srq(struct vrnic_context *ctx, struct vrnic_srq *srq,
+		   const struct ibv_srq_attr *req);
+struct ibv_srq *vrnic_create_srq(struct ibv_pd *pd,
+				 struct ibv_srq_init_attr *attr);
+int vrnic_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr,
+		     int attr_mask);
+int vrnic_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr);
+int vrnic_destroy_srq(struct ibv_srq *ibsrq);
+int vrnic_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
+			struct ibv_recv_wr **bad_wr);
+void vrnic_srq_free_slot(struct vrnic_srq *srq, uint16_t wqe_index);
+
+/* mw.c */
+struct ibv_mw *vrnic_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type);
+int vrnic_dealloc_mw(struct ibv_mw *mw);
+int vrnic_bind_mw(struct ibv_qp *ibqp, struct ibv_mw *mw,
+		  struct ibv_mw_bind *mw_bind);
+int vrnic_bind_mw_fields(const struct ibv_mw_bind_info *info,
+			 struct vrnic_bind_mw_fields *out);
+
+/*
+ * datapath.c. The per-WQE pieces (vrnic_qp_allows, vrnic_build_send_wqe,
+ * vrnic_wq_full, vrnic_ring_doorbell, vrnic_cqe_retire) are also what the
+ * extended verbs (ibv_wr_*, poll_cq_ex) post and poll with.
+ */
+bool vrnic_qp_allows(const struct vrnic_qp *qp, unsigned int opcode);
+int vrnic_build_send_wqe(struct vrnic_qp *qp, void *wqe,
+			 const struct ibv_send_wr *wr);
+bool vrnic_wq_full(struct vrnic_wq *wq, uint32_t pi);
+void vrnic_ring_doorbell(struct vrnic_wq *wq, uint32_t pi);
+void vrnic_cqe_retire(struct vrnic_context *ctx,
+		      const struct vrnic_cqe_fields *cqe);
 int vrnic_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		    struct ibv_send_wr **bad_wr);
 int vrnic_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		    struct ibv_recv_wr **bad_wr);
+bool vrnic_cq_next_wc(struct vrnic_cq *cq, uint32_t *ci, struct ibv_wc *wc);
+void vrnic_cq_consumed(struct vrnic_cq *cq, uint32_t ci);
 int vrnic_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc);
 int vrnic_req_notify_cq(struct ibv_cq *ibcq, int solicited_only);
-void vrnic_cq_clean(struct vrnic_cq *cq, uint32_t qpn);
+void vrnic_cq_clean(struct vrnic_cq *cq, struct vrnic_qp *qp);
+
+/* qp_ex.c */
+int vrnic_qp_ex_init(struct vrnic_qp *qp);
+struct ibv_qp *vrnic_create_qp_ex(struct ibv_context *ibctx,
+				  struct ibv_qp_init_attr_ex *attr);
+
+/* cq_ex.c */
+void vrnic_cq_ex_init(struct vrnic_cq *cq, uint64_t wc_flags);
+struct ibv_cq_ex *vrnic_create_cq_ex(struct ibv_context *ibctx,
+				     struct ibv_cq_init_attr_ex *attr);
 
 #endif /* VRNIC_PROVIDER_H */

@@ -76,6 +76,7 @@ static void setup(void)
 
 	qp.ibv_qp.context = &ctx->ibv_ctx.context;
 	qp.ibv_qp.qp_num = QPN;
+	qp.ibv_qp.qp_type = IBV_QPT_RC;
 	qp.ibv_qp.send_cq = &cq.ibv_cq;
 	qp.ibv_qp.recv_cq = &cq.ibv_cq;
 	qp.sq = (struct vrnic_wq){ .depth = 4, .wqe_shift = 6, .max_sge = 2,
@@ -102,6 +103,7 @@ static void setup(void)
 
 	ud_qp = qp;
 	ud_qp.ibv_qp.qp_num = UD_QPN;
+	ud_qp.ibv_qp.qp_type = IBV_QPT_UD;
 	ud_qp.datagram = true;
 	ud_qp.sq = (struct vrnic_wq){ .depth = 2, .wqe_shift = 7, .max_sge = 3,
 				      .pi = START, .ci = START };
@@ -312,7 +314,7 @@ static void test_recv_and_clean(void)
 	dev_cqe(QPN, (START + 1) & 3, 2, VRNIC_CQE_FLAG_RECV, 0);
 	dev_cqe(QPN + 1, 0, 99, 0, 0);
 	pthread_spin_lock(&cq.lock);
-	vrnic_cq_clean(&cq, QPN);
+	vrnic_cq_clean(&cq, &qp);
 	pthread_spin_unlock(&cq.lock);
 	CHECK(vrnic_poll_cq(&cq.ibv_cq, 4, wc) == 1 && wc[0].wr_id == 99);
 	CHECK(db_read(cq.db_ci) == dev_cq_pi);
