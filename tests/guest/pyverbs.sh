@@ -18,6 +18,10 @@ MYIP=$(cat /job/ip)
 find_devices
 echo "IB0=$IB0 ROCE=$ROCE GIDX=$GIDX MYIP=$MYIP"
 mkdir -p /job/results
+if [ ! -f /opt/rdma-core-tests/tests/base.py ] || ! command -v python3 >/dev/null; then
+	echo "no rdma-core test suite or no python3 in this guest image"
+	exit 1
+fi
 exclude=$(cat /job/exclude)
 only=$(cat /job/only)
 for f in /opt/rdma-core-tests/tests/test_*.py; do
