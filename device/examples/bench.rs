@@ -7,8 +7,9 @@
 //! measurement, default 1). It ends with aggregate WRITE bandwidth of 1 and of 4 device
 //! pairs in one process (one fake driver thread per pair), which shows how the poller
 //! shards spread busy devices over the cores, and the 8-byte latency again with idle QPs
-//! on the device (VRNIC_BENCH_IDLE_QPS, default 4000), and UD SEND bandwidth of 4 KiB
-//! datagrams between two RoCE-mode devices.
+//! on the device (VRNIC_BENCH_IDLE_QPS, default 4000), UD SEND bandwidth of 4 KiB
+//! datagrams between two RoCE-mode devices, and the rate and latency of RC FETCH_AND_ADD
+//! atomics on one word.
 //!
 //! The devices are driven by the tests' fake driver over real vfio-user sockets, with the
 //! doorbell BAR mmapped, so a post is what a guest's provider does: WQE stores, a doorbell
@@ -282,6 +283,85 @@ fn ud_bandwidth(secs: f64) -> (f64, u64) {
     (f64::from(received) * 4096.0 / elapsed, u64::from(received))
 }
 
+/// RC FETCH_AND_ADD of 1 on one word between two devices: (operations per second with
+/// WINDOW in flight, sorted latencies of single atomics in ns). Checks the word counted
+/// every add.
+fn atomic_rate(secs: f64) -> (f64, Vec<f64>) {
+    let devices = devices(2);
+    let mut a = devices.driver(0);
+    let mut b = devices.driver(1);
+    let caps = QpCaps {
+        sq_depth_log2: SQ_DEPTH_LOG2,
+        ..QpCaps::default()
+    };
+    let mut sa = harness::pair::new_side(&mut a, 0, caps);
+    let sb = harness::pair::new_side(&mut b, 1, caps);
+    let access = ACCESS_ALL | REMOTE_ATOMIC;
+    let opts = ConnectOpts {
+        access,
+        ..ConnectOpts::default()
+    };
+    a.connect_qp(&sa.qp, b.lid, sb.qp.qpn, &opts);
+    b.connect_qp(&sb.qp, a.lid, sa.qp.qpn, &opts);
+    let results = a.reg_mr(sa.uctx, sa.pd, 8 * u64::from(WINDOW), ACCESS_ALL);
+    let word = b.reg_mr(sb.uctx, sb.pd, 8, access);
+    let add = |n: u64| {
+        let at = (n % u64::from(WINDOW)) * 8;
+        SendWr::fetch_and_add(n, results.sge(at, 8), &word, 0, 1)
+    };
+    let reap = |a: &mut FakeDriver, sa: &mut Side| {
+        a.poll_cq(&mut sa.send_cq).map(|c| {
+            assert_eq!(
+                c.status,
+                u8::from(WcStatus::Success),
+                "atomic failed: {c:?}"
+            );
+            assert_eq!(c.opcode, u8::from(WcOpcode::FetchAdd));
+        })
+    };
+    let (mut posted, mut retired) = (0u32, 0u32);
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs_f64(secs);
+    let mut batch = Vec::with_capacity(SIGNAL_EVERY as usize);
+    loop {
+        let running = Instant::now() < deadline;
+        while running && posted.wrapping_sub(retired) + SIGNAL_EVERY <= WINDOW {
+            batch.clear();
+            for i in 0..SIGNAL_EVERY {
+                let wr = add(u64::from(posted + i));
+                batch.push(if i == SIGNAL_EVERY - 1 {
+                    wr.signaled()
+                } else {
+                    wr
+                });
+            }
+            a.post_sends(&mut sa.qp, &batch);
+            posted += SIGNAL_EVERY;
+        }
+        if reap(&mut a, &mut sa).is_some() {
+            retired += SIGNAL_EVERY;
+        } else if !running && retired == posted {
+            break;
+        }
+    }
+    let rate = f64::from(retired) / start.elapsed().as_secs_f64();
+    let mut lat = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs_f64(secs);
+    while Instant::now() < deadline {
+        let t0 = Instant::now();
+        a.post_send(&mut sa.qp, &add(u64::from(posted)).signaled());
+        while reap(&mut a, &mut sa).is_none() {
+            std::hint::spin_loop();
+        }
+        lat.push(t0.elapsed().as_nanos() as f64);
+        posted += 1;
+    }
+    let counted = u64::from_le_bytes(b.mr_read(&word, 0, 8).try_into().expect("8 bytes"));
+    assert_eq!(counted, u64::from(posted), "every atomic add counted once");
+    lat.sort_by(f64::total_cmp);
+    (rate, lat)
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i]
@@ -371,6 +451,16 @@ fn main() {
         "UD SEND 4 KiB datagrams (RoCE, IPv4 GRH), {UD_WINDOW} in flight: {:.2} GiB/s, {:.0} K datagrams/s ({n} datagrams)",
         gib(bps),
         bps / 4096.0 / 1000.0
+    );
+
+    let (rate, lat) = atomic_rate(secs);
+    println!();
+    println!(
+        "RC FETCH_AND_ADD on one word, {WINDOW} in flight: {:.0} K atomics/s; single: median \
+         {:.2} us, p99 {:.2} us",
+        rate / 1000.0,
+        percentile(&lat, 0.5) / 1000.0,
+        percentile(&lat, 0.99) / 1000.0,
     );
 
     println!();

@@ -44,7 +44,7 @@ fn world(d: &mut FakeDriver) -> World {
 fn unknown_opcodes_are_bad_opcode_at_offset_0() {
     let (_devices, mut d) = device();
 
-    let results: Vec<AdminResult> = [0u8, 0x12, 0x7f, 0xff]
+    let results: Vec<AdminResult> = [0u8, 0x19, 0x7f, 0xff]
         .iter()
         .map(|op| {
             let mut cmd = vec![0u8; 128];
@@ -111,8 +111,9 @@ fn nonzero_reserved_fields_of_every_command_are_bad_field_at_the_field() {
         (bytes_of(&create_cq), 127, CmdCreateCq::RESERVED1_OFF),
         (bytes_of(&create_eq), 15, CmdCreateEq::RESERVED0_OFF),
         (bytes_of(&create_eq), 127, CmdCreateEq::RESERVED1_OFF),
-        (bytes_of(&create_qp), 31, CmdCreateQp::RESERVED0_OFF),
-        (bytes_of(&create_qp), 39, CmdCreateQp::RESERVED1_OFF),
+        // Unknown flags, and an srqn without QP_FLAG_SRQ.
+        (bytes_of(&create_qp), 31, CmdCreateQp::FLAGS_OFF),
+        (bytes_of(&create_qp), 39, CmdCreateQp::SRQN_OFF),
         (bytes_of(&create_qp), 127, CmdCreateQp::RESERVED2_OFF),
         (
             bytes_of(&modify),
@@ -229,7 +230,11 @@ fn query_device_reports_limits_identity_and_capabilities() {
     assert_eq!(a.phys_port_cnt, 1);
     assert_ne!(a.node_guid.to_native(), 0);
     assert_eq!(a.sys_image_guid, a.node_guid);
-    assert_eq!(a.reserved0, [0; 19]);
+    assert_eq!(a.atomic_cap, u8::from(AtomicCap::Hca));
+    assert_eq!(a.max_srq.to_native(), MAX_SRQ);
+    assert_eq!(a.max_fast_reg_pages.to_native(), MAX_FAST_REG_PAGES);
+    assert_eq!(a.max_mw.to_native(), MAX_MW);
+    assert_eq!((a.reserved0, a.reserved1.to_native()), ([0; 2], 0));
 }
 
 #[test]
@@ -489,7 +494,7 @@ fn reg_mr_checks_pd_context_and_access() {
     let bad_pd = d.admin(&with(&|c| c.pdn = (pd + 9).into()));
     let foreign = d.admin(&with(&|c| c.uctx = b.into()));
     let remote_write_alone = d.admin(&with(&|c| c.access = REMOTE_WRITE.into()));
-    let unknown_bit = d.admin(&with(&|c| c.access = (LOCAL_WRITE | 0x10).into()));
+    let unknown_bit = d.admin(&with(&|c| c.access = (LOCAL_WRITE | 0x20).into()));
     let kernel = d.admin(&with(&|c| c.uctx = KERNEL_UCTX.into()));
 
     bad_pd.expect_err(AqStatus::BadHandle, CmdRegMr::PDN_OFF);
@@ -810,11 +815,6 @@ fn create_qp_checks_handles_contexts_and_type() {
             with(&|c| c.qp_type = QpType::Gsi.into()),
             AqStatus::Permission,
             CmdCreateQp::UCTX_OFF,
-        ),
-        (
-            with(&|c| c.qp_type = QpType::Uc.into()),
-            AqStatus::NotSupported,
-            CmdCreateQp::QP_TYPE_OFF,
         ),
         (
             with(&|c| c.qp_type = 9),

@@ -30,7 +30,6 @@ on_both_topologies!(
     message_longer_than_max_msg_size_fails_with_loc_len_err,
     wqe_with_too_many_sges_fails_with_bad_wqe,
     wqe_with_unknown_opcode_fails_with_bad_opcode,
-    wqe_with_atomic_opcode_fails_with_bad_opcode,
     wqe_with_nonzero_reserved_field_fails_with_bad_wqe,
     wqe_with_unknown_flag_fails_with_bad_wqe,
     inline_data_longer_than_max_inline_fails_with_bad_wqe,
@@ -451,21 +450,6 @@ fn wqe_with_unknown_opcode_fails_with_bad_opcode(t: Topology) {
             let mr = p.mr(A, 64, ACCESS_ALL);
             let mut wr = SendWr::send(1, vec![mr.sge(0, 64)]);
             wr.opcode = 0x1F; // between SEND_WITH_INV (9) and REG_MR (0x20): unassigned
-            wr
-        },
-        WcStatus::LocQpOpErr,
-        VendorErr::BadOpcode,
-    );
-}
-
-fn wqe_with_atomic_opcode_fails_with_bad_opcode(t: Topology) {
-    local_error(
-        t,
-        |p| {
-            let mr = p.mr(A, 64, ACCESS_ALL);
-            let dst = p.mr(B, 64, ACCESS_ALL);
-            let mut wr = SendWr::write(1, vec![mr.sge(0, 8)], &dst, 0);
-            wr.opcode = WrOpcode::AtomicFetchAndAdd.into();
             wr
         },
         WcStatus::LocQpOpErr,

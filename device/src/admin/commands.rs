@@ -77,12 +77,13 @@ fn run(
         QueryQp => super::qp::query_qp(st, mem, &checked(cmd)?),
         DestroyQp => super::qp::destroy_qp(rnic, st, &checked(cmd)?),
         SetGid => super::gid::set_gid(rnic, st, &checked(cmd)?),
+        CreateSrq => super::srq::create_srq(rnic, st, mem, reads, &checked(cmd)?),
+        ModifySrq => super::srq::modify_srq(rnic, st, &checked(cmd)?),
+        QuerySrq => super::srq::query_srq(st, mem, &checked(cmd)?),
+        DestroySrq => super::srq::destroy_srq(rnic, st, &checked(cmd)?),
         AllocMr => super::memory::alloc_mr(st, &checked(cmd)?),
         AllocMw => super::mw::alloc_mw(st, &checked(cmd)?),
         DeallocMw => super::mw::dealloc_mw(st, &checked(cmd)?),
-        CreateSrq | ModifySrq | QuerySrq | DestroySrq => {
-            Err(CmdError::general(AqStatus::NotSupported))
-        }
     }
 }
 
@@ -117,7 +118,9 @@ reserved!(
     CmdCreateEq,
     CmdCreateQp,
     CmdModifyQp,
-    CmdSetGid
+    CmdSetGid,
+    CmdCreateSrq,
+    CmdModifySrq
 );
 
 /// Decodes a command, refusing non-zero reserved fields.
@@ -213,6 +216,10 @@ fn query_device(rnic: &Rnic, mem: &RamSnapshot, cmd: &CmdQuery) -> CmdResult<[u3
         max_uctx: bar0::MAX_UCTX_RESET.into(),
         num_comp_vectors: (MSIX_VECTORS - 1).into(),
         phys_port_cnt: 1,
+        atomic_cap: AtomicCap::Hca.into(),
+        max_srq: MAX_SRQ.into(),
+        max_fast_reg_pages: MAX_FAST_REG_PAGES.into(),
+        max_mw: MAX_MW.into(),
         ..Default::default()
     };
     answer_query(mem, cmd, &attr)
@@ -279,7 +286,8 @@ fn dealloc_uctx(rnic: &Rnic, st: &mut RnicState, cmd: &CmdHandle) -> CmdResult<[
     let in_use = o.pds.iter().any(|(_, pd)| pd.uctx == uctx)
         || o.cqs.iter().any(|(_, cq)| cq.uctx == uctx)
         || o.qps.iter().any(|(_, qp)| qp.uctx == uctx)
-        || o.mkeys().any(|key| key.uctx() == uctx);
+        || o.mkeys().any(|key| key.uctx() == uctx)
+        || o.srqs.iter().any(|(_, srq)| srq.uctx == uctx);
     if in_use {
         return Err(busy(CmdHandle::HANDLE_OFF));
     }
@@ -307,7 +315,10 @@ fn dealloc_pd(st: &mut RnicState, cmd: &CmdHandle) -> CmdResult<[u32; 4]> {
         .ok_or(bad_handle(CmdHandle::HANDLE_OFF))?;
     owned(pd.uctx, cmd.uctx.to_native(), CmdHandle::UCTX_OFF)?;
     let o = &st.objects;
-    if o.mkeys().any(|key| key.pdn() == pdn) || o.qps.iter().any(|(_, qp)| qp.pdn == pdn) {
+    if o.mkeys().any(|key| key.pdn() == pdn)
+        || o.qps.iter().any(|(_, qp)| qp.pdn == pdn)
+        || o.srqs.iter().any(|(_, srq)| srq.pdn == pdn)
+    {
         return Err(busy(CmdHandle::HANDLE_OFF));
     }
     st.objects.pds.remove(pdn);

@@ -15,6 +15,7 @@ mod mw;
 mod prefetch;
 mod qp;
 mod queues;
+mod srq;
 
 use crate::objects::{Uctx, KERNEL_DB_PAGE};
 use crate::rnic::notify::{post_async, publish};

@@ -12,7 +12,8 @@ use super::queues::{ring_bytes, MAX_DEPTH_LOG2};
 use crate::guest_memory::RamSnapshot;
 use crate::objects::page_list::{self, GuestPages, PageListError};
 use vrnic_hw::{
-    AqHeader, AqOpcode, CmdCreateCq, CmdCreateEq, CmdCreateQp, CmdRegMr, Cqe, Eqe, PageList,
+    AqHeader, AqOpcode, CmdCreateCq, CmdCreateEq, CmdCreateQp, CmdCreateSrq, CmdRegMr, Cqe, Eqe,
+    PageList,
 };
 
 /// Which list of which command, covering what.
@@ -78,6 +79,17 @@ impl PageListReads {
                     if shift < 16 {
                         ring(pl, at, depth, 1 << shift);
                     }
+                }
+            }
+            Ok(AqOpcode::CreateSrq) => {
+                let c: CmdCreateSrq = parse(cmd);
+                if c.wqe_shift < 16 {
+                    ring(
+                        &c.ring,
+                        CmdCreateSrq::RING_OFF,
+                        c.depth_log2,
+                        1 << c.wqe_shift,
+                    );
                 }
             }
             Ok(AqOpcode::RegMr) => {

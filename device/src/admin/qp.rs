@@ -1,4 +1,4 @@
-//! CREATE_QP, MODIFY_QP (the IBTA state machine), QUERY_QP and DESTROY_QP.
+//! CREATE_QP (RC, UC, UD, GSI; with or without an SRQ), MODIFY_QP (the IBTA state machine), QUERY_QP and DESTROY_QP.
 
 use super::commands::{owned, uctx_exists, write_out};
 use super::error::{
@@ -7,8 +7,9 @@ use super::error::{
 use super::prefetch::PageListReads;
 use super::queues::{read_ring, release_slot, take_slot};
 use crate::guest_memory::RamSnapshot;
+use crate::objects::page_list::GuestPages;
 use crate::objects::qp::{mask, transition};
-use crate::objects::{Qp, WorkQueue};
+use crate::objects::{Qp, Ring, WorkQueue};
 use crate::rnic::notify::post_async;
 use crate::rnic::{Rnic, RnicState};
 use vrnic_hw::*;
@@ -39,7 +40,7 @@ pub fn create_qp(
         owned(cq.uctx, uctx, off)?;
     }
     let kind = match QpType::try_from(cmd.qp_type) {
-        Ok(k @ (QpType::Rc | QpType::Ud)) => k,
+        Ok(k @ (QpType::Rc | QpType::Uc | QpType::Ud)) => k,
         // SPEC "Link modes": one GSI QP per RoCE device, the kernel's.
         Ok(QpType::Gsi) => {
             if uctx != KERNEL_UCTX {
@@ -56,19 +57,16 @@ pub fn create_qp(
             }
             QpType::Gsi
         }
-        Ok(QpType::Uc) => {
-            return Err(CmdError::new(
-                AqStatus::NotSupported,
-                CmdCreateQp::QP_TYPE_OFF,
-            ))
-        }
         Err(_) => return Err(bad_field(CmdCreateQp::QP_TYPE_OFF)),
     };
-    let datagram = kind != QpType::Rc;
-    for (depth, off) in [
-        (cmd.sq_depth_log2, CmdCreateQp::SQ_DEPTH_LOG2_OFF),
-        (cmd.rq_depth_log2, CmdCreateQp::RQ_DEPTH_LOG2_OFF),
-    ] {
+    let datagram = matches!(kind, QpType::Ud | QpType::Gsi);
+    let srq = super::srq::srq_of_new_qp(st, cmd, kind)?;
+    let own_rq = srq.is_none();
+    let mut depths = vec![(cmd.sq_depth_log2, CmdCreateQp::SQ_DEPTH_LOG2_OFF)];
+    if own_rq {
+        depths.push((cmd.rq_depth_log2, CmdCreateQp::RQ_DEPTH_LOG2_OFF));
+    }
+    for (depth, off) in depths {
         if !(1..=MAX_WR_LOG2).contains(&depth) {
             return Err(bad_size(off));
         }
@@ -98,7 +96,9 @@ pub fn create_qp(
     }
     let recv_need = RecvWqeHeader::SIZE + Sge::SIZE * usize::from(cmd.max_recv_sge);
     let rq_shift = u32::from(cmd.rq_wqe_shift);
-    if !(RECV_WQE_SHIFT_MIN..=RECV_WQE_SHIFT_MAX).contains(&rq_shift) || recv_need > 1 << rq_shift {
+    let rq_shift_ok =
+        (RECV_WQE_SHIFT_MIN..=RECV_WQE_SHIFT_MAX).contains(&rq_shift) && recv_need <= 1 << rq_shift;
+    if own_rq && !rq_shift_ok {
         return Err(bad_size(CmdCreateQp::RQ_WQE_SHIFT_OFF));
     }
     let sq = read_ring(
@@ -109,14 +109,22 @@ pub fn create_qp(
         cmd.sq_depth_log2,
         1 << sq_shift,
     )?;
-    let rq = read_ring(
-        reads,
-        mem,
-        &cmd.rq_ring,
-        CmdCreateQp::RQ_RING_OFF,
-        cmd.rq_depth_log2,
-        1 << rq_shift,
-    )?;
+    let rq = match own_rq {
+        true => read_ring(
+            reads,
+            mem,
+            &cmd.rq_ring,
+            CmdCreateQp::RQ_RING_OFF,
+            cmd.rq_depth_log2,
+            1 << rq_shift,
+        )?,
+        // Receives come from the SRQ: an empty ring nothing reads.
+        false => Ring {
+            pages: GuestPages::list(Vec::new(), PAGE_SHIFT_MIN),
+            depth_log2: 0,
+            entry_shift: RECV_WQE_SHIFT_MIN as u8,
+        },
+    };
     if st.objects.qps.free_index(0).is_none() {
         return Err(no_resources());
     }
@@ -148,6 +156,7 @@ pub fn create_qp(
             expected_psn: 0,
             epoch: 0,
             receive_in_flight: false,
+            srq,
         },
     );
     if kind == QpType::Gsi {
@@ -349,6 +358,10 @@ pub fn modify_qp(rnic: &Rnic, st: &mut RnicState, cmd: &CmdModifyQp) -> CmdResul
     if m & mask::RQ_PSN != 0 {
         qp.expected_psn = attr.rq_psn.to_native();
     }
+    if target == QpState::Err {
+        // Also starts an SRQ QP's last-WQE report (SPEC "Shared receive queues").
+        qp.enter_error();
+    }
     qp.state = target;
     let (page, slot, notify) = (qp.db_page, qp.db_slot, qp.attr.en_sqd_async_notify != 0);
     match target {
@@ -361,9 +374,13 @@ pub fn modify_qp(rnic: &Rnic, st: &mut RnicState, cmd: &CmdModifyQp) -> CmdResul
             qp.expected_psn = 0;
             qp.attr = QpAttr::default();
             qp.dmac = [0; 6];
+            if let Some(srq) = qp.srq.as_mut() {
+                // Forgotten like every outstanding WQE.
+                srq.taken = None;
+                srq.last_wqe_due = false;
+            }
             rnic.doorbells.clear_slot(page, slot);
         }
-        QpState::Err => qp.forget_work(),
         QpState::Sqd if current != QpState::Sqd && notify => {
             // WQEs execute to completion as they start, so the queue is drained at once.
             post_async(rnic, st, EventType::SqDrained, qpn, 0);

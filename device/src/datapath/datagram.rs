@@ -195,7 +195,7 @@ fn accept(rnic: &Rnic, st: &mut RnicState, s: &Send) -> Result<Accepted, Refused
     if dg.qkey != qkey {
         return Err(Refused::Dropped("Q_Key mismatch"));
     }
-    if !receive::posted(rnic, st, qpn) {
+    if !receive::claim(rnic, st, qpn) {
         return Err(Refused::Dropped("no receive WQE"));
     }
     let need = GRH_LEN as u64 + s.len;

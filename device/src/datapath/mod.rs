@@ -8,6 +8,7 @@
 //! it. Work per pass is bounded per QP (`WQE_BUDGET`, one chunk) and per device
 //! (`DEVICE_BYTES_PER_PASS`), and each pass starts where the previous one stopped.
 
+pub mod atomic;
 pub mod copy;
 pub mod datagram;
 pub mod grh;

@@ -6,7 +6,7 @@ use super::copy::Pieces;
 use super::datagram::{self, Datagram};
 use super::memory_ops;
 use super::responder::{respond, Request, Response};
-use super::{sge, Budget, Peers, Progress, Route, CHUNK, WQE_BUDGET};
+use super::{atomic, receive, sge, Budget, Peers, Progress, Route, CHUNK, WQE_BUDGET};
 use crate::addr::{Address, Gid};
 use crate::guest_memory::RamSnapshot;
 use crate::objects::qp::{packets, psn_add, WaitReason, Waiting};
@@ -17,8 +17,9 @@ use crate::rnic::{Rnic, RnicState};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use vrnic_hw::{
-    Access, Cqe, DbQpSlot, EventType, QpState, RecvWqeHeader, SendFlags, SendWqeHeader, Sge,
-    VendorErr, WcOpcode, WcStatus, WrOpcode, CQE_FLAG_RECV, UD_MAX_PAYLOAD, UD_PAYLOAD_OFFSET,
+    Access, AtomicSeg, Cqe, DbQpSlot, EventType, QpState, QpType, RecvWqeHeader, SendFlags,
+    SendWqeHeader, Sge, VendorErr, WcOpcode, WcStatus, WrOpcode, CQE_FLAG_RECV, UD_MAX_PAYLOAD,
+    UD_PAYLOAD_OFFSET,
 };
 
 /// A failed WQE: its completion status and the device's reason.
@@ -42,6 +43,10 @@ pub struct Transfer {
     dest: Address,
     src_gid: Option<Gid>,
     dest_qpn: u32,
+    /// RC or UC: the transport the target must speak.
+    transport: QpType,
+    /// Atomics: the operands.
+    atomic: Option<AtomicSeg>,
     /// UD and GSI: the resolved address vector (boxed: RC transfers stay small).
     datagram: Option<Box<Datagram>>,
     mem: RamSnapshot,
@@ -146,7 +151,11 @@ impl Rung {
         let word = |field| rnic.doorbells.slot_word(qp.db_page, qp.db_slot, field);
         Rung {
             sq_pi: word(DbQpSlot::SQ_PI_OFF),
-            rq_pi: word(DbQpSlot::RQ_PI_OFF),
+            // A QP with an SRQ has no receive queue: its rq_pi means nothing.
+            rq_pi: match qp.srq {
+                None => word(DbQpSlot::RQ_PI_OFF),
+                Some(_) => qp.rq.ci,
+            },
         }
     }
 
@@ -161,7 +170,9 @@ pub fn look(rnic: &Rnic, qp: &Qp, now: Instant) -> Look {
     let rung = Rung::read(rnic, qp);
     let sq_pending = rung.sq_pi != qp.sq.ci;
     match qp.state {
-        QpState::Err if sq_pending || rung.rq_pi != qp.rq.ci => Look::Work,
+        QpState::Err if sq_pending || rung.rq_pi != qp.rq.ci || receive::srq_flush_due(qp) => {
+            Look::Work
+        }
         QpState::Err => Look::Idle,
         _ if rung.overrun(qp) => Look::Work,
         QpState::Rts if sq_pending => match qp.waiting {
@@ -305,12 +316,14 @@ fn resolve(
     let fail = |f: Failure| (wqe, f);
     let bad = (WcStatus::LocQpOpErr, VendorErr::BadWqe);
     let qp = st.objects.qp(qpn).ok_or(fail(bad))?;
-    let opcode = match WrOpcode::try_from(wqe.opcode) {
-        Ok(WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd) | Err(_) => {
-            return Err(fail((WcStatus::LocQpOpErr, VendorErr::BadOpcode)))
-        }
-        Ok(op) => op,
-    };
+    let bad_opcode = (WcStatus::LocQpOpErr, VendorErr::BadOpcode);
+    let opcode = WrOpcode::try_from(wqe.opcode).map_err(|_| fail(bad_opcode))?;
+    // UC has no responses to carry READ data or atomic results (SPEC "Unreliable
+    // connected"); atomics are RC only.
+    let no_response = matches!(opcode, WrOpcode::RdmaRead) || atomic::is_atomic(opcode);
+    if qp.kind == QpType::Uc && no_response {
+        return Err(fail(bad_opcode));
+    }
     let known_flags = SendFlags::ALL.iter().fold(0u8, |acc, f| acc | u8::from(*f));
     if wqe.flags & !known_flags != 0 || wqe.nonzero_reserved().is_some() {
         return Err(fail(bad));
@@ -329,7 +342,15 @@ fn resolve(
     let stride = 1u64 << qp.sq.ring.entry_shift;
     let payload = addr + payload_off;
     let offset = qp.sq_offset;
-    let (len, pieces) = if wqe.flags & u8::from(SendFlags::Inline) != 0 {
+    let mut atomic_seg = None;
+    let (len, pieces) = if atomic::is_atomic(opcode) && datagram.is_none() {
+        let (seg, sge) = atomic::read_wqe(mem, addr, &wqe, stride).map_err(fail)?;
+        atomic_seg = Some(seg);
+        let sges = [sge];
+        let access = u32::from(Access::LocalWrite);
+        let len = sge::check(&st.objects, sge::Owner::of(qp), &sges, access).map_err(fail)?;
+        (len, sge::pieces(&st.objects, &sges, 0, len))
+    } else if wqe.flags & u8::from(SendFlags::Inline) != 0 {
         let len = u64::from(wqe.inline_len.to_native());
         if wqe.num_sge != 0
             || opcode == WrOpcode::RdmaRead
@@ -371,9 +392,10 @@ fn resolve(
     // The local buffers must be reachable before the target is involved: a local DMA
     // fault is the requester's error whatever the target's state (e.g. no receive posted).
     let local_ok = pieces.iter().all(|&(addr, n)| {
-        usize::try_from(n).is_ok_and(|n| match opcode {
-            WrOpcode::RdmaRead => mem.check_write(addr, n).is_ok(),
-            _ => mem.check_read(addr, n).is_ok(),
+        usize::try_from(n).is_ok_and(|n| match no_response {
+            // READ data and atomic results are written into the local buffers.
+            true => mem.check_write(addr, n).is_ok(),
+            false => mem.check_read(addr, n).is_ok(),
         })
     });
     if !local_ok {
@@ -404,6 +426,8 @@ fn resolve(
         dest,
         src_gid,
         dest_qpn: qp.attr.dest_qp_num.to_native(),
+        transport: qp.kind,
+        atomic: atomic_seg,
         datagram,
         mem: mem.clone(),
         _in_flight: rnic.fence.enter(),
@@ -439,6 +463,8 @@ fn carry_out(peers: &dyn Peers, rnic: &Rnic, t: &Transfer) -> Response {
         src_gid: t.src_gid,
         src_qpn: t.qpn,
         dest_qpn: t.dest_qpn,
+        transport: t.transport,
+        atomic: t.atomic,
         psn: t.psn,
         packets: t.packets,
         solicited,
@@ -474,6 +500,11 @@ fn finish(rnic: &Rnic, st: &mut RnicState, t: Transfer, response: Response, now:
         // the WQE is flushed or forgotten, as SPEC says for those transitions.
         return Step::Failed;
     }
+    let response = match (t.transport, response) {
+        // UC: sent is done, whatever the target made of it (SPEC "Unreliable connected").
+        (QpType::Uc, r) if r != Response::LocalFault => Response::Done,
+        (_, r) => r,
+    };
     let (reason, delay, retries) = match response {
         Response::Done => {
             qp.waiting = None;
@@ -676,5 +707,5 @@ fn flush(
             }
         }
     }
-    worked
+    worked | receive::flush_srq(rnic, st, mem, qpn)
 }

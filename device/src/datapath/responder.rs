@@ -4,7 +4,7 @@
 //! copies in between with no lock held.
 
 use super::copy::{copy, Fault, Pieces};
-use super::{memory_ops, receive, sge};
+use super::{atomic, memory_ops, receive, sge};
 use crate::addr::Gid;
 use crate::guest_memory::RamSnapshot;
 use crate::objects::qp::psn_add;
@@ -12,8 +12,8 @@ use crate::rnic::fence::InFlight;
 use crate::rnic::notify::post_async;
 use crate::rnic::{Rnic, RnicState};
 use vrnic_hw::{
-    Access, Cqe, EventType, QpState, QpType, VendorErr, WcFlags, WcOpcode, WcStatus, WrOpcode,
-    CQE_FLAG_SOLICITED,
+    Access, AtomicSeg, Cqe, EventType, QpState, QpType, VendorErr, WcFlags, WcOpcode, WcStatus,
+    WrOpcode, CQE_FLAG_SOLICITED,
 };
 
 /// A request travelling from a requester QP to its target.
@@ -24,6 +24,10 @@ pub struct Request<'a> {
     pub src_gid: Option<Gid>,
     pub src_qpn: u32,
     pub dest_qpn: u32,
+    /// RC or UC: a target QP of another type does not answer.
+    pub transport: QpType,
+    /// Atomics: the operands (SPEC "Atomics").
+    pub atomic: Option<AtomicSeg>,
     /// PSN of the request's first packet, and how many packets it takes.
     pub psn: u32,
     pub packets: u32,
@@ -86,8 +90,11 @@ pub fn respond(rnic: &Rnic, req: &Request) -> Response {
         Ok(acc) => acc,
         Err(response) => return response,
     };
-    let result = match req.opcode {
-        WrOpcode::RdmaRead => copy(req.mem, req.pieces, &acc.mem, &acc.pieces, req.chunk),
+    let result = match (req.opcode, req.atomic) {
+        (WrOpcode::RdmaRead, _) => copy(req.mem, req.pieces, &acc.mem, &acc.pieces, req.chunk),
+        (op, Some(seg)) if atomic::is_atomic(op) => {
+            atomic::execute(op, &seg, &acc.mem, &acc.pieces, req.mem, req.pieces)
+        }
         _ => copy(&acc.mem, &acc.pieces, req.mem, req.pieces, req.chunk),
     };
     complete(rnic, &mut rnic.lock(), req, acc, result)
@@ -112,9 +119,19 @@ fn accept(rnic: &Rnic, st: &mut RnicState, req: &Request) -> Result<Accepted, Re
         qp.attr.dlid.to_native() == req.src_lid
     };
     let connected = qp.attr.dest_qp_num.to_native() == req.src_qpn && from_peer;
-    if qp.kind != QpType::Rc || !qp.receives_allowed() || !connected {
+    if qp.kind != req.transport || !qp.receives_allowed() || !connected {
         return Err(Response::Unreachable);
     }
+    if qp.kind == QpType::Uc && req.offset == 0 && req.psn != qp.expected_psn {
+        // UC never retransmits: a message lost on the way leaves a gap in the PSNs, and the
+        // next message's first packet resynchronizes the responder (IBTA 9.7.5.2.1).
+        if let Some(qp) = st.objects.qp_mut(req.dest_qpn) {
+            qp.expected_psn = req.psn;
+        }
+    }
+    let Some(qp) = st.objects.qp(req.dest_qpn) else {
+        return Err(Response::Unreachable);
+    };
     let qp_pdn = qp.pdn;
     if req.psn != qp.expected_psn {
         let expected = qp.expected_psn;
@@ -136,7 +153,7 @@ fn accept(rnic: &Rnic, st: &mut RnicState, req: &Request) -> Result<Accepted, Re
     let pieces = match req.opcode {
         WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm => {
             let dst = remote_access(rnic, st, req, Access::RemoteWrite)?;
-            if req.imm.is_some() && !receive::posted(rnic, st, req.dest_qpn) {
+            if req.imm.is_some() && !receive::claim(rnic, st, req.dest_qpn) {
                 return Err(rnr(st, req.dest_qpn));
             }
             dst
@@ -166,11 +183,8 @@ fn accept(rnic: &Rnic, st: &mut RnicState, req: &Request) -> Result<Accepted, Re
             }
             remote_access(rnic, st, req, Access::RemoteRead)?
         }
-        WrOpcode::AtomicCmpAndSwp
-        | WrOpcode::AtomicFetchAndAdd
-        | WrOpcode::LocalInv
-        | WrOpcode::BindMw
-        | WrOpcode::RegMr => {
+        WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd => atomic_target(rnic, st, req)?,
+        WrOpcode::LocalInv | WrOpcode::BindMw | WrOpcode::RegMr => {
             return Err(fail(
                 rnic,
                 st,
@@ -206,7 +220,8 @@ fn complete(
     let Some(qp) = receive::copy_ended(rnic, st, req.dest_qpn, acc.epoch) else {
         return Response::Unreachable;
     };
-    let reading = req.opcode == WrOpcode::RdmaRead;
+    // READ and atomics move data back to the requester.
+    let reading = req.opcode == WrOpcode::RdmaRead || atomic::is_atomic(req.opcode);
     let sending = req.is_send();
     match result {
         Ok(()) => {}
@@ -250,7 +265,29 @@ fn complete(
     }
 }
 
-/// The target QP moves to ERR with an async event; the requester gets `status`.
+/// The target word of an atomic: the responder takes atomics (max_dest_rd_atomic), the
+/// address is 8-byte aligned (MISALIGNED), and rkey, PD, bounds and REMOTE_ATOMIC of the
+/// MR and the QP allow it (SPEC "Atomics").
+fn atomic_target(rnic: &Rnic, st: &mut RnicState, req: &Request) -> Result<Pieces, Response> {
+    let takes_atomics = st
+        .objects
+        .qp(req.dest_qpn)
+        .is_some_and(|qp| qp.attr.max_dest_rd_atomic > 0);
+    let refusal = match (takes_atomics, req.remote_addr % atomic::ATOMIC_LEN) {
+        (false, _) => Some(VendorErr::RemoteAccess),
+        (true, 0) => None,
+        (true, _) => Some(VendorErr::Misaligned),
+    };
+    if let Some(why) = refusal {
+        let (event, status) = (EventType::QpReqErr, WcStatus::RemInvReqErr);
+        return Err(fail(rnic, st, req.dest_qpn, event, status, why));
+    }
+    remote_access(rnic, st, req, Access::RemoteAtomic)
+}
+
+/// The target QP moves to ERR with an async event; the requester gets `status`. A UC
+/// target drops what it cannot accept instead and stays as it is (SPEC "Unreliable
+/// connected"), unless its own memory or receive WQE failed (QP_FATAL).
 fn fail(
     rnic: &Rnic,
     st: &mut RnicState,
@@ -259,6 +296,15 @@ fn fail(
     status: WcStatus,
     why: VendorErr,
 ) -> Response {
+    let uc = st.objects.qp(qpn).is_some_and(|qp| qp.kind == QpType::Uc);
+    if uc && event != EventType::QpFatal {
+        st.log(
+            rnic,
+            log::Level::Debug,
+            format_args!("UC QP {qpn} dropped a request ({why:?})"),
+        );
+        return Response::Remote(status, why);
+    }
     st.warn(
         rnic,
         format_args!("QP {qpn} refused a request ({why:?}); moving to ERR"),
@@ -341,7 +387,7 @@ fn send_buffers(
     mem: &RamSnapshot,
     req: &Request,
 ) -> Result<Pieces, Response> {
-    if !receive::posted(rnic, st, req.dest_qpn) {
+    if !receive::claim(rnic, st, req.dest_qpn) {
         return Err(rnr(st, req.dest_qpn));
     }
     match receive_buffers(st, mem, req) {

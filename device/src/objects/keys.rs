@@ -255,3 +255,93 @@ impl Objects {
 pub fn index_of(key: u32) -> u32 {
     split_key(key).0
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::objects::page_list::GuestPages;
+
+    fn region(key: u32) -> Mr {
+        Mr {
+            key,
+            pdn: 1,
+            uctx: 0,
+            iova: 0x1000,
+            length: 0x2000,
+            access: 0x1F,
+            pages: GuestPages::list(vec![0x10_0000, 0x20_0000], 12),
+            first_offset: 0,
+        }
+    }
+
+    #[test]
+    fn a_fast_registration_mr_answers_only_to_its_current_key_while_valid() {
+        let mut o = Objects::new();
+        let (index, key) = o.next_key().unwrap();
+        o.insert_key(
+            index,
+            Mkey::FastReg(FastRegMr {
+                key,
+                pdn: 1,
+                uctx: 0,
+                max_pages: 2,
+                valid: None,
+            }),
+        );
+        assert!(o.mr_by_key(key).is_none(), "FREE: no lkey");
+        let new_key = (key & !0xFF) | 0x42;
+
+        o.rekey(new_key);
+        if let Some(Mkey::FastReg(f)) = o.mkey_at_mut(new_key) {
+            f.valid = Some(region(new_key));
+        }
+
+        assert!(o.mr_by_key(new_key).is_some());
+        assert!(o.mr_by_key(key).is_none(), "the old variant is retired");
+        assert_eq!(o.remote_key(key, 7).err(), Some(VendorErr::BadRkey));
+        o.remove_key(new_key);
+        let (again, next) = o.next_key().unwrap();
+        assert_eq!(again, index);
+        assert_ne!(
+            next, new_key,
+            "the index's next key follows the chosen variant"
+        );
+    }
+
+    #[test]
+    fn a_window_gives_its_range_and_rights_and_a_type_2_one_only_to_its_qp() {
+        let mut o = Objects::new();
+        let (mr_index, mr_key) = o.next_key().unwrap();
+        o.insert_mr(mr_index, region(mr_key));
+        let (index, rkey) = o.next_key().unwrap();
+        let binding = Binding {
+            mr_key,
+            addr: 0x1800,
+            length: 0x1000,
+            access: 0x4,
+            qpn: Some(9),
+        };
+        o.insert_key(
+            index,
+            Mkey::Window(Window {
+                key: rkey,
+                pdn: 1,
+                uctx: 0,
+                kind: MwType::Type2,
+                binding: Some(binding),
+            }),
+        );
+
+        let key = o.remote_key(rkey, 9).unwrap();
+        assert!(key.allows(0x4) && !key.allows(0x2));
+        assert_eq!(
+            key.range(0x1800, 0x1000).map(|s| s.collect::<Vec<_>>()),
+            Some(vec![(0x10_0800, 0x800), (0x20_0000, 0x800)])
+        );
+        assert!(key.range(0x17ff, 1).is_none());
+        assert!(key.range(0x2000, 0x801).is_none());
+        assert_eq!(o.remote_key(rkey, 8).err(), Some(VendorErr::MkeyState));
+        assert!(o.mr_by_key(rkey).is_none(), "a window is never an lkey");
+        assert!(o.mkeys().any(|e| e.binds(mr_key)));
+    }
+}

@@ -10,6 +10,7 @@ pub mod mr;
 pub mod page_list;
 pub mod qp;
 pub mod queues;
+pub mod srq;
 pub mod table;
 
 use std::collections::{BTreeSet, HashMap};
@@ -20,6 +21,7 @@ pub use keys::Mkey;
 pub use mr::Mr;
 pub use qp::Qp;
 pub use queues::{Cq, Eq, Ring, WorkQueue};
+pub use srq::Srq;
 
 /// Most page-list entries all MRs of one device may hold together (16M entries: 128 MiB of
 /// host memory, 64 GiB of 4 KiB pages). Contiguous lists hold none.
@@ -240,6 +242,8 @@ pub struct Objects {
     pub eqs: Table<Eq>,
     /// QPs by the index part of their QPN.
     pub qps: Table<Qp>,
+    /// SRQs by srqn.
+    pub srqs: Table<Srq>,
     /// The QP whose doorbell is at (page, slot), for a scan of the slot flags.
     qp_slots: HashMap<(u32, u32), u32>,
     /// QPs that may have work for the data path: a flagged doorbell, a state change, a
@@ -263,6 +267,7 @@ impl Objects {
             cqs: Table::new(bar0::MAX_CQ_RESET as usize),
             eqs: Table::new(bar0::MAX_EQ_RESET as usize),
             qps: Table::new((bar0::MAX_QP_RESET as usize).min(1 << QPN_INDEX_BITS)),
+            srqs: Table::new(vrnic_hw::MAX_SRQ as usize),
             qp_slots: HashMap::new(),
             active: BTreeSet::new(),
             gsi_qpn: None,
@@ -464,6 +469,7 @@ mod tests {
             expected_psn: 0,
             epoch: 0,
             receive_in_flight: false,
+            srq: None,
         }
     }
 

@@ -1,4 +1,4 @@
-//! Queue pairs (RC, and the datagram types UD and GSI) and the IBTA state machine of
+//! Queue pairs (RC, UC, and the datagram types UD and GSI) and the IBTA state machine of
 //! MODIFY_QP.
 
 use super::queues::WorkQueue;
@@ -26,7 +26,7 @@ pub struct Waiting {
 #[derive(Debug)]
 pub struct Qp {
     pub qpn: u32,
-    /// RC, UD or GSI (CREATE_QP refuses the others).
+    /// RC, UC, UD or GSI.
     pub kind: QpType,
     pub uctx: u32,
     pub pdn: u32,
@@ -62,6 +62,29 @@ pub struct Qp {
     /// A request into this QP's receive queue is being placed outside the device lock: the
     /// head receive WQE must not be flushed until it ends.
     pub receive_in_flight: bool,
+    /// QP_FLAG_SRQ: the SRQ receives come from (the QP's own `rq` is then unused).
+    pub srq: Option<QpSrq>,
+}
+
+/// A QP's part of the SRQ it takes receive WQEs from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpSrq {
+    pub srqn: u32,
+    /// The SRQ WQE (free-running index) this QP took for the message it is receiving; a
+    /// message of several chunks keeps it until it completes.
+    pub taken: Option<u32>,
+    /// The QP entered ERR: flush `taken`, then post QP_LAST_WQE_REACHED.
+    pub last_wqe_due: bool,
+}
+
+impl QpSrq {
+    pub fn new(srqn: u32) -> Self {
+        QpSrq {
+            srqn,
+            taken: None,
+            last_wqe_due: false,
+        }
+    }
 }
 
 /// PSNs are 24-bit and wrap.
@@ -87,6 +110,7 @@ pub use vrnic_hw::qp_attr_mask as mask;
 pub fn transition(kind: QpType, from: QpState, to: QpState) -> Option<(u32, u32)> {
     match kind {
         QpType::Ud | QpType::Gsi => datagram_transition(kind == QpType::Gsi, from, to),
+        QpType::Uc => uc_transition(from, to),
         _ => rc_transition(from, to),
     }
 }
@@ -106,6 +130,25 @@ fn datagram_transition(gsi: bool, from: QpState, to: QpState) -> Option<(u32, u3
         (Rts, Rts) | (Sqd, Rts) | (Sqe, Rts) => (0, CUR_STATE | QKEY),
         (Rts, Sqd) => (0, EN_SQD_ASYNC_NOTIFY),
         (Sqd, Sqd) => (0, PKEY_INDEX | QKEY),
+        _ => return None,
+    })
+}
+
+/// UC: connected like RC, without acknowledgements: no retries, no RNR, no READs or
+/// atomics, so none of their attributes (ib_modify_qp_is_ok's UC columns).
+fn uc_transition(from: QpState, to: QpState) -> Option<(u32, u32)> {
+    use mask::*;
+    use QpState::*;
+    Some(match (from, to) {
+        (_, Reset) | (_, Err) => (0, 0),
+        (Reset, Init) => (PKEY_INDEX | PORT | ACCESS_FLAGS, 0),
+        (Init, Init) => (0, PKEY_INDEX | PORT | ACCESS_FLAGS),
+        (Init, Rtr) => (AV | PATH_MTU | DEST_QPN | RQ_PSN, ACCESS_FLAGS | PKEY_INDEX),
+        (Rtr, Rts) => (SQ_PSN, CUR_STATE | ACCESS_FLAGS),
+        (Rts, Rts) | (Sqd, Rts) => (0, CUR_STATE | ACCESS_FLAGS),
+        (Rts, Sqd) => (0, EN_SQD_ASYNC_NOTIFY),
+        (Sqd, Sqd) => (0, AV | ACCESS_FLAGS | PKEY_INDEX),
+        (Sqe, Rts) => (0, CUR_STATE | ACCESS_FLAGS),
         _ => return None,
     })
 }
@@ -152,8 +195,14 @@ impl Qp {
         matches!(self.kind, QpType::Ud | QpType::Gsi)
     }
 
-    /// Moves to ERR: nothing is executed or waited for any more; the queues get flushed.
+    /// Moves to ERR: nothing is executed or waited for any more; the queues get flushed
+    /// (with an SRQ: the WQE it took, then QP_LAST_WQE_REACHED).
     pub fn enter_error(&mut self) {
+        if self.state != QpState::Err {
+            if let Some(srq) = self.srq.as_mut() {
+                srq.last_wqe_due = true;
+            }
+        }
         self.state = QpState::Err;
         self.forget_work();
     }
@@ -202,6 +251,22 @@ mod tests {
         assert!(rc(Rts, Init).is_none());
         assert_eq!(rc(Err, Reset), Some((0, 0)));
         assert!(rc(Err, Rts).is_none());
+    }
+
+    #[test]
+    fn uc_transitions_connect_without_retry_or_read_attributes() {
+        use QpState::*;
+        let uc = |from, to| transition(QpType::Uc, from, to);
+        assert_eq!(
+            uc(Init, Rtr).map(|t| t.0),
+            Some(mask::AV | mask::PATH_MTU | mask::DEST_QPN | mask::RQ_PSN)
+        );
+        assert_eq!(uc(Rtr, Rts).map(|t| t.0), Some(mask::SQ_PSN));
+        assert_eq!(
+            uc(Rtr, Rts).map(|t| t.1 & (mask::TIMEOUT | mask::MAX_QP_RD_ATOMIC)),
+            Some(0)
+        );
+        assert!(uc(Reset, Rtr).is_none());
     }
 
     #[test]

@@ -3,10 +3,14 @@
 //! 1. A thread holds at most one device lock (`Rnic::lock`) at a time: the data path
 //!    resolves a transfer under the requester's lock, drops it, then takes the target's.
 //!    No rule about which device comes first is needed because two are never held.
+//!    An SRQ is state of its device like a CQ: the QPs sharing it are that device's, so
+//!    taking an SRQ WQE needs only the device lock the receive path already holds.
 //! 2. Leaf locks (interrupt lines, the DMA fence, a GuestRam table, the fabric's GID
-//!    directory) are taken for a few instructions and nothing is locked while they are
-//!    held. SET_GID and reset update the GID directory under their device lock; route
-//!    look-ups read it with no device lock held.
+//!    directory, the process-wide atomics lock of `datapath::atomic`) are taken for a few
+//!    instructions and nothing is locked while they are held. SET_GID and reset update the
+//!    GID directory under their device lock; route look-ups read it with no device lock
+//!    held. An atomic's read-modify-write takes the atomics lock with no device lock held
+//!    (between the target's accept and complete, where other transfers copy).
 //! 3. Nothing blocks while a device lock is held: interrupts are signalled, and the DMA
 //!    fence is waited for, only after the device lock is released.
 

@@ -100,6 +100,7 @@ pub const ACCESS_ALL: u32 = 1 | 2 | 4;
 pub const LOCAL_WRITE: u32 = 1;
 pub const REMOTE_WRITE: u32 = 2;
 pub const REMOTE_READ: u32 = 4;
+pub const REMOTE_ATOMIC: u32 = 8;
 
 /// Bits of qp_attr_mask.
 pub fn mask(bits: &[QpAttrMask]) -> u32 {
@@ -747,12 +748,25 @@ impl FakeDriver {
         self.connect_qp_to(qp, PeerAddr::Lid(dlid), dest_qpn, o);
     }
 
-    /// INIT -> RTR -> RTS towards (`peer`, `dest_qpn`); the QP must be in RESET.
+    /// INIT -> RTR -> RTS towards (`peer`, `dest_qpn`); the QP must be in RESET. A UC QP
+    /// gets only the attributes UC has (no READ, atomic, RNR or retry attributes).
     pub fn connect_qp_to(&mut self, qp: &Qp, peer: PeerAddr, dest_qpn: u32, o: &ConnectOpts) {
+        use QpAttrMask::*;
+        let keep = match qp.caps.qp_type {
+            QpType::Uc => !mask(&[
+                MaxDestRdAtomic,
+                MinRnrTimer,
+                Timeout,
+                RetryCnt,
+                RnrRetry,
+                MaxQpRdAtomic,
+            ]),
+            _ => u32::MAX,
+        };
         self.qp_to_init(qp, o.access).ok();
         let (m, attr, dmac) = Self::rtr_attr_to(peer, dest_qpn, o);
-        self.modify_qp_dmac(qp, m, attr, dmac).ok();
+        self.modify_qp_dmac(qp, m & keep, attr, dmac).ok();
         let (m, attr) = Self::rts_attr(o);
-        self.modify_qp(qp, m, attr).ok();
+        self.modify_qp(qp, m & keep, attr).ok();
     }
 }

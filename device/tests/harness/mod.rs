@@ -20,6 +20,7 @@
 //! - `keys`: fast-registration MRs, memory windows and the work requests on them;
 //! - `queues`: work requests, posting (SPEC doorbell protocol), CQ/EQ polling and arming;
 //! - `pair`: two connected QPs, on two devices or on one (loopback), for data-path tests;
+//! - `srq`: shared receive queues and the QPs that take their receives from them;
 //! - `ud`: datagram QPs (UD, GSI) brought to RTS, and their address vectors.
 //!
 //! Every wait has a deadline (`TIMEOUT`): a broken device fails a test, never hangs it.
@@ -32,6 +33,7 @@ pub mod keys;
 pub mod memory;
 pub mod pair;
 pub mod queues;
+pub mod srq;
 pub mod test_model;
 pub mod ud;
 pub mod vfio;
@@ -44,6 +46,7 @@ pub use memory::GuestMemory;
 pub(crate) use pair::on_both_topologies;
 pub use pair::{Pair, Topology, Which};
 pub use queues::*;
+pub use srq::*;
 pub use ud::*;
 
 use std::fs::File;

@@ -224,6 +224,8 @@ pub struct SendWr {
     pub imm: [u8; 4],
     /// UD and GSI: the address vector (then the payload starts at UD_PAYLOAD_OFFSET).
     pub av: Option<UdAv>,
+    /// Atomics: the operands (an atomic_seg between the header and the SGE).
+    pub atomic: Option<AtomicSeg>,
 }
 
 impl SendWr {
@@ -238,7 +240,44 @@ impl SendWr {
             rkey: 0,
             imm: [0; 4],
             av: None,
+            atomic: None,
         }
+    }
+
+    /// ATOMIC_CMP_AND_SWP of the word at `remote`'s byte `remote_offset`: stores `swap` if
+    /// it equals `compare`; the original value lands in `result`.
+    pub fn cmp_and_swp(
+        wr_id: u64,
+        result: Sge,
+        remote: &Mr,
+        remote_offset: u64,
+        compare: u64,
+        swap: u64,
+    ) -> Self {
+        Self::new(wr_id, WrOpcode::AtomicCmpAndSwp, vec![result])
+            .remote(remote.addr(remote_offset), remote.key)
+            .operands(compare, swap)
+    }
+
+    /// ATOMIC_FETCH_AND_ADD of `add` to the word at `remote`'s byte `remote_offset`.
+    pub fn fetch_and_add(
+        wr_id: u64,
+        result: Sge,
+        remote: &Mr,
+        remote_offset: u64,
+        add: u64,
+    ) -> Self {
+        Self::new(wr_id, WrOpcode::AtomicFetchAndAdd, vec![result])
+            .remote(remote.addr(remote_offset), remote.key)
+            .operands(add, 0)
+    }
+
+    pub fn operands(mut self, compare_add: u64, swap: u64) -> Self {
+        self.atomic = Some(AtomicSeg {
+            compare_add: compare_add.into(),
+            swap: swap.into(),
+        });
+        self
     }
 
     /// A datagram SEND of `sges` with address vector `av`.
@@ -333,6 +372,9 @@ impl SendWr {
         let mut out = hdr.as_slice().to_vec();
         if let Some(av) = &self.av {
             out.extend_from_slice(av.as_slice());
+        }
+        if let Some(seg) = &self.atomic {
+            out.extend_from_slice(seg.as_slice());
         }
         match &self.inline {
             Some(d) => out.extend_from_slice(d),

@@ -62,6 +62,9 @@ struct Handles {
     eqs: Vec<u32>,
     cqs: Vec<(u32, u32)>,
     qps: Vec<(u32, u32)>,
+    srqs: Vec<(u32, u32)>,
+    /// Memory windows (rkey, context).
+    mws: Vec<(u32, u32)>,
 }
 
 fn any_handle(inp: &mut Input) -> u32 {
@@ -97,6 +100,10 @@ fn next_step(inp: &mut Input, h: &Handles) -> AqOpcode {
             AqOpcode::RegMr,
             AqOpcode::CreateQp,
             AqOpcode::SetGid,
+            AqOpcode::CreateSrq,
+            AqOpcode::ModifySrq,
+            AqOpcode::AllocMr,
+            AqOpcode::AllocMw,
         ])
     }
 }
@@ -192,6 +199,11 @@ fn allow_cmd(ram: &mut CanaryRam, bytes: &[u8; 128]) {
             allow_list(ram, &c.sq_ring);
             allow_list(ram, &c.rq_ring);
         }
+        Ok(AqOpcode::CreateSrq) => allow_list(ram, &parse::<CmdCreateSrq>(bytes).ring),
+        Ok(AqOpcode::QuerySrq) => {
+            let c: CmdModifySrq = parse(bytes);
+            ram.allow(c.out_addr.to_native(), u64::from(c.out_len.to_native()));
+        }
         _ => {}
     }
 }
@@ -252,11 +264,16 @@ fn build(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, h: &Handles) -> 
             };
             put(cmd.as_slice());
         }
-        AqOpcode::DeallocPd | AqOpcode::DeregMr | AqOpcode::DestroyCq | AqOpcode::DestroyQp => {
+        AqOpcode::DeallocPd
+        | AqOpcode::DeregMr
+        | AqOpcode::DestroyCq
+        | AqOpcode::DestroyQp
+        | AqOpcode::DestroySrq => {
             let list = match op {
                 AqOpcode::DeallocPd => &h.pds,
                 AqOpcode::DeregMr => &h.mrs,
                 AqOpcode::DestroyCq => &h.cqs,
+                AqOpcode::DestroySrq => &h.srqs,
                 _ => &h.qps,
             };
             let (handle, owner) = pick(inp, list);
@@ -273,6 +290,52 @@ fn build(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, h: &Handles) -> 
                 hdr,
                 handle: pick1(inp, &h.eqs).into(),
                 uctx: inp.mostly_u32(KERNEL_UCTX).into(),
+                ..Default::default()
+            };
+            put(cmd.as_slice());
+        }
+        AqOpcode::AllocMr => {
+            let (pd, owner) = pick(inp, &h.pds);
+            let max_pages = {
+                let v = 1 + inp.below(MAX_FAST_REG_PAGES as usize) as u32;
+                inp.mostly_u32(v)
+            };
+            let cmd = CmdAllocMr {
+                hdr,
+                pdn: pd.into(),
+                // Only the kernel may; the PD's own context now and then.
+                uctx: if inp.chance(10) { owner } else { KERNEL_UCTX }.into(),
+                max_pages: max_pages.into(),
+                ..Default::default()
+            };
+            put(cmd.as_slice());
+        }
+        AqOpcode::AllocMw => {
+            let (pd, owner) = pick(inp, &h.pds);
+            let cmd = CmdAllocMw {
+                hdr,
+                pdn: pd.into(),
+                uctx: claim(inp, h, owner).into(),
+                mw_type: {
+                    let v = 1 + inp.below(2) as u8;
+                    inp.mostly_u8(v)
+                },
+                ..Default::default()
+            };
+            put(cmd.as_slice());
+        }
+        AqOpcode::DeallocMw => {
+            let (mw, owner) = pick(inp, &h.mws);
+            // Any variant of the window's index names it.
+            let rkey = if inp.chance(20) {
+                (mw & !0xFF) | u32::from(inp.u8())
+            } else {
+                mw
+            };
+            let cmd = CmdHandle {
+                hdr,
+                handle: rkey.into(),
+                uctx: claim(inp, h, owner).into(),
                 ..Default::default()
             };
             put(cmd.as_slice());
@@ -362,10 +425,10 @@ fn build(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, h: &Handles) -> 
                 let v = [0, 16, 64, 128][inp.below(4)];
                 inp.mostly_u32(v)
             };
-            // RC mostly; UD and the kernel's GSI QP, whose WQEs carry a ud_av.
-            let qp_type = inp.pick(&[QpType::Rc, QpType::Rc, QpType::Ud, QpType::Gsi]);
+            // RC mostly; UC; UD and the kernel's GSI QP, whose WQEs carry a ud_av.
+            let qp_type = inp.pick(&[QpType::Rc, QpType::Rc, QpType::Uc, QpType::Ud, QpType::Gsi]);
             let payload_off = match qp_type {
-                QpType::Rc => SendWqeHeader::SIZE,
+                QpType::Rc | QpType::Uc => SendWqeHeader::SIZE,
                 _ => UD_PAYLOAD_OFFSET as usize,
             };
             let need_sq =
@@ -381,6 +444,8 @@ fn build(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, h: &Handles) -> 
                 let v = fit(need_rq, RECV_WQE_SHIFT_MIN);
                 inp.mostly_u8(v)
             };
+            // Now and then the receives come from an SRQ (then the RQ fields are zero).
+            let srq = (inp.chance(4)).then(|| pick(inp, &h.srqs).0);
             let cmd = CmdCreateQp {
                 hdr,
                 uctx: claim(inp, h, owner).into(),
@@ -397,6 +462,82 @@ fn build(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, h: &Handles) -> 
                 max_inline: max_inline.into(),
                 sq_ring: ring(inp, ram, heap, sq_depth, u32::from(sq_shift.min(12))),
                 rq_ring: ring(inp, ram, heap, rq_depth, u32::from(rq_shift.min(12))),
+                ..Default::default()
+            };
+            let cmd = match srq {
+                Some(srqn) if !inp.chance(10) => CmdCreateQp {
+                    flags: QP_FLAG_SRQ as u8,
+                    srqn: srqn.into(),
+                    rq_depth_log2: 0,
+                    rq_wqe_shift: 0,
+                    max_recv_sge: 0,
+                    rq_ring: PageList::default(),
+                    ..cmd
+                },
+                Some(srqn) => CmdCreateQp {
+                    flags: inp.mostly_u8(QP_FLAG_SRQ as u8),
+                    srqn: srqn.into(),
+                    ..cmd
+                },
+                None => cmd,
+            };
+            put(cmd.as_slice());
+        }
+        AqOpcode::CreateSrq => {
+            let (pd, owner) = pick(inp, &h.pds);
+            let depth = {
+                let v = 1 + inp.below(10) as u8;
+                inp.mostly_u8(v)
+            };
+            let max_sge = {
+                let v = 1 + inp.below(4) as u8;
+                inp.mostly_u8(v)
+            };
+            let need = RecvWqeHeader::SIZE + Sge::SIZE * usize::from(max_sge);
+            let shift = {
+                let v = (RECV_WQE_SHIFT_MIN..16)
+                    .find(|s| need <= 1 << s)
+                    .unwrap_or(RECV_WQE_SHIFT_MIN) as u8;
+                inp.mostly_u8(v)
+            };
+            let cmd = CmdCreateSrq {
+                hdr,
+                uctx: claim(inp, h, owner).into(),
+                pdn: pd.into(),
+                depth_log2: depth,
+                wqe_shift: shift,
+                max_sge,
+                ring: ring(inp, ram, heap, depth, u32::from(shift.min(12))),
+                ..Default::default()
+            };
+            put(cmd.as_slice());
+        }
+        AqOpcode::ModifySrq | AqOpcode::QuerySrq => {
+            let (srqn, owner) = pick(inp, &h.srqs);
+            let query = op == AqOpcode::QuerySrq;
+            let (out_addr, out_len) = if query {
+                out_buf(inp, ram, heap, SrqAttr::SIZE)
+            } else {
+                (0, 0)
+            };
+            let (mask, limit) = if query && !inp.chance(10) {
+                (0, 0)
+            } else {
+                let m = inp.mostly_u32(srq_attr_mask::LIMIT);
+                let l = inp.below(1 << 10) as u32;
+                (m, inp.mostly_u32(l))
+            };
+            let cmd = CmdModifySrq {
+                hdr,
+                srqn: srqn.into(),
+                attr_mask: mask.into(),
+                attr: SrqAttr {
+                    srq_limit: limit.into(),
+                    ..Default::default()
+                },
+                out_addr: out_addr.into(),
+                out_len: out_len.into(),
+                uctx: claim(inp, h, owner).into(),
                 ..Default::default()
             };
             put(cmd.as_slice());
@@ -530,12 +671,17 @@ fn record(h: &mut Handles, cmd: &[u8; 128], results: [u32; 4]) {
         AqOpcode::DeallocPd => h.pds.retain(|&(p, _)| p != handle),
         AqOpcode::RegMr => h.mrs.push((r0, u32_at(CmdRegMr::UCTX_OFF))),
         AqOpcode::DeregMr => h.mrs.retain(|&(m, _)| m != handle),
+        AqOpcode::AllocMr => h.mrs.push((r0, KERNEL_UCTX)),
+        AqOpcode::AllocMw => h.mws.push((r0, u32_at(CmdAllocMw::UCTX_OFF))),
+        AqOpcode::DeallocMw => h.mws.retain(|&(m, _)| m >> 8 != handle >> 8),
         AqOpcode::CreateCq => h.cqs.push((r0, u32_at(CmdCreateCq::UCTX_OFF))),
         AqOpcode::DestroyCq => h.cqs.retain(|&(c, _)| c != handle),
         AqOpcode::CreateEq => h.eqs.push(r0),
         AqOpcode::DestroyEq => h.eqs.retain(|&e| e != handle),
         AqOpcode::CreateQp => h.qps.push((r0, u32_at(CmdCreateQp::UCTX_OFF))),
         AqOpcode::DestroyQp => h.qps.retain(|&(q, _)| q != handle),
+        AqOpcode::CreateSrq => h.srqs.push((r0, u32_at(CmdCreateSrq::UCTX_OFF))),
+        AqOpcode::DestroySrq => h.srqs.retain(|&(q, _)| q != handle),
         _ => {}
     }
 }

@@ -1,10 +1,13 @@
 //! Target 4: doorbells and WQEs on a live device (the poller runs) with real guest memory.
 //! Each input sets up a context, PDs, MRs (contiguous, DIRECT, INDIRECT; some over the
-//! read-only or fd-less ranges), CQs and two RC QPs connected in loopback, then runs a
-//! sequence of operations: send and receive WQEs with known opcodes whose SGEs name live
+//! read-only or fd-less ranges), CQs, now and then an SRQ its QPs receive from, and two RC,
+//! UC or UD QPs connected in loopback (or across two devices), then runs a
+//! sequence of operations: send and receive WQEs with known opcodes (atomics on RC) whose SGEs name live
 //! MRs (offsets and lengths at the edges, sometimes mutated), doorbells at or near the
 //! producer index, CQ arming, CQ/EQ polling, QP state changes, MR deregistration during
-//! traffic, raw WQE bytes.
+//! traffic, raw WQE bytes, and memory operations (REG_MR of fast-registration MRs when the
+//! side is the kernel's, LOCAL_INV, BIND_MW of type 1 and 2 windows, SEND_WITH_INV) whose
+//! keys then serve as lkeys and rkeys.
 //!
 //! Oracles: every CQE that appears is well-formed (known status, vendor_err and, on
 //! success, opcode; a QP of this CQ; a wr_id that was posted); every EQE has a known type and
@@ -75,7 +78,8 @@ fn is_datagram(kind: QpType) -> bool {
     matches!(kind, QpType::Ud | QpType::Gsi)
 }
 
-const ACCESS_ALL: u32 = ACCESS_SUPPORTED_MASK & !(Access::RemoteAtomic as u32);
+/// Every access right but MW_BIND (the inputs bind no windows).
+const ACCESS_ALL: u32 = ACCESS_SUPPORTED_MASK & !(Access::MwBind as u32);
 
 #[derive(Debug, Clone)]
 struct Ring {
@@ -140,6 +144,22 @@ struct Qp {
     max_inline: u32,
     /// Indexes in `Ctx::cqs`.
     cqs: [usize; 2],
+    /// Its receives come from the input's SRQ (`Ctx::srq`).
+    on_srq: bool,
+}
+
+/// The input's SRQ, which some of its QPs take their receives from.
+struct Srq {
+    srqn: u32,
+    uctx: u32,
+    page: u32,
+    slot: u32,
+    ring: Ring,
+    max_sge: u8,
+    pi: u32,
+    /// WQEs completed (from receive CQEs' wqe_index), approximately: WQEs of an SRQ
+    /// complete out of order.
+    done: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -183,12 +203,17 @@ struct Ctx<'r> {
     remote: Option<Vec<Mr>>,
     /// Keys of deregistered MRs (still named by SGEs now and then).
     stale_keys: Vec<u32>,
+    /// Fast-registration MRs (key, max_pages) and memory windows (rkey) of the input's
+    /// context, named by memory operations.
+    frmrs: Vec<(u32, u32)>,
+    mws: Vec<u32>,
     /// wr_ids that may legitimately appear in a CQE (0: a zeroed ring slot).
     wr_ids: HashSet<u64>,
     next_wr: u64,
     /// The devices are in RoCE mode: peers are named by GID.
     roce: bool,
     cqes: u64,
+    srq: Option<Srq>,
 }
 
 fn admin_ok<T: ByteValued>(c: &mut Ctx, cmd: &T, what: &str) -> [u32; 4] {
@@ -308,6 +333,41 @@ impl Caps {
     }
 }
 
+/// An SRQ of `uctx` in PD `pd` (`c.srq`).
+fn create_srq(inp: &mut Input, c: &mut Ctx, uctx: u32, pd: u32) {
+    let depth_log2 = 2 + inp.below(5) as u32;
+    let max_sge = 1 + inp.below(4) as u8;
+    let shift = wqe_shift(
+        RecvWqeHeader::SIZE,
+        Sge::SIZE * usize::from(max_sge),
+        RECV_WQE_SHIFT_MIN,
+        RECV_WQE_SHIFT_MAX,
+    );
+    let layout = inp.pick(LAYOUTS);
+    let (list, ring) = ring(c, depth_log2, shift, layout);
+    let cmd = CmdCreateSrq {
+        hdr: hdr(AqOpcode::CreateSrq),
+        uctx: uctx.into(),
+        pdn: pd.into(),
+        depth_log2: depth_log2 as u8,
+        wqe_shift: shift as u8,
+        max_sge,
+        ring: list,
+        ..Default::default()
+    };
+    let [srqn, slot, page, _] = admin_ok(c, &cmd, "CREATE_SRQ");
+    c.srq = Some(Srq {
+        srqn,
+        uctx,
+        page,
+        slot,
+        ring,
+        max_sge,
+        pi: 0,
+        done: 0,
+    });
+}
+
 fn create_qp(c: &mut Ctx, uctx: u32, pd: u32, send_cq: usize, recv_cq: usize, caps: Caps) -> usize {
     // A UD WQE carries its ud_av before the payload.
     let (header, min) = match is_datagram(caps.kind) {
@@ -328,6 +388,12 @@ fn create_qp(c: &mut Ctx, uctx: u32, pd: u32, send_cq: usize, recv_cq: usize, ca
     );
     let (sq_list, sq) = ring(c, caps.sq_depth_log2, sq_shift, caps.layout);
     let (rq_list, rq) = ring(c, caps.rq_depth_log2, rq_shift, caps.layout);
+    // The input's QPs use its SRQ (the GSI QP cannot; the sentinel's context has none).
+    let srqn = c
+        .srq
+        .as_ref()
+        .filter(|s| caps.kind != QpType::Gsi && s.uctx == uctx)
+        .map(|s| s.srqn);
     let cmd = CmdCreateQp {
         hdr: hdr(AqOpcode::CreateQp),
         uctx: uctx.into(),
@@ -345,6 +411,18 @@ fn create_qp(c: &mut Ctx, uctx: u32, pd: u32, send_cq: usize, recv_cq: usize, ca
         sq_ring: sq_list,
         rq_ring: rq_list,
         ..Default::default()
+    };
+    let cmd = match srqn {
+        Some(srqn) => CmdCreateQp {
+            flags: QP_FLAG_SRQ as u8,
+            srqn: srqn.into(),
+            rq_depth_log2: 0,
+            rq_wqe_shift: 0,
+            max_recv_sge: 0,
+            rq_ring: PageList::default(),
+            ..cmd
+        },
+        None => cmd,
     };
     let [qpn, slot, page, _] = admin_ok(c, &cmd, "CREATE_QP");
     if super::admin::trace() {
@@ -370,6 +448,7 @@ fn create_qp(c: &mut Ctx, uctx: u32, pd: u32, send_cq: usize, recv_cq: usize, ca
         max_recv_sge: caps.max_recv_sge,
         max_inline: caps.max_inline,
         cqs: [send_cq, recv_cq],
+        on_srq: srqn.is_some(),
     });
     c.qps.len() - 1
 }
@@ -456,7 +535,7 @@ fn connect(c: &mut Ctx, qp: usize, dest: u32, o: Conn) -> bool {
             c.qps[qp].ud_peer = (o.dlid, dest);
             ud_steps(c, qp, o)
         }
-        false => connect_steps(c, qp, dest, o),
+        false => connect_steps(c, qp, dest, o, c.qps[qp].kind == QpType::Uc),
     };
     if super::admin::trace() {
         eprintln!("wqe: connect QP {} to {dest}: {ok}", c.qps[qp].qpn);
@@ -499,7 +578,8 @@ fn ud_steps(c: &mut Ctx, qp: usize, o: Conn) -> bool {
         .all(|(mask, attr)| modify(c, qp, mask, attr).status == AqStatus::Success)
 }
 
-fn connect_steps(c: &mut Ctx, qp: usize, dest: u32, o: Conn) -> bool {
+/// RC, or with `uc` UC (which takes none of RC's READ, atomic, RNR and retry attributes).
+fn connect_steps(c: &mut Ctx, qp: usize, dest: u32, o: Conn, uc: bool) -> bool {
     use QpAttrMask::*;
     let m = |bits: &[QpAttrMask]| bits.iter().fold(0u32, |a, b| a | *b as u32);
     let init = QpAttr {
@@ -531,6 +611,17 @@ fn connect_steps(c: &mut Ctx, qp: usize, dest: u32, o: Conn) -> bool {
         max_rd_atomic: o.rd_atomic,
         ..Default::default()
     };
+    let keep = match uc {
+        true => !m(&[
+            MaxDestRdAtomic,
+            MinRnrTimer,
+            Timeout,
+            RetryCnt,
+            RnrRetry,
+            MaxQpRdAtomic,
+        ]),
+        false => u32::MAX,
+    };
     let steps = [
         (m(&[State, PkeyIndex, Port, AccessFlags]), init),
         (
@@ -552,7 +643,7 @@ fn connect_steps(c: &mut Ctx, qp: usize, dest: u32, o: Conn) -> bool {
     ];
     steps
         .into_iter()
-        .all(|(mask, attr)| modify(c, qp, mask, attr).status == AqStatus::Success)
+        .all(|(mask, attr)| modify(c, qp, mask & keep, attr).status == AqStatus::Success)
 }
 
 /// What REG_MR registers: `len` bytes from byte `first` of fresh pages in `layout`, or of
@@ -683,22 +774,36 @@ fn new_wr_id(c: &mut Ctx) -> u64 {
 
 fn post_send(inp: &mut Input, c: &mut Ctx, qp: usize) {
     let ud = is_datagram(c.qps[qp].kind);
-    let opcodes: &[WrOpcode] = if ud {
-        &[WrOpcode::Send, WrOpcode::SendWithImm]
-    } else {
-        &[
+    let opcodes: &[WrOpcode] = match c.qps[qp].kind {
+        _ if ud => &[WrOpcode::Send, WrOpcode::SendWithImm],
+        // UC: no READ, no atomics (they fail with BAD_OPCODE: now and then drawn anyway).
+        QpType::Uc => &[
+            WrOpcode::RdmaWrite,
+            WrOpcode::RdmaWriteWithImm,
+            WrOpcode::Send,
+            WrOpcode::SendWithImm,
+        ],
+        _ => &[
             WrOpcode::RdmaWrite,
             WrOpcode::RdmaWriteWithImm,
             WrOpcode::Send,
             WrOpcode::SendWithImm,
             WrOpcode::RdmaRead,
-        ]
+            WrOpcode::AtomicCmpAndSwp,
+            WrOpcode::AtomicFetchAndAdd,
+        ],
     };
     let opcode: u8 = if inp.mutate(2) {
         inp.u8()
+    } else if inp.mutate(10) {
+        inp.pick(&[WrOpcode::AtomicFetchAndAdd, WrOpcode::RdmaRead])
+            .into()
     } else {
         inp.pick(opcodes).into()
     };
+    if WrOpcode::try_from(opcode).is_ok_and(is_atomic) && !inp.mutate(10) {
+        return post_atomic(inp, c, qp, opcode);
+    }
     let mut flags = u8::from(SendFlags::Signaled) * u8::from(inp.chance(80));
     if inp.chance(10) {
         flags |= u8::from(SendFlags::Fence);
@@ -790,6 +895,58 @@ fn post_send(inp: &mut Input, c: &mut Ctx, qp: usize) {
     write_sq(c, qp, &wqe);
 }
 
+fn is_atomic(op: WrOpcode) -> bool {
+    matches!(op, WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd)
+}
+
+/// An atomic WQE: header, atomic_seg, one SGE of 8 bytes for the original value, aimed at
+/// an 8-byte word of a remote MR; now and then with another SGE count or length, or a
+/// misaligned or arbitrary remote address.
+fn post_atomic(inp: &mut Input, c: &mut Ctx, qp: usize, opcode: u8) {
+    let mut result = sge(inp, c);
+    if !inp.mutate(10) {
+        result.length = 8.into();
+    }
+    let remote = c.remote.as_ref().unwrap_or(&c.mrs);
+    let (remote_addr, rkey) = if remote.is_empty() || inp.mutate(8) {
+        (inp.u64(), inp.u32())
+    } else {
+        let mr = &remote[inp.below(remote.len())];
+        let off = inp.len_up_to(mr.len.saturating_sub(8)) & !7;
+        let misalign = if inp.mutate(10) {
+            1 + inp.below(7) as u64
+        } else {
+            0
+        };
+        (mr.iova + off + misalign, mr.key)
+    };
+    let wr_id = new_wr_id(c);
+    let flags = u8::from(SendFlags::Signaled) * u8::from(inp.chance(80));
+    let header = SendWqeHeader {
+        opcode,
+        flags: inp.mostly_u8(flags),
+        num_sge: inp.mostly_u8(1),
+        wr_id: wr_id.into(),
+        remote_addr: remote_addr.into(),
+        rkey: rkey.into(),
+        ..Default::default()
+    };
+    let seg = AtomicSeg {
+        compare_add: inp.u64().into(),
+        swap: inp.u64().into(),
+    };
+    let mut wqe = header.as_slice().to_vec();
+    wqe.extend_from_slice(seg.as_slice());
+    wqe.extend_from_slice(result.as_slice());
+    if super::admin::trace() {
+        eprintln!(
+            "wqe: atomic on QP {}: {header:?} {seg:?} {result:?}",
+            c.qps[qp].qpn
+        );
+    }
+    write_sq(c, qp, &wqe);
+}
+
 /// The address vector of a UD send to `(dlid, qpn)`: mostly right, now and then with
 /// another QPN, Q_Key (bit 31: the QP's own), a GRH or spoiled fields.
 fn ud_av(inp: &mut Input, (dlid, qpn): (u16, u32), roce: bool) -> UdAv {
@@ -836,7 +993,12 @@ fn write_sq(c: &mut Ctx, qp: usize, bytes: &[u8]) {
 }
 
 fn post_recv(inp: &mut Input, c: &mut Ctx, qp: usize) {
-    let max_sge = c.qps[qp].max_recv_sge;
+    let srq_sges = c
+        .srq
+        .as_ref()
+        .filter(|_| c.qps[qp].on_srq)
+        .map(|s| s.max_sge);
+    let max_sge = srq_sges.unwrap_or(c.qps[qp].max_recv_sge);
     let num_sge = inp.mostly_u8_below(usize::from(max_sge) + 1);
     let wr_id = new_wr_id(c);
     let header = RecvWqeHeader {
@@ -852,13 +1014,31 @@ fn post_recv(inp: &mut Input, c: &mut Ctx, qp: usize) {
     for _ in 0..num_sge.min(16) {
         wqe.extend_from_slice(sge(inp, c).as_slice());
     }
-    let q = &mut c.qps[qp];
-    let stride = 1usize << q.rq.entry_shift;
+    let (ring, pi) = match c.srq.as_mut().filter(|_| c.qps[qp].on_srq) {
+        Some(s) => (&s.ring, &mut s.pi),
+        None => {
+            let q = &mut c.qps[qp];
+            (&q.rq, &mut q.rq_pi)
+        }
+    };
+    let stride = 1usize << ring.entry_shift;
     wqe.resize(stride.max(wqe.len()), 0);
     wqe.truncate(stride);
-    let at = q.rq.entry(q.rq_pi);
-    q.rq_pi = q.rq_pi.wrapping_add(1);
+    let at = ring.entry(*pi);
+    *pi = pi.wrapping_add(1);
     c.ram.write(at, &wqe);
+}
+
+/// The receive producer index a QP's receives are posted at (its own, or its SRQ's), and
+/// the depth and completed count of that ring.
+fn recv_ring(c: &Ctx, qp: usize) -> (u32, u32, u32) {
+    match c.srq.as_ref().filter(|_| c.qps[qp].on_srq) {
+        Some(s) => (s.pi, s.ring.depth(), s.done),
+        None => {
+            let q = &c.qps[qp];
+            (q.rq_pi, q.rq.depth(), q.rq_done)
+        }
+    }
 }
 
 /// A producer index near `pi`: itself mostly, else a little behind or ahead (up to past
@@ -877,7 +1057,14 @@ fn ring_sq(c: &mut Ctx, qp: usize, value: u32) {
     qp_doorbell(c.dev, page, slot, 0, value, true);
 }
 
+/// Publishes a receive producer index: the QP's (with the flags), or its SRQ's (the SRQ's
+/// slot only: SRQ doorbells need no flag).
 fn ring_rq(c: &mut Ctx, qp: usize, value: u32) {
+    if let Some(s) = c.srq.as_ref().filter(|_| c.qps[qp].on_srq) {
+        let (page, slot) = (s.page, s.slot);
+        doorbell(c.dev, page, slot, 0, value);
+        return;
+    }
     let (page, slot) = (c.qps[qp].page, c.qps[qp].slot);
     qp_doorbell(c.dev, page, slot, 1, value, true);
 }
@@ -905,6 +1092,23 @@ fn poll_cq(c: &mut Ctx, i: usize) -> Vec<Cqe> {
             eprintln!("wqe: CQ {} {cqe:?}", cq.cqn);
         }
         check_cqe(&cqe, &qpns, &c.wr_ids, cq.cqn);
+        // Which memory operations got through (the statuses alone do not say).
+        let memory_op = matches!(
+            WcOpcode::try_from(cqe.opcode),
+            Ok(WcOpcode::RegMr | WcOpcode::LocalInv | WcOpcode::BindMw)
+        );
+        if cqe.status == u8::from(WcStatus::Success)
+            && cqe.flags & CQE_FLAG_RECV as u8 == 0
+            && memory_op
+        {
+            stats::count(
+                "wqe",
+                format_args!("done {:?}", WcOpcode::try_from(cqe.opcode)),
+            );
+        }
+        if cqe.wc_flags & u8::from(WcFlags::WithInv) != 0 {
+            stats::count("wqe", format_args!("received WITH_INV"));
+        }
         let kind = c
             .qps
             .iter()
@@ -917,6 +1121,7 @@ fn poll_cq(c: &mut Ctx, i: usize) -> Vec<Cqe> {
                 match kind {
                     QpType::Ud => "UD ",
                     QpType::Gsi => "GSI ",
+                    QpType::Uc => "UC ",
                     _ => "",
                 },
                 WcStatus::try_from(cqe.status).unwrap_or(WcStatus::GeneralErr),
@@ -924,10 +1129,11 @@ fn poll_cq(c: &mut Ctx, i: usize) -> Vec<Cqe> {
             ),
         );
         if let Some(q) = c.qps.iter_mut().find(|q| q.qpn == cqe.qpn.to_native()) {
-            let (done, depth) = if cqe.opcode & 0x80 == 0 {
-                (&mut q.sq_done, q.sq.depth())
-            } else {
-                (&mut q.rq_done, q.rq.depth())
+            let srq = c.srq.as_mut().filter(|_| q.on_srq);
+            let (done, depth) = match srq {
+                _ if cqe.opcode & 0x80 == 0 => (&mut q.sq_done, q.sq.depth()),
+                Some(s) => (&mut s.done, s.ring.depth()),
+                None => (&mut q.rq_done, q.rq.depth()),
             };
             let idx = u32::from(cqe.wqe_index.to_native()) & (depth - 1);
             let ahead = idx.wrapping_sub(*done & (depth - 1)) & (depth - 1);
@@ -1039,11 +1245,15 @@ struct Sentinel {
 fn setup_side(inp: &mut Input, c: &mut Ctx, n: usize, kind: QpType) -> Side {
     create_eq(c, true, 0);
     create_eq(c, false, 1);
-    let uctx = admin_ok(
-        c,
-        &handle_cmd(AqOpcode::AllocUctx, 0, KERNEL_UCTX),
-        "ALLOC_UCTX",
-    )[0];
+    // Now and then the kernel's own objects: only its QPs post REG_MR work requests.
+    let uctx = match inp.chance(20) {
+        true => KERNEL_UCTX,
+        false => admin_ok(
+            c,
+            &handle_cmd(AqOpcode::AllocUctx, 0, KERNEL_UCTX),
+            "ALLOC_UCTX",
+        )[0],
+    };
     let pd = admin_ok(c, &handle_cmd(AqOpcode::AllocPd, uctx, uctx), "ALLOC_PD")[0];
     let other_pd = admin_ok(c, &handle_cmd(AqOpcode::AllocPd, uctx, uctx), "ALLOC_PD")[0];
     c.pds = [pd, other_pd];
@@ -1052,6 +1262,11 @@ fn setup_side(inp: &mut Input, c: &mut Ctx, n: usize, kind: QpType) -> Side {
     let (d0, d1) = (depth(inp), depth(inp));
     let cq0 = create_cq(c, uctx, d0, inp.pick(LAYOUTS));
     let cq1 = create_cq(c, uctx, d1, inp.pick(LAYOUTS));
+    if inp.chance(25) {
+        // The QPs' receives come from an SRQ, in the PD the QPs use or the other one.
+        let srq_pd = if inp.chance(20) { other_pd } else { pd };
+        create_srq(inp, c, uctx, srq_pd);
+    }
     let qps = (0..n)
         .map(|_| {
             let caps = Caps::from_input(inp, kind);
@@ -1093,11 +1308,211 @@ fn setup_side(inp: &mut Input, c: &mut Ctx, n: usize, kind: QpType) -> Side {
             c.mrs.push(mr);
         }
     }
+    alloc_keys(inp, c, uctx, pd);
     Side {
         cqs: [cq0, cq1],
         qps,
         peers: Vec::new(),
     }
+}
+
+/// A few fast-registration MRs (kernel side) and memory windows in PD `pd`.
+fn alloc_keys(inp: &mut Input, c: &mut Ctx, uctx: u32, pd: u32) {
+    if uctx == KERNEL_UCTX {
+        for _ in 0..1 + inp.below(2) {
+            let max_pages = 1 + inp.below(16) as u32;
+            let cmd = CmdAllocMr {
+                hdr: hdr(AqOpcode::AllocMr),
+                pdn: pd.into(),
+                uctx: KERNEL_UCTX.into(),
+                max_pages: max_pages.into(),
+                ..Default::default()
+            };
+            let key = admin_ok(c, &cmd, "ALLOC_MR")[0];
+            c.frmrs.push((key, max_pages));
+        }
+    }
+    for _ in 0..inp.below(3) {
+        let kind = inp.pick(&[MwType::Type1, MwType::Type2]);
+        let cmd = CmdAllocMw {
+            hdr: hdr(AqOpcode::AllocMw),
+            pdn: pd.into(),
+            uctx: uctx.into(),
+            mw_type: kind.into(),
+            ..Default::default()
+        };
+        let rkey = admin_ok(c, &cmd, "ALLOC_MW")[0];
+        c.mws.push(rkey);
+    }
+}
+
+/// `key` under another variant now and then (as ib_inc_rkey does), else as it is.
+fn new_variant(inp: &mut Input, key: u32) -> u32 {
+    match inp.chance(70) {
+        true => (key & !0xFF) | u32::from((key as u8).wrapping_add(1 + inp.below(3) as u8)),
+        false => key,
+    }
+}
+
+/// Any key the input knows: MRs (with windows and registrations), FRMRs, windows.
+fn any_key(inp: &mut Input, c: &Ctx) -> u32 {
+    let keys: Vec<u32> = c
+        .mrs
+        .iter()
+        .map(|m| m.key)
+        .chain(c.frmrs.iter().map(|f| f.0))
+        .chain(c.mws.iter().copied())
+        .collect();
+    if keys.is_empty() || inp.mutate(5) {
+        return inp.u32();
+    }
+    let key = keys[inp.below(keys.len())];
+    if inp.mutate(5) {
+        new_variant(inp, key)
+    } else {
+        key
+    }
+}
+
+/// A memory operation (REG_MR, LOCAL_INV, BIND_MW) or a SEND_WITH_INV on `qp`, mostly
+/// well-formed and naming the input's keys. A registration or binding it asks for joins
+/// the MRs, so later SGEs and RDMA name it (whether or not the device accepted it).
+fn post_memory_op(inp: &mut Input, c: &mut Ctx, qp: usize) {
+    let op = inp.pick(&[
+        WrOpcode::RegMr,
+        WrOpcode::LocalInv,
+        WrOpcode::BindMw,
+        WrOpcode::SendWithInv,
+    ]);
+    let wr_id = new_wr_id(c);
+    let mut header = SendWqeHeader {
+        opcode: op.into(),
+        flags: u8::from(SendFlags::Signaled) * u8::from(inp.chance(80)),
+        wr_id: wr_id.into(),
+        ..Default::default()
+    };
+    let mut body = Vec::new();
+    match op {
+        WrOpcode::RegMr => {
+            let (key, max_pages) = match c.frmrs.is_empty() || inp.mutate(10) {
+                true => (any_key(inp, c), 1 + inp.below(4) as u32),
+                false => c.frmrs[inp.below(c.frmrs.len())],
+            };
+            let npages = {
+                let v = 1 + inp.below(max_pages as usize) as u16;
+                inp.mostly_u16(v)
+            };
+            let n = u64::from(npages.clamp(1, 16));
+            // Pages the device may write (fresh, allowed) or outside RAM: never the rings.
+            let pages: Vec<u64> = match inp.mutate(10) {
+                true => {
+                    let base = inp.pick(OUTSIDE_ADDRS);
+                    (0..n).map(|i| base.wrapping_add(i * PAGE)).collect()
+                }
+                false => buffer(c.ram, &mut c.heap, n * PAGE, 12, Layout::Scattered).1,
+            };
+            for &p in &pages {
+                c.ram.allow(p, PAGE);
+            }
+            let list = describe(c.ram, &mut c.heap, &pages, 12, Layout::Scattered);
+            let first = if inp.chance(30) {
+                u64::from(inp.u16()) % PAGE
+            } else {
+                0
+            };
+            let len = inp.len_up_to(n * PAGE - first);
+            c.next_wr += 1;
+            let iova = 0x7e00_0000_0000u64 + (c.next_wr << 30) + first;
+            let new_key = new_variant(inp, key);
+            header.rkey = inp.mostly_u32(new_key).into();
+            let seg = RegMrSeg {
+                iova: inp.mostly_u64(iova).into(),
+                length: inp.mostly_u64(len).into(),
+                page_list: inp.mostly_u64(list.addr.to_native()).into(),
+                npages: npages.into(),
+                page_shift: inp.mostly_u8(12),
+                access: inp
+                    .mostly_u32(ACCESS_ALL & !u32::from(Access::MwBind))
+                    .into(),
+                ..Default::default()
+            };
+            body.extend_from_slice(seg.as_slice());
+            if !pages.is_empty() {
+                c.mrs.push(Mr {
+                    key: new_key,
+                    iova,
+                    len,
+                    pages,
+                    first,
+                });
+            }
+        }
+        WrOpcode::LocalInv => {
+            // Mostly the latest registration or binding, which may just have become valid.
+            let latest = c.mrs.last().map(|m| m.key).filter(|_| inp.chance(50));
+            header.rkey = latest.unwrap_or_else(|| any_key(inp, c)).into();
+        }
+        WrOpcode::BindMw => {
+            let rkey = match c.mws.is_empty() || inp.mutate(10) {
+                true => any_key(inp, c),
+                false => c.mws[inp.below(c.mws.len())],
+            };
+            let new_rkey = new_variant(inp, rkey);
+            header.rkey = new_rkey.into();
+            if let Some(mr) = (!c.mrs.is_empty()).then(|| c.mrs[inp.below(c.mrs.len())].clone()) {
+                let offset = inp.len_up_to(mr.len);
+                let len = inp.len_up_to(mr.len - offset);
+                let remote = u32::from(Access::RemoteWrite)
+                    | u32::from(Access::RemoteRead)
+                    | u32::from(Access::RemoteAtomic);
+                let access = u32::from(inp.u8()) & remote;
+                let seg = BindMwSeg {
+                    addr: inp.mostly_u64(mr.iova + offset).into(),
+                    length: inp.mostly_u64(len).into(),
+                    mr_lkey: inp.mostly_u32(mr.key).into(),
+                    access: inp.mostly_u32(access).into(),
+                    ..Default::default()
+                };
+                body.extend_from_slice(seg.as_slice());
+                // The window as a peer names it: part of the MR's pages.
+                let first = mr.first + offset;
+                c.mrs.push(Mr {
+                    key: new_rkey,
+                    iova: mr.iova + offset,
+                    len,
+                    first,
+                    ..mr
+                });
+            } else {
+                body.extend_from_slice(BindMwSeg::default().as_slice());
+            }
+        }
+        _ => {
+            let sge = sge(inp, c);
+            header.num_sge = 1;
+            body.extend_from_slice(sge.as_slice());
+            let remote = c.remote.as_ref().unwrap_or(&c.mrs);
+            header.rkey = match remote.is_empty() || inp.mutate(5) {
+                true => any_key(inp, c),
+                false => remote[inp.below(remote.len())].key,
+            }
+            .into();
+        }
+    }
+    let mut wqe = header.as_slice().to_vec();
+    wqe.extend_from_slice(&body);
+    if inp.mutate(8) {
+        let at = inp.below(wqe.len());
+        wqe[at] = inp.u8();
+        // The byte may be one of the wr_id's: its CQE carries what was written.
+        let id = &wqe[SendWqeHeader::WR_ID_OFF..SendWqeHeader::WR_ID_OFF + 8];
+        c.wr_ids
+            .insert(u64::from_le_bytes(id.try_into().unwrap_or_default()));
+    }
+    if super::admin::trace() {
+        eprintln!("wqe: memory op on QP {}: {wqe:02x?}", c.qps[qp].qpn);
+    }
+    write_sq(c, qp, &wqe);
 }
 
 /// A sentinel QP pair in a context of its own on this device.
@@ -1207,7 +1622,19 @@ fn op(inp: &mut Input, c: &mut Ctx, side: &Side) {
     let qp = side.qps[pick];
     let s = side;
     match inp.u8() % 32 {
-        0..=9 | 26 => {
+        26 => {
+            let q = &c.qps[qp];
+            let full = q.sq_pi.wrapping_sub(q.sq_done) >= q.sq.depth();
+            if full && !inp.mutate(5) {
+                return;
+            }
+            post_memory_op(inp, c, qp);
+            if inp.chance(75) {
+                let pi = c.qps[qp].sq_pi;
+                ring_sq(c, qp, pi);
+            }
+        }
+        0..=9 => {
             let q = &c.qps[qp];
             let full = q.sq_pi.wrapping_sub(q.sq_done) >= q.sq.depth();
             if full && !inp.mutate(5) {
@@ -1220,14 +1647,14 @@ fn op(inp: &mut Input, c: &mut Ctx, side: &Side) {
             }
         }
         10..=14 => {
-            let q = &c.qps[qp];
-            let full = q.rq_pi.wrapping_sub(q.rq_done) >= q.rq.depth();
+            let (pi, depth, done) = recv_ring(c, qp);
+            let full = pi.wrapping_sub(done) >= depth;
             if full && !inp.mutate(5) {
                 return;
             }
             post_recv(inp, c, qp);
             if inp.chance(75) {
-                let pi = c.qps[qp].rq_pi;
+                let (pi, _, _) = recv_ring(c, qp);
                 ring_rq(c, qp, pi);
             }
         }
@@ -1238,7 +1665,13 @@ fn op(inp: &mut Input, c: &mut Ctx, side: &Side) {
             qp_doorbell(c.dev, page, slot, 0, v, flags);
         }
         17 | 18 => {
-            let v = near(inp, c.qps[qp].rq_pi, c.qps[qp].rq.depth());
+            let (pi, depth, _) = recv_ring(c, qp);
+            let v = near(inp, pi, depth);
+            if c.qps[qp].on_srq && !inp.mutate(10) {
+                // The SRQ's producer index (past the depth: SRQ_ERR).
+                ring_rq(c, qp, v);
+                return;
+            }
             let (page, slot) = (c.qps[qp].page, c.qps[qp].slot);
             let flags = !inp.mutate(20);
             qp_doorbell(c.dev, page, slot, 1, v, flags);
@@ -1311,6 +1744,24 @@ fn op(inp: &mut Input, c: &mut Ctx, side: &Side) {
             let pi = c.qps[qp].sq_pi;
             ring_sq(c, qp, pi);
         }
+        29 if c.srq.is_some() && inp.chance(30) => {
+            // Arm the SRQ's limit (SRQ_LIMIT_REACHED when the QPs take it below).
+            let s = c.srq.as_ref().expect("checked");
+            let limit = inp.below(s.ring.depth() as usize + 2) as u32;
+            let cmd = CmdModifySrq {
+                hdr: hdr(AqOpcode::ModifySrq),
+                srqn: s.srqn.into(),
+                attr_mask: inp.mostly_u32(srq_attr_mask::LIMIT).into(),
+                attr: SrqAttr {
+                    srq_limit: limit.into(),
+                    ..Default::default()
+                },
+                uctx: s.uctx.into(),
+                ..Default::default()
+            };
+            let done = c.aq.run(c.dev, c.aqram, &cmd);
+            stats::count("wqe", format_args!("MODIFY_SRQ {:?}", done.status));
+        }
         29 | 30 => {
             // Give the poller a moment with the work posted so far.
             for _ in 0..(1 + inp.below(50)) {
@@ -1365,10 +1816,13 @@ fn new_ctx<'r>(
         pds: [0; 2],
         remote: None,
         stale_keys: Vec::new(),
+        frmrs: Vec::new(),
+        mws: Vec::new(),
         wr_ids: HashSet::from([0]),
         next_wr: 0,
         cqes: 0,
         roce,
+        srq: None,
     };
     if roce {
         let cmd = CmdSetGid {
@@ -1425,10 +1879,12 @@ fn run(rig: &mut Rig, input: &[u8], roce: bool) {
     let mut inp = Input::new(input);
     rig.begin();
     // Mostly two QPs on one device (loopback); otherwise one QP on each of two devices.
-    // RC QPs mostly; otherwise UD QPs sending each other datagrams.
+    // RC QPs mostly; otherwise UC QPs, or UD QPs sending each other datagrams.
     let two = inp.chance(35);
     let kind = if inp.chance(25) {
         QpType::Ud
+    } else if inp.chance(20) {
+        QpType::Uc
     } else {
         QpType::Rc
     };
