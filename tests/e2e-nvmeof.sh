@@ -8,8 +8,13 @@
 
 fio_row() { echo "^ +$1: IOPS=[0-9.]+k?, BW=[0-9.]+[KMG]i?B/s"; }
 
+nvmeof_host_checks="^namespace /dev/nvme[0-9]+n[0-9]+: 2097152 sectors;;$(fio_row read);;$(fio_row write)"
+nvmeof_host_checks+=";;^== fio seqread-128k;;!:FAIL:;;!:verify: bad;;^dmesg-problems 0\$"
+nvmeof_target_checks="s:^host gone\$;;s!:FAIL:;;s:^dmesg-problems 0\$"
+# The second one has nvmet-rdma receive through kernel SRQs (use_srq=1).
 NVMEOF_TESTS=(
-	"roce-nvmeof|pair|^namespace /dev/nvme[0-9]+n[0-9]+: 2097152 sectors;;$(fio_row read);;$(fio_row write);;^== fio seqread-128k;;!:FAIL:;;!:verify: bad;;^dmesg-problems 0\$;;s:^host gone\$;;s!:FAIL:;;s:^dmesg-problems 0\$|sh /job/nvmeof.sh target \$MYIP \$PORT|sh /job/nvmeof.sh host \$PEER \$PORT"
+	"roce-nvmeof|pair|$nvmeof_host_checks;;$nvmeof_target_checks;;s:use_srq=N|sh /job/nvmeof.sh target \$MYIP \$PORT|sh /job/nvmeof.sh host \$PEER \$PORT"
+	"roce-nvmeof-srq|pair|$nvmeof_host_checks;;$nvmeof_target_checks;;s:use_srq=Y|sh /job/nvmeof.sh target-srq \$MYIP \$PORT|sh /job/nvmeof.sh host \$PEER \$PORT"
 )
 
 # nvmeof_job_files DIR...: puts the guests' part into their job directories.

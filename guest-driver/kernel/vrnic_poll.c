@@ -106,7 +106,8 @@ static void vrnic_fill_wc(struct vrnic_qp *qp, const struct vrnic_cqe_fields *f,
 		wc->slid = f->slid;
 		wc->sl = f->sl & 0xf;
 		wc->pkey_index = f->pkey_index;
-		if (qp->datagram && to_vdev(qp->ibqp.device)->roce) {
+		if (qp->datagram && to_vdev(qp->ibqp.device)->roce &&
+		    f->network_type <= VRNIC_NETWORK_TYPE_IPV6) {
 			/* Lets ib_init_ah_attr_from_wc() skip parsing the GRH. */
 			wc->network_hdr_type = f->network_type;
 			wc->wc_flags |= IB_WC_WITH_NETWORK_HDR_TYPE;

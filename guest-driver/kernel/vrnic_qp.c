@@ -87,7 +87,6 @@ void vrnic_qp_event(struct vrnic_dev *dev, u32 qpn, enum ib_event_type type)
 	}
 }
 
-/* Check the provider's ring geometry against the verbs caps and the device. */
 /*
  * With an SRQ the QP has no receive queue: the provider sends a zero
  * receive geometry and the receive caps are ignored (ib_core reports 0).
@@ -123,6 +122,7 @@ static int vrnic_qp_check_recv_geometry(const struct vrnic_limits *lim,
 	return 0;
 }
 
+/* Check the provider's ring geometry against the verbs caps and the device. */
 static int vrnic_qp_check_geometry(struct vrnic_dev *dev,
 				   struct ib_qp_cap *cap,
 				   const struct vrnic_create_qp_cmd *cmd,
@@ -279,7 +279,7 @@ static int vrnic_create_kernel_qp(struct vrnic_dev *dev, struct vrnic_qp *qp,
 	if (err)
 		goto err_free;
 	if (init_attr->srq) {
-		/* No receive queue: its ring stays empty (and is never freed). */
+		/* No receive queue: qp->rq and its ring stay zeroed. */
 		cap->max_recv_wr = 0;
 		cap->max_recv_sge = 0;
 		vrnic_qp_use_srq(&p, init_attr->srq);

@@ -8,6 +8,8 @@
 #   nvmeof.sh target ADDR PORT   (guest b, the suite's server) exports a memory-backed
 #       null_blk namespace on ADDR:PORT, waits until a host has connected and gone again,
 #       then removes the export and unloads the target modules.
+#   nvmeof.sh target-srq ADDR PORT   the same, nvmet-rdma receiving through kernel SRQs
+#       (use_srq=1: ib_create_srq, ib_post_srq_recv, QPs on an SRQ).
 #   nvmeof.sh host ADDR PORT     (guest a, the client) connects to ADDR:PORT, runs fio with
 #       verification (4 KiB random read/write, then 128 KiB sequential write and a read
 #       that verifies it), disconnects and unloads nvme-rdma.
@@ -52,10 +54,12 @@ remove_subsystem() {
 	echo 0 >"$s/namespaces/1/enable" && rmdir "$s/namespaces/1" && rmdir "$s"
 }
 
+# target USE_SRQ
 target() {
 	mark=$(dmesg_mark)
 	modprobe null_blk nr_devices=1 gb=1 memory_backed=1 irqmode=0 || fail "modprobe null_blk"
-	modprobe nvmet-rdma || fail "modprobe nvmet-rdma"
+	modprobe nvmet-rdma use_srq="$1" || fail "modprobe nvmet-rdma"
+	echo "nvmet-rdma use_srq=$(cat /sys/module/nvmet_rdma/parameters/use_srq)"
 	mountpoint -q /sys/kernel/config || mount -t configfs none /sys/kernel/config
 	s=$CFS/subsystems/$NQN p=$CFS/ports/1
 	add_subsystem || fail "subsystem"
@@ -119,8 +123,9 @@ host() {
 }
 
 case $mode in
-target) target ;;
+target) target N ;;
+target-srq) target Y ;;
 host) host ;;
-*) echo "usage: nvmeof.sh target|host ADDR PORT" >&2; exit 2 ;;
+*) echo "usage: nvmeof.sh target|target-srq|host ADDR PORT" >&2; exit 2 ;;
 esac
 exit "$failed"

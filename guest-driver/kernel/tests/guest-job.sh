@@ -35,6 +35,8 @@ loop write_bw_sweep_2qp ib_write_bw -d vrnic0 -a -n 10 -q 2
 loop send_lat_events ib_send_lat -d vrnic0 -n 3000 -e
 grep vrnic /proc/interrupts
 loop rc_pingpong_events ibv_rc_pingpong -d vrnic0 -e -n 50
+# A user SRQ shared by 4 RC QPs (create_srq's ABI, QPs on an SRQ, its doorbell page).
+loop srq_pingpong ibv_srq_pingpong -d vrnic0 -q 4 -n 50
 
 # The optional features CAPS announces, as ibv_devinfo shows the driver's attributes.
 ibv_devinfo -v -d vrnic0 | grep -E "atomic_cap|max_srq|max_mw|MEM_WINDOW|MEM_MGT" |

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Kernel driver smoke test in one QEMU guest (TCG) attached to a `vrnic serve` device:
-# probe and port attributes, perftest and ibv_rc_pingpong over loopback (same device), an MR
-# on huge pages registered with 2 MiB pages,
+# probe and port attributes, perftest, ibv_rc_pingpong and ibv_srq_pingpong over loopback
+# (same device), an MR on huge pages registered with 2 MiB pages,
 # destroying a CQ or QP synchronises only the IRQs of the EQs that can name it (a kprobe on
 # synchronize_irq), query_qp through `rdma res`, rmmod while a process holds PD/MR/CQ/QP
 # and mmaps (disassociate), reload, a function level reset (sysfs `reset`) with a process
@@ -49,7 +49,7 @@ check port-active 'port state=4: ACTIVE lid=0x7 link_layer=InfiniBand pkey=0xfff
 check vendor-part-id 'vendor_part_id:[[:space:]]+30290'
 check active-mtu 'active_mtu:[[:space:]]+4096'
 for t in write_bw send_bw read_bw write_bw_sweep_2qp send_lat_events rc_pingpong_events \
-  write_bw_hugepages rc_pingpong_irq_sync send_bw_after_reload; do
+  srq_pingpong write_bw_hugepages rc_pingpong_irq_sync send_bw_after_reload; do
   check "$t" "^result $t 0$"
 done
 check huge-page-mr '^huge-page-mrs [1-9]'
