@@ -48,7 +48,7 @@ if [[ ${1:-} == --in-root ]]; then
     cc "${cflags[@]}" -o "$bld/vrnic-wqe-test" "$dst/tests/wqe_test.c"
     srcs=("$dst/datapath.c" "$dst/vrnic.c" "$dst/verbs.c" "$dst/srq.c" "$dst/mw.c"
       "$dst/cq_ex.c" "$dst/qp_ex.c")
-    libs=(-L"$bld/lib" -Wl,-rpath,"$bld/lib" -libverbs -lpthread)
+    libs=(-L"$bld/lib" "-Wl,-rpath,$bld/lib" -libverbs -lpthread)
     cc "${cflags[@]}" -o "$bld/vrnic-datapath-test" "$dst/tests/datapath_test.c" \
       "${srcs[@]}" "${libs[@]}"
     cc "${cflags[@]}" -o "$bld/vrnic-verbs-ex-test" "$dst/tests/verbs_ex_test.c" \

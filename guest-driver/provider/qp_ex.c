@@ -20,6 +20,7 @@
  * them, so ibv_wr_abort (or a failure) just forgets them.
  */
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,17 +38,21 @@ struct vrnic_wr_batch {
 	struct ibv_sge sges[];
 };
 
-/* Work requests each QP type can post (SPEC "Send queue processing",
- * "Atomics", "Memory operations", "Unreliable connected", "Datagrams"). */
-#define VRNIC_UD_SEND_OPS (IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM)
-#define VRNIC_UC_SEND_OPS                                                  \
-	(VRNIC_UD_SEND_OPS | IBV_QP_EX_WITH_SEND_WITH_INV |                \
-	 IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |  \
-	 IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW)
-#define VRNIC_RC_SEND_OPS                                                  \
-	(VRNIC_UC_SEND_OPS | IBV_QP_EX_WITH_RDMA_READ |                    \
-	 IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |                               \
-	 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+/* send_ops_flags bit n asks for ibv_wr_opcode n, for every work request we
+ * have (TSO, FLUSH and ATOMIC_WRITE, bits 10 to 12, are not among them). */
+#define VRNIC_SEND_OP(name)                                                \
+	static_assert(IBV_QP_EX_WITH_##name == 1ull << IBV_WR_##name,      \
+		      "send_ops_flags bit of " #name)
+VRNIC_SEND_OP(RDMA_WRITE);
+VRNIC_SEND_OP(RDMA_WRITE_WITH_IMM);
+VRNIC_SEND_OP(SEND);
+VRNIC_SEND_OP(SEND_WITH_IMM);
+VRNIC_SEND_OP(RDMA_READ);
+VRNIC_SEND_OP(ATOMIC_CMP_AND_SWP);
+VRNIC_SEND_OP(ATOMIC_FETCH_AND_ADD);
+VRNIC_SEND_OP(LOCAL_INV);
+VRNIC_SEND_OP(BIND_MW);
+VRNIC_SEND_OP(SEND_WITH_INV);
 
 static struct vrnic_qp *to_vqp_ex(struct ibv_qp_ex *qpx)
 {
@@ -350,19 +355,20 @@ int vrnic_qp_ex_init(struct vrnic_qp *qp)
 	return 0;
 }
 
-/* send_ops_flags a QP of @type can honour (0: not a type we create). */
-static uint64_t vrnic_send_ops_of(enum ibv_qp_type type)
+/* Whether a QP of @type can post every work request @ops asks for: the
+ * opcode sets of post_send (vrnic_qp_allows), asked of a QP-to-be. */
+static bool vrnic_send_ops_supported(enum ibv_qp_type type, uint64_t ops)
 {
-	switch (type) {
-	case IBV_QPT_RC:
-		return VRNIC_RC_SEND_OPS;
-	case IBV_QPT_UC:
-		return VRNIC_UC_SEND_OPS;
-	case IBV_QPT_UD:
-		return VRNIC_UD_SEND_OPS;
-	default:
-		return 0;
+	struct vrnic_qp probe = { .ibv_qp.qp_type = type };
+	unsigned int op;
+
+	for (op = 0; op < 64; op++) {
+		if (!(ops & (1ull << op)))
+			continue;
+		if (op > IBV_WR_SEND_WITH_INV || !vrnic_qp_allows(&probe, op))
+			return false;
 	}
+	return true;
 }
 
 /*
@@ -385,7 +391,8 @@ struct ibv_qp *vrnic_create_qp_ex(struct ibv_context *ibctx,
 	}
 	if ((attr->comp_mask &
 	     ~(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) ||
-	    (ex && (attr->send_ops_flags & ~vrnic_send_ops_of(attr->qp_type)))) {
+	    (ex && !vrnic_send_ops_supported(attr->qp_type,
+					     attr->send_ops_flags))) {
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
