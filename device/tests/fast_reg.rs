@@ -200,7 +200,67 @@ fn a_free_frmrs_key_is_no_lkey(t: Topology) {
     );
 }
 
+fn a_kernel_uc_qp_registers_invalidates_and_sends_with_inv(t: Topology) {
+    let mut p = kernel_pair_with(t, QpCaps::of(QpType::Uc), ConnectOpts::default());
+    let key = frmr_of(&mut p, Which::B, 2);
+    let target = register(&mut p, Which::B, key, 6000, 0x40);
+    let (a_pd, a_uctx, b_pd) = (p.a.pd, p.a.uctx, p.b.pd);
+    let src = p.drv(Which::A).reg_mr(a_uctx, a_pd, 6000, ALL);
+    let data = pattern(35, 6000);
+    p.write(Which::A, &src, 0, &data);
+    p.post_send(
+        Which::A,
+        &SendWr::write(15, vec![src.sge(0, 6000)], &target, 0).signaled(),
+    );
+    assert_cqe_ok(&p.send_cqe(Which::A), 15, WcOpcode::RdmaWrite);
+    assert_same_bytes(&p.read(Which::B, &target, 0, 6000), &data, "UC WRITE");
+    let dst = p.drv(Which::B).reg_mr(KERNEL_UCTX, b_pd, 16, ALL);
+    p.post_recv(Which::B, &RecvWr::new(16, vec![dst.sge(0, 16)]));
+
+    p.post_send(Which::A, &send_inv_wr(17, vec![src.sge(0, 16)], target.key));
+
+    assert_cqe_ok(&p.send_cqe(Which::A), 17, WcOpcode::Send);
+    let recv = p.recv_cqe(Which::B);
+    assert_eq!(
+        (recv.wc_flags, recv.imm_data),
+        (u8::from(WcFlags::WithInv), target.key.to_le_bytes())
+    );
+    // Invalidated: registering again is allowed, and LOCAL_INV of the new key too.
+    let again = register(&mut p, Which::B, target.key, 64, 0);
+    p.post_send(Which::B, &local_inv_wr(18, again.key));
+    assert_cqe_ok(&p.send_cqe(Which::B), 18, WcOpcode::LocalInv);
+}
+
+fn atomics_reach_a_registered_frmr(t: Topology) {
+    let opts = ConnectOpts {
+        access: ALL | REMOTE_ATOMIC,
+        ..ConnectOpts::default()
+    };
+    let mut p = kernel_pair_with(t, QpCaps::default(), opts);
+    let key = frmr_of(&mut p, Which::B, 1);
+    let pd = p.b.pd;
+    let fr = p
+        .drv(Which::B)
+        .fast_reg(key, pd, 64, 0, 12, ALL | REMOTE_ATOMIC);
+    p.post_send_raw(Which::B, &reg_mr_wqe(19, &fr));
+    assert_cqe_ok(&p.send_cqe(Which::B), 19, WcOpcode::RegMr);
+    p.write(Which::B, &fr.mr, 16, &7u64.to_le_bytes());
+    let a_pd = p.a.pd;
+    let result = p.drv(Which::A).reg_mr(KERNEL_UCTX, a_pd, 8, ALL);
+
+    p.post_send(
+        Which::A,
+        &SendWr::cmp_and_swp(20, result.sge(0, 8), &fr.mr, 16, 7, 99).signaled(),
+    );
+
+    assert_cqe_ok(&p.send_cqe(Which::A), 20, WcOpcode::CompSwap);
+    assert_eq!(p.read(Which::A, &result, 0, 8), 7u64.to_le_bytes());
+    assert_eq!(p.read(Which::B, &fr.mr, 16, 8), 99u64.to_le_bytes());
+}
+
 on_both_topologies!(
+    a_kernel_uc_qp_registers_invalidates_and_sends_with_inv,
+    atomics_reach_a_registered_frmr,
     remote_writes_and_reads_reach_a_registered_frmr_byte_for_byte,
     a_registered_frmr_is_an_lkey_for_sends_and_receives,
     local_inv_frees_the_frmr_and_its_key_stops_working,

@@ -253,7 +253,68 @@ fn send_with_inv_of_a_type_1_window_fails_on_both_sides(t: Topology) {
     );
 }
 
+fn atomics_reach_a_window_only_with_its_remote_atomic(t: Topology) {
+    let opts = ConnectOpts {
+        access: ACCESS_ALL | REMOTE_ATOMIC,
+        ..ConnectOpts::default()
+    };
+    let mut p = Pair::with(t, QpCaps::default(), opts);
+    let mr = p.mr(Which::B, 0x1000, ACCESS_ALL | REMOTE_ATOMIC | MW_BIND);
+    p.write(Which::B, &mr, 0x808, &40u64.to_le_bytes());
+    let atomic = alloc_mw(&mut p, Which::B, MwType::Type1);
+    let atomic = bound(&mut p, Which::B, atomic, &mr, 0x800, 0x100, REMOTE_ATOMIC);
+    let plain = alloc_mw(&mut p, Which::B, MwType::Type1);
+    let plain = bound(&mut p, Which::B, plain, &mr, 0x800, 0x100, REMOTE_RW);
+    let result = p.mr(Which::A, 16, ACCESS_ALL);
+
+    p.post_send(
+        Which::A,
+        &SendWr::fetch_and_add(62, result.sge(0, 8), &atomic, 8, 2).signaled(),
+    );
+    assert_cqe_ok(&p.send_cqe(Which::A), 62, WcOpcode::FetchAdd);
+    assert_eq!(p.read(Which::A, &result, 0, 8), 40u64.to_le_bytes());
+    assert_eq!(p.read(Which::B, &mr, 0x808, 8), 42u64.to_le_bytes());
+    p.post_send(
+        Which::A,
+        &SendWr::fetch_and_add(63, result.sge(8, 8), &plain, 8, 2).signaled(),
+    );
+
+    assert_remote_refused(&p.send_cqe(Which::A), VendorErr::RemoteAccess);
+    assert_eq!(p.read(Which::B, &mr, 0x808, 8), 42u64.to_le_bytes());
+}
+
+/// UC: binding, remote writes through a type 2 window and SEND_WITH_INV of it.
+fn a_type_2_window_serves_a_uc_qp_until_send_with_inv(t: Topology) {
+    let mut p = Pair::with(t, QpCaps::of(QpType::Uc), ConnectOpts::default());
+    let mr = bindable_mr(&mut p, Which::B, 0x1000);
+    let mw = alloc_mw(&mut p, Which::B, MwType::Type2);
+    let window = bound(&mut p, Which::B, mw, &mr, 0x100, 0x200, REMOTE_WRITE);
+    let (cqe, data) = write_through(&mut p, &window, 0, 0x200, 64);
+    assert_cqe_ok(&cqe, 64, WcOpcode::RdmaWrite);
+    let src = p.mr(Which::A, 16, ACCESS_ALL);
+    let dst = p.mr(Which::B, 16, ACCESS_ALL);
+    p.post_recv(Which::B, &RecvWr::new(65, vec![dst.sge(0, 16)]));
+
+    p.post_send(Which::A, &send_inv_wr(66, vec![src.sge(0, 16)], window.key));
+
+    assert_cqe_ok(&p.send_cqe(Which::A), 66, WcOpcode::Send);
+    let recv = p.recv_cqe(Which::B);
+    assert_cqe_ok(&recv, 65, WcOpcode::Recv);
+    assert_eq!(
+        (recv.wc_flags, recv.imm_data),
+        (u8::from(WcFlags::WithInv), window.key.to_le_bytes())
+    );
+    assert_same_bytes(&p.read(Which::B, &mr, 0x100, 0x200), &data, "WRITE");
+    // UC: a write to the invalidated rkey is dropped at the target, which stays usable.
+    let (cqe, _) = write_through(&mut p, &window, 0, 8, 67);
+    assert_cqe_ok(&cqe, 67, WcOpcode::RdmaWrite);
+    assert_eq!(p.read(Which::B, &mr, 0x100, 8), data[..8].to_vec());
+    assert_eq!(p.qp_state(Which::B), QpState::Rts);
+}
+
 on_both_topologies!(
+    atomics_reach_a_window_only_with_its_remote_atomic,
+    a_type_2_window_serves_a_uc_qp_until_send_with_inv,
     a_type_1_window_gives_writes_and_reads_its_range_of_the_mr,
     a_type_2_window_works_for_its_qp_until_local_inv,
     send_with_inv_invalidates_a_type_2_window_bound_to_the_target_qp,

@@ -137,10 +137,10 @@ pub fn kernel_side(d: &mut FakeDriver, index: usize, caps: QpCaps) -> Side {
 /// A connected pair of kernel-context QPs (what fast registration needs), on two devices
 /// or on one.
 pub fn kernel_pair(topology: Topology) -> Pair {
-    kernel_pair_with(topology, QpCaps::default())
+    kernel_pair_with(topology, QpCaps::default(), ConnectOpts::default())
 }
 
-pub fn kernel_pair_with(topology: Topology, caps: QpCaps) -> Pair {
+pub fn kernel_pair_with(topology: Topology, caps: QpCaps, opts: ConnectOpts) -> Pair {
     let n = match topology {
         Topology::TwoDevices => 2,
         Topology::Loopback => 1,
@@ -156,7 +156,7 @@ pub fn kernel_pair_with(topology: Topology, caps: QpCaps) -> Pair {
         topology,
         devices,
     };
-    pair.connect(ConnectOpts::default());
+    pair.connect(opts);
     pair
 }
 
