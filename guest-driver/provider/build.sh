@@ -53,9 +53,10 @@ if [[ ${1:-} == --in-root ]]; then
       "${srcs[@]}" "${libs[@]}"
     cc "${cflags[@]}" -o "$bld/vrnic-verbs-ex-test" "$dst/tests/verbs_ex_test.c" \
       "${srcs[@]}" "${libs[@]}"
-    "$bld/vrnic-wqe-test"
-    "$bld/vrnic-datapath-test"
-    "$bld/vrnic-verbs-ex-test"
+    # A hung test would hold the build root every checkout shares.
+    timeout 60 "$bld/vrnic-wqe-test"
+    timeout 60 "$bld/vrnic-datapath-test"
+    timeout 60 "$bld/vrnic-verbs-ex-test"
   fi
   exit 0
 fi

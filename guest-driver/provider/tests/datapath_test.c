@@ -15,6 +15,9 @@
 #define START 0xfffffffeu /* every free-running index wraps during the test */
 #define QPN 0x123456u
 #define UD_QPN 0x000abcu
+#define UC_QPN 0x00c0deu
+#define SRQ_QPN 0x005e1fu
+#define SRQ_SLOT 11
 
 static struct vrnic_context *ctx;
 static uint8_t *db_page;	/* the fake doorbell page holding both slots */
@@ -22,6 +25,9 @@ static uint8_t *kick_page;
 static struct vrnic_cq cq;
 static struct vrnic_qp qp;
 static struct vrnic_qp ud_qp;	/* UD, 128-byte send WQEs, own slot 9 */
+static struct vrnic_qp uc_qp;	/* UC, slot 10 */
+static struct vrnic_qp srq_qp;	/* RC with an SRQ, slot 12 */
+static struct vrnic_srq srq;	/* 4 WQEs of 32 bytes, slot SRQ_SLOT */
 static uint32_t dev_cq_pi = START; /* fake device's CQ producer index */
 
 static uint32_t db_read(const uint32_t *w)
@@ -48,6 +54,32 @@ static uint32_t *page_flag(void)
 static uint8_t *slot_flag(uint32_t slot)
 {
 	return db_page + VRNIC_DB_FLAGS_BASE + slot;
+}
+
+/* An RC or UC QP in RTS with 4 send WQEs of 64 bytes (2 SGEs or 32 inline
+ * bytes) and 4 receive WQEs of 32, in doorbell slot @slot. */
+static void setup_connected_qp(struct vrnic_qp *q, uint32_t qpn,
+			       enum ibv_qp_type type, uint32_t slot)
+{
+	*q = (struct vrnic_qp){ .max_inline = 32, .state = IBV_QPS_RTS };
+	q->ibv_qp.context = &ctx->ibv_ctx.context;
+	q->ibv_qp.qp_num = qpn;
+	q->ibv_qp.qp_type = type;
+	q->ibv_qp.send_cq = &cq.ibv_cq;
+	q->ibv_qp.recv_cq = &cq.ibv_cq;
+	q->sq = (struct vrnic_wq){ .depth = 4, .wqe_shift = 6, .max_sge = 2,
+				   .pi = START, .ci = START };
+	q->rq = (struct vrnic_wq){ .depth = 4, .wqe_shift = 5, .max_sge = 1,
+				   .pi = START, .ci = START };
+	q->sq.ring = calloc(4, 64);
+	q->rq.ring = calloc(4, 32);
+	q->sq.db = vrnic_db_word(db_page, slot, VRNIC_DB_QP_SLOT_SQ_PI_OFF);
+	q->rq.db = vrnic_db_word(db_page, slot, VRNIC_DB_QP_SLOT_RQ_PI_OFF);
+	q->sq.db_flag = q->rq.db_flag = slot_flag(slot);
+	q->sq.db_page = q->rq.db_page = db_page;
+	q->sq.kick_page = q->rq.kick_page = kick_page;
+	pthread_spin_init(&q->sq.lock, PTHREAD_PROCESS_PRIVATE);
+	pthread_spin_init(&q->rq.lock, PTHREAD_PROCESS_PRIVATE);
 }
 
 static void setup(void)
@@ -121,6 +153,21 @@ static void setup(void)
 	pthread_spin_init(&ud_qp.sq.lock, PTHREAD_PROCESS_PRIVATE);
 	pthread_spin_init(&ud_qp.rq.lock, PTHREAD_PROCESS_PRIVATE);
 	CHECK(vrnic_insert_qp(ctx, &ud_qp) == 0);
+
+	setup_connected_qp(&uc_qp, UC_QPN, IBV_QPT_UC, 10);
+	CHECK(vrnic_insert_qp(ctx, &uc_qp) == 0);
+
+	srq = (struct vrnic_srq){ .depth = 4, .wqe_shift = 5, .max_sge = 1,
+				  .pi = START, .srqn = 3 };
+	srq.ring = calloc(4, 32);
+	srq.busy = calloc(4, 1);
+	srq.db = vrnic_db_word(db_page, SRQ_SLOT, VRNIC_DB_SRQ_SLOT_PI_OFF);
+	pthread_spin_init(&srq.lock, PTHREAD_PROCESS_PRIVATE);
+	setup_connected_qp(&srq_qp, SRQ_QPN, IBV_QPT_RC, 12);
+	srq_qp.srq = &srq;
+	srq_qp.rq = (struct vrnic_wq){ .db = srq_qp.rq.db };
+	pthread_spin_init(&srq_qp.rq.lock, PTHREAD_PROCESS_PRIVATE);
+	CHECK(vrnic_insert_qp(ctx, &srq_qp) == 0);
 }
 
 /* Fake device: write every field but owner into the next entry... */
@@ -253,7 +300,7 @@ static void test_send_errors_and_inline(void)
 		data[i] = i;
 	CHECK(vrnic_post_send(&qp.ibv_qp, &wr, &bad) == EINVAL); /* 3 > 2 SGEs */
 	CHECK(bad == &wr && qp.sq.pi == pi);
-	wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+	wr.opcode = IBV_WR_TSO; /* not an opcode of ours */
 	wr.num_sge = 1;
 	CHECK(vrnic_post_send(&qp.ibv_qp, &wr, &bad) == EINVAL);
 
@@ -445,6 +492,482 @@ static void test_ud_send_and_recv(void)
 	CHECK(ud_qp.rq.ci == START + 1);
 }
 
+/* Post @wr alone to @q, expecting @want; on success the WQE is returned. */
+static void *post_one(struct vrnic_qp *q, struct ibv_send_wr *wr, int want)
+{
+	struct ibv_send_wr *bad = NULL;
+	uint32_t pi = q->sq.pi;
+	int ret = vrnic_post_send(&q->ibv_qp, wr, &bad);
+
+	CHECK(ret == want);
+	if (ret) {
+		CHECK(bad == wr && q->sq.pi == pi);
+		return NULL;
+	}
+	CHECK(q->sq.pi == pi + 1 && db_read(q->sq.db) == pi + 1);
+	return vrnic_wqe(&q->sq, pi);
+}
+
+/* Poll exactly one completion. */
+static struct ibv_wc poll_one(void)
+{
+	struct ibv_wc wc = {};
+
+	CHECK(vrnic_poll_cq(&cq.ibv_cq, 1, &wc) == 1);
+	return wc;
+}
+
+/* Which opcodes each QP type posts (SPEC "Datagrams", "UC", "Atomics"). */
+static void test_opcodes_by_qp_type(void)
+{
+	static const struct {
+		unsigned int opcode;
+		bool rc, uc, ud;
+	} cases[] = {
+		{ IBV_WR_RDMA_WRITE, true, true, false },
+		{ IBV_WR_RDMA_WRITE_WITH_IMM, true, true, false },
+		{ IBV_WR_SEND, true, true, true },
+		{ IBV_WR_SEND_WITH_IMM, true, true, true },
+		{ IBV_WR_RDMA_READ, true, false, false },
+		{ IBV_WR_ATOMIC_CMP_AND_SWP, true, false, false },
+		{ IBV_WR_ATOMIC_FETCH_AND_ADD, true, false, false },
+		{ IBV_WR_LOCAL_INV, true, true, false },
+		{ IBV_WR_BIND_MW, true, true, false },
+		{ IBV_WR_SEND_WITH_INV, true, true, false },
+		{ IBV_WR_TSO, false, false, false },
+		{ IBV_WR_ATOMIC_WRITE, false, false, false },
+		{ VRNIC_WR_OPCODE_REG_MR, false, false, false },
+		{ 200, false, false, false },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		CHECK(vrnic_qp_allows(&qp, cases[i].opcode) == cases[i].rc);
+		CHECK(vrnic_qp_allows(&uc_qp, cases[i].opcode) == cases[i].uc);
+		CHECK(vrnic_qp_allows(&ud_qp, cases[i].opcode) == cases[i].ud);
+	}
+}
+
+/*
+ * Atomics: header (remote_addr, rkey, one SGE), atomic_seg at 32, the SGE
+ * at 48; FETCH_AND_ADD carries no swap value; anything but one 8-byte SGE,
+ * inline, or a non-RC QP is refused. The CQE reports COMP_SWAP, 8 bytes.
+ */
+static void test_atomics(void)
+{
+	static const uint8_t want[64] = {
+		[0] = 5,			/* ATOMIC_CMP_AND_SWP */
+		[1] = 0x02,			/* SIGNALED */
+		[2] = 1,			/* num_sge */
+		[8] = 0x31, 0, 0, 0, 0, 0, 0, 0,	/* wr_id */
+		[16] = 0x08, 0x10, 0, 0, 0, 0, 0, 0,	/* remote_addr 0x1008 */
+		[24] = 0x05, 0x04, 0, 0,	/* rkey 0x405 */
+		[32] = 0x0a, 0, 0, 0, 0, 0, 0, 0,	/* compare 10 */
+		[40] = 0x0b, 0, 0, 0, 0, 0, 0, 0,	/* swap 11 */
+		[48] = 0x00, 0x70, 0, 0, 0, 0, 0, 0,	/* addr 0x7000 */
+		[56] = 0x08, 0, 0, 0,		/* length 8 */
+		[60] = 0x06, 0, 0, 0,		/* lkey 6 */
+	};
+	struct ibv_sge sge = { .addr = 0x7000, .length = 8, .lkey = 6 };
+	struct ibv_sge two[2] = { sge, sge };
+	struct ibv_send_wr wr = {
+		.wr_id = 0x31, .sg_list = &sge, .num_sge = 1,
+		.opcode = IBV_WR_ATOMIC_CMP_AND_SWP,
+		.send_flags = IBV_SEND_SIGNALED,
+		.wr.atomic = { .remote_addr = 0x1008, .compare_add = 10,
+			       .swap = 11, .rkey = 0x405 },
+	};
+	struct vrnic_cqe *cqe;
+	struct ibv_wc wc;
+	uint8_t *wqe;
+
+	memset(vrnic_wqe(&qp.sq, qp.sq.pi), 0xee, 64);
+	wqe = post_one(&qp, &wr, 0);
+	if (wqe)
+		check_bytes("CMP_AND_SWP WQE", wqe, want, sizeof(want));
+
+	wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+	wqe = post_one(&qp, &wr, 0);
+	if (wqe) {
+		CHECK(wqe[0] == VRNIC_WR_OPCODE_ATOMIC_FETCH_AND_ADD);
+		CHECK(le64toh(((struct vrnic_atomic_seg *)(wqe + 32))->swap) == 0);
+		check_bytes("FETCH_AND_ADD operand", wqe + 32, want + 32, 8);
+		check_bytes("FETCH_AND_ADD SGE", wqe + 48, want + 48, 16);
+	}
+
+	sge.length = 4;
+	post_one(&qp, &wr, EINVAL);
+	sge.length = 8;
+	wr.sg_list = two;
+	wr.num_sge = 2;
+	post_one(&qp, &wr, EINVAL);
+	wr.num_sge = 0;
+	post_one(&qp, &wr, EINVAL);
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.send_flags |= IBV_SEND_INLINE;
+	post_one(&qp, &wr, EINVAL);
+	wr.send_flags = IBV_SEND_SIGNALED;
+	post_one(&uc_qp, &wr, EINVAL);
+	post_one(&ud_qp, &wr, EINVAL);
+
+	/* The device answers the two WQEs in order. */
+	cqe = dev_cqe_fill(QPN, (qp.sq.pi - 2) & 3, 0x31, 0, 0);
+	cqe->opcode = VRNIC_WC_OPCODE_COMP_SWAP;
+	cqe->byte_len = htole32(8);
+	cqe->wc_flags = 0;
+	dev_cqe_publish(cqe);
+	cqe = dev_cqe_fill(QPN, (qp.sq.pi - 1) & 3, 0x31, 0, 0);
+	cqe->opcode = VRNIC_WC_OPCODE_FETCH_ADD;
+	cqe->byte_len = htole32(8);
+	cqe->wc_flags = 0;
+	dev_cqe_publish(cqe);
+	wc = poll_one();
+	CHECK(wc.opcode == IBV_WC_COMP_SWAP && wc.byte_len == 8);
+	CHECK(wc.wc_flags == 0 && wc.status == IBV_WC_SUCCESS);
+	wc = poll_one();
+	CHECK(wc.opcode == IBV_WC_FETCH_ADD && wc.byte_len == 8);
+	CHECK(qp.sq.ci == qp.sq.pi);
+}
+
+/* UC: SENDs and WRITEs (with immediate), laid out as on RC; no READ. */
+static void test_uc_send_and_write(void)
+{
+	static const uint8_t want[64] = {
+		[0] = 1,			/* RDMA_WRITE_WITH_IMM */
+		[1] = 0x02,			/* SIGNALED */
+		[2] = 1,			/* num_sge */
+		[4] = 0xa1, 0xb2, 0xc3, 0xd4,	/* imm_data */
+		[8] = 0x41, 0, 0, 0, 0, 0, 0, 0,	/* wr_id */
+		[16] = 0x00, 0x90, 0, 0, 0, 0, 0, 0,	/* remote_addr 0x9000 */
+		[24] = 0x22, 0x02, 0, 0,	/* rkey 0x222 */
+		[32] = 0x00, 0x80, 0, 0, 0, 0, 0, 0,	/* sge addr 0x8000 */
+		[40] = 0x00, 0x01, 0, 0,	/* length 256 */
+		[44] = 0x07, 0, 0, 0,		/* lkey 7 */
+		[48] = 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	};
+	struct ibv_sge sge = { .addr = 0x8000, .length = 256, .lkey = 7 };
+	struct ibv_send_wr wr = {
+		.wr_id = 0x41, .sg_list = &sge, .num_sge = 1,
+		.opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
+		.send_flags = IBV_SEND_SIGNALED,
+		.imm_data = htobe32(0xa1b2c3d4),
+		.wr.rdma = { .remote_addr = 0x9000, .rkey = 0x222 },
+	};
+	uint8_t *wqe;
+
+	wqe = post_one(&uc_qp, &wr, 0);
+	if (wqe)
+		check_bytes("UC WRITE_WITH_IMM WQE", wqe, want, 48);
+	CHECK(*slot_flag(10) == 1);
+
+	wr.opcode = IBV_WR_SEND;
+	wqe = post_one(&uc_qp, &wr, 0);
+	if (wqe) {
+		CHECK(wqe[0] == VRNIC_WR_OPCODE_SEND);
+		CHECK(memcmp(wqe + 4, "\0\0\0\0", 4) == 0);	/* no imm */
+		check_bytes("UC SEND SGE", wqe + 32, want + 32, 16);
+		CHECK(memcmp(wqe + 16, "\0\0\0\0\0\0\0\0\0\0\0\0", 12) == 0);
+	}
+	wr.opcode = IBV_WR_RDMA_READ;
+	post_one(&uc_qp, &wr, EINVAL);
+
+	dev_cqe(UC_QPN, (uc_qp.sq.pi - 1) & 3, 0x41, 0, 0);
+	CHECK(poll_one().qp_num == UC_QPN);
+	CHECK(uc_qp.sq.ci == uc_qp.sq.pi);
+}
+
+/*
+ * LOCAL_INV is a header naming the key; SEND_WITH_INV is a SEND whose rkey
+ * the target invalidates; the target's CQE carries WITH_INV and the key
+ * (little-endian in imm_data), reported as invalidated_rkey.
+ */
+static void test_invalidation(void)
+{
+	static const uint8_t want_inv[64] = {
+		[0] = 7,			/* LOCAL_INV */
+		[1] = 0x03,			/* SIGNALED | FENCE */
+		[8] = 0x51, 0, 0, 0, 0, 0, 0, 0,	/* wr_id */
+		[24] = 0x12, 0x34, 0x56, 0x00,	/* rkey 0x563412 */
+	};
+	static const uint8_t want_send_inv[48] = {
+		[0] = 9,			/* SEND_WITH_INV */
+		[1] = 0x02,
+		[2] = 1,
+		[8] = 0x52, 0, 0, 0, 0, 0, 0, 0,
+		[24] = 0x01, 0x09, 0, 0,	/* rkey 0x901 */
+		[32] = 0x00, 0x30, 0, 0, 0, 0, 0, 0,
+		[40] = 0x10, 0, 0, 0,
+		[44] = 0x02, 0, 0, 0,
+	};
+	struct ibv_sge sge = { .addr = 0x3000, .length = 16, .lkey = 2 };
+	struct ibv_send_wr wr = {
+		.wr_id = 0x51, .sg_list = &sge, .num_sge = 1,
+		.opcode = IBV_WR_LOCAL_INV,
+		.send_flags = IBV_SEND_SIGNALED | IBV_SEND_FENCE,
+		.invalidate_rkey = 0x563412,
+	};
+	struct vrnic_cqe *cqe;
+	struct ibv_wc wc;
+	uint8_t *wqe;
+
+	memset(vrnic_wqe(&qp.sq, qp.sq.pi), 0xee, 64);
+	wqe = post_one(&qp, &wr, 0);	/* the SGE is no part of it */
+	if (wqe)
+		check_bytes("LOCAL_INV WQE", wqe, want_inv, 32);
+	wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+	post_one(&qp, &wr, EINVAL);
+
+	wr = (struct ibv_send_wr){
+		.wr_id = 0x52, .sg_list = &sge, .num_sge = 1,
+		.opcode = IBV_WR_SEND_WITH_INV,
+		.send_flags = IBV_SEND_SIGNALED, .invalidate_rkey = 0x901,
+	};
+	wqe = post_one(&uc_qp, &wr, 0);
+	if (wqe)
+		check_bytes("SEND_WITH_INV WQE", wqe, want_send_inv, 48);
+	post_one(&ud_qp, &wr, EINVAL);
+
+	dev_cqe(QPN, (qp.sq.pi - 1) & 3, 0x51, 0, 0);
+	dev_cqe(UC_QPN, (uc_qp.sq.pi - 1) & 3, 0x52, 0, 0);
+	poll_one();
+	poll_one();
+	CHECK(qp.sq.ci == qp.sq.pi && uc_qp.sq.ci == uc_qp.sq.pi);
+
+	/* A receive completed by SEND_WITH_INV. */
+	{
+		struct ibv_recv_wr rwr = { .wr_id = 0x53, .sg_list = &sge,
+					   .num_sge = 1 };
+		struct ibv_recv_wr *rbad;
+
+		CHECK(vrnic_post_recv(&uc_qp.ibv_qp, &rwr, &rbad) == 0);
+	}
+	cqe = dev_cqe_fill(UC_QPN, (uc_qp.rq.pi - 1) & 3, 0x53,
+			   VRNIC_CQE_FLAG_RECV, 0);
+	memcpy(cqe->imm_data, "\x01\x09\x00\x00", 4);
+	cqe->wc_flags = VRNIC_WC_FLAGS_WITH_INV;
+	dev_cqe_publish(cqe);
+	wc = poll_one();
+	CHECK(wc.opcode == IBV_WC_RECV && wc.wr_id == 0x53);
+	CHECK(wc.wc_flags == IBV_WC_WITH_INV);
+	CHECK(wc.invalidated_rkey == 0x901);
+	CHECK(uc_qp.rq.ci == uc_qp.rq.pi);
+}
+
+/*
+ * Memory windows: IBV_WR_BIND_MW (type 2) with the caller's new key;
+ * ibv_bind_mw (type 1) with the next variant of mw->rkey, which it then
+ * takes. Only the window's REMOTE_* bits are sent.
+ */
+static void test_bind_mw(void)
+{
+	static const uint8_t want[64] = {
+		[0] = 8,			/* BIND_MW */
+		[1] = 0x02,			/* SIGNALED */
+		[8] = 0x61, 0, 0, 0, 0, 0, 0, 0,	/* wr_id */
+		[24] = 0x2a, 0x07, 0, 0,	/* rkey 0x72a */
+		[32] = 0x00, 0x40, 0, 0, 0, 0, 0, 0,	/* addr 0x4000 */
+		[40] = 0x00, 0x01, 0, 0, 0, 0, 0, 0,	/* length 256 */
+		[48] = 0x10, 0x03, 0, 0,	/* mr_lkey 0x310 */
+		[52] = 0x02, 0, 0, 0,		/* REMOTE_WRITE */
+		[56] = 0, 0, 0, 0, 0, 0, 0, 0,	/* reserved0 */
+	};
+	struct ibv_mr mr = { .lkey = 0x310, .rkey = 0x310 };
+	struct ibv_mw mw2 = { .rkey = 0x729, .type = IBV_MW_TYPE_2 };
+	struct ibv_mw mw1 = { .rkey = 0x8ff, .type = IBV_MW_TYPE_1 };
+	struct ibv_send_wr wr = {
+		.wr_id = 0x61, .opcode = IBV_WR_BIND_MW,
+		.send_flags = IBV_SEND_SIGNALED,
+		.bind_mw = { .mw = &mw2, .rkey = 0x72a, .bind_info = {
+			.mr = &mr, .addr = 0x4000, .length = 256,
+			.mw_access_flags = IBV_ACCESS_REMOTE_WRITE |
+					   IBV_ACCESS_LOCAL_WRITE } },
+	};
+	struct ibv_mw_bind bind = {
+		.wr_id = 0x62, .send_flags = IBV_SEND_SIGNALED,
+		.bind_info = { .mr = &mr, .addr = 0x4000, .length = 16,
+			       .mw_access_flags = IBV_ACCESS_REMOTE_READ },
+	};
+	struct vrnic_bind_mw_seg *seg;
+	struct vrnic_send_wqe_header *hdr;
+	struct vrnic_cqe *cqe;
+	uint8_t *wqe;
+	uint32_t pi;
+
+	memset(vrnic_wqe(&qp.sq, qp.sq.pi), 0xee, 64);
+	wqe = post_one(&qp, &wr, 0);
+	if (wqe)
+		check_bytes("BIND_MW WQE", wqe, want, sizeof(want));
+
+	wr.bind_mw.rkey = 0x82a;	/* another window's index */
+	post_one(&qp, &wr, EINVAL);
+	wr.bind_mw.rkey = 0x72a;
+	wr.bind_mw.bind_info.mw_access_flags |= IBV_ACCESS_ZERO_BASED;
+	post_one(&qp, &wr, EINVAL);
+	wr.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_MW_BIND;
+	post_one(&qp, &wr, EINVAL);
+	wr.bind_mw.bind_info.mw_access_flags = 0;
+	wr.bind_mw.bind_info.mr = NULL;	/* a range without an MR */
+	post_one(&qp, &wr, EINVAL);
+	post_one(&ud_qp, &wr, EINVAL);
+
+	/* Type 1: variant 0xff wraps to 0x00 within the index. */
+	pi = qp.sq.pi;
+	CHECK(vrnic_bind_mw(&qp.ibv_qp, &mw1, &bind) == 0);
+	CHECK(mw1.rkey == 0x800 && qp.sq.pi == pi + 1);
+	hdr = vrnic_wqe(&qp.sq, pi);
+	seg = (struct vrnic_bind_mw_seg *)(hdr + 1);
+	CHECK(hdr->opcode == VRNIC_WR_OPCODE_BIND_MW);
+	CHECK(le32toh(hdr->rkey) == 0x800 && le64toh(hdr->wr_id) == 0x62);
+	CHECK(le64toh(seg->addr) == 0x4000 && le64toh(seg->length) == 16);
+	CHECK(le32toh(seg->mr_lkey) == 0x310);
+	CHECK(le32toh(seg->access) == VRNIC_ACCESS_REMOTE_READ);
+
+	/* An unbind: length 0, no MR. */
+	bind.bind_info = (struct ibv_mw_bind_info){};
+	CHECK(vrnic_bind_mw(&qp.ibv_qp, &mw1, &bind) == 0);
+	CHECK(mw1.rkey == 0x801);
+	seg = (struct vrnic_bind_mw_seg *)((uint8_t *)vrnic_wqe(&qp.sq, pi + 1) +
+					   32);
+	CHECK(seg->length == 0 && seg->mr_lkey == 0 && seg->access == 0);
+
+	/* A third fills the queue (4); a fourth leaves the key alone. */
+	CHECK(vrnic_bind_mw(&qp.ibv_qp, &mw1, &bind) == 0);
+	CHECK(mw1.rkey == 0x802);
+	CHECK(vrnic_bind_mw(&qp.ibv_qp, &mw1, &bind) == ENOMEM);
+	CHECK(mw1.rkey == 0x802);
+
+	cqe = dev_cqe_fill(QPN, (qp.sq.pi - 1) & 3, 0x62, 0, 0);
+	cqe->opcode = VRNIC_WC_OPCODE_BIND_MW;
+	cqe->wc_flags = 0;
+	dev_cqe_publish(cqe);
+	CHECK(poll_one().opcode == IBV_WC_BIND_MW);
+	CHECK(qp.sq.ci == qp.sq.pi);
+}
+
+/*
+ * SRQ: receives go to the SRQ ring at pi mod depth with one store of the
+ * producer index (no flag, no kick); a slot is busy until the CQE naming it
+ * is polled, so completions out of order leave the next slot busy (ENOMEM)
+ * though others are free. The QP itself refuses post_recv.
+ */
+static void test_srq(void)
+{
+	static const uint8_t want[32] = {
+		[0] = 0x03, 0, 0, 0, 0, 0, 0xaa, 0,	/* wr_id */
+		[8] = 1,				/* num_sge */
+		[16] = 0x00, 0xa0, 0, 0, 0, 0, 0, 0,	/* addr 0xa000 */
+		[24] = 0x00, 0x02, 0, 0,		/* length 512 */
+		[28] = 0x0c, 0, 0, 0,			/* lkey 12 */
+	};
+	struct ibv_sge sge = { .addr = 0xa000, .length = 512, .lkey = 12 };
+	struct ibv_recv_wr wr[5], *bad = NULL;
+	struct ibv_sge two[2] = { sge, sge };
+	struct vrnic_cqe *cqe;
+	struct ibv_wc wc;
+	int i;
+
+	for (i = 0; i < 5; i++)
+		wr[i] = (struct ibv_recv_wr){
+			.wr_id = 0xaa000000000000ull + i, .sg_list = &sge,
+			.num_sge = 1, .next = i < 4 ? &wr[i + 1] : NULL };
+	wr[3].wr_id = 0xaa000000000003ull;
+
+	*kick() = 0;
+	*slot_flag(SRQ_SLOT) = 0;
+	*page_flag() = 0;
+	memset(srq.ring, 0xee, 4 * 32);
+	CHECK(vrnic_post_srq_recv(&srq.ibv_srq, wr, &bad) == ENOMEM);
+	CHECK(bad == &wr[4] && srq.pi == START + 4);
+	CHECK(db_read(srq.db) == START + 4);
+	CHECK(db_read(kick()) == 0 && *slot_flag(SRQ_SLOT) == 0 &&
+	      db_read(page_flag()) == 0);
+	check_bytes("SRQ WQE", vrnic_srq_wqe(&srq, START + 3), want,
+		    sizeof(want));
+
+	/* A QP with an SRQ has no receive queue of its own. */
+	CHECK(vrnic_post_recv(&srq_qp.ibv_qp, &wr[4], &bad) == EINVAL);
+	CHECK(bad == &wr[4]);
+
+	/* Slot 2 of 0..3 (free-running START+2..) completes first. */
+	cqe = dev_cqe_fill(SRQ_QPN, (START + 3) & 3, 0xaa000000000003ull,
+			   VRNIC_CQE_FLAG_RECV, 0);
+	dev_cqe_publish(cqe);
+	wc = poll_one();
+	CHECK(wc.wr_id == 0xaa000000000003ull && wc.qp_num == SRQ_QPN);
+	CHECK(wc.opcode == IBV_WC_RECV);
+	CHECK(srq.busy[(START + 3) & 3] == 0 && srq.busy[START & 3] == 1);
+
+	/* The next slot, (START + 4) & 3 = START & 3, is still busy. */
+	wr[4].next = NULL;
+	CHECK(vrnic_post_srq_recv(&srq.ibv_srq, &wr[4], &bad) == ENOMEM);
+	CHECK(bad == &wr[4] && db_read(srq.db) == START + 4);
+
+	dev_cqe(SRQ_QPN, START & 3, 0xaa000000000000ull, VRNIC_CQE_FLAG_RECV, 0);
+	CHECK(poll_one().wr_id == 0xaa000000000000ull);
+	CHECK(vrnic_post_srq_recv(&srq.ibv_srq, &wr[4], &bad) == 0);
+	CHECK(db_read(srq.db) == START + 5);
+	CHECK(le64toh(((struct vrnic_recv_wqe_header *)
+		       vrnic_srq_wqe(&srq, START + 4))->wr_id) ==
+	      0xaa000000000004ull);
+
+	/* A dropped CQE (QP reset or destroyed) frees its slot too. */
+	dev_cqe(SRQ_QPN, (START + 1) & 3, 1, VRNIC_CQE_FLAG_RECV, 0);
+	pthread_spin_lock(&cq.lock);
+	vrnic_cq_clean(&cq, &srq_qp);
+	pthread_spin_unlock(&cq.lock);
+	CHECK(srq.busy[(START + 1) & 3] == 0);
+	CHECK(vrnic_poll_cq(&cq.ibv_cq, 1, &wc) == 0);
+	CHECK(srq.busy[(START + 2) & 3] == 1 && srq.busy[START & 3] == 1);
+
+	/* That slot is next: too many SGEs for the SRQ's WQE are refused. */
+	wr[4].sg_list = two;
+	wr[4].num_sge = 2;
+	CHECK(vrnic_post_srq_recv(&srq.ibv_srq, &wr[4], &bad) == EINVAL);
+	CHECK(srq.pi == START + 5 && srq.busy[(START + 1) & 3] == 0);
+
+	/* The QP's sends still retire its own send queue. */
+	{
+		struct ibv_send_wr swr = { .wr_id = 9, .sg_list = &sge,
+					   .num_sge = 1,
+					   .opcode = IBV_WR_SEND };
+
+		post_one(&srq_qp, &swr, 0);
+		dev_cqe(SRQ_QPN, (srq_qp.sq.pi - 1) & 3, 9, 0, 0);
+		CHECK(poll_one().wr_id == 9);
+		CHECK(srq_qp.sq.ci == srq_qp.sq.pi);
+		CHECK(srq.busy[(START + 2) & 3] == 1);
+	}
+}
+
+/* SRQ and SRQ-QP geometry (README "Decisions"). */
+static void test_srq_sizes(void)
+{
+	struct vrnic_context lim = { .max_sge = 16, .max_inline = 256,
+				     .max_qp_wr = 4096 };
+	struct ibv_srq_attr req = { .max_wr = 500, .max_sge = 1 };
+	struct ibv_qp_cap cap = { .max_send_wr = 8, .max_recv_wr = 99999,
+				  .max_send_sge = 1, .max_recv_sge = 99 };
+	struct vrnic_srq s = {};
+	struct vrnic_qp q = { .srq = &s };
+
+	CHECK(vrnic_size_srq(&lim, &s, &req) == 0);
+	CHECK(s.depth == 512 && s.wqe_shift == 5 && s.max_sge == 1);
+	req.max_sge = 0;	/* the device needs one SGE: still 32 bytes */
+	CHECK(vrnic_size_srq(&lim, &s, &req) == 0 && s.max_sge == 1);
+	req = (struct ibv_srq_attr){ .max_wr = 1, .max_sge = 3 };
+	CHECK(vrnic_size_srq(&lim, &s, &req) == 0);
+	CHECK(s.depth == 2 && s.wqe_shift == 6 && s.max_sge == 3);
+	req.max_wr = 4097;
+	CHECK(vrnic_size_srq(&lim, &s, &req) == EINVAL);
+	req = (struct ibv_srq_attr){ .max_wr = 4, .max_sge = 17 };
+	CHECK(vrnic_size_srq(&lim, &s, &req) == EINVAL);
+
+	/* The receive caps of a QP with an SRQ are ignored and become 0. */
+	CHECK(vrnic_size_queues(&lim, &q, &cap) == 0);
+	CHECK(q.sq.depth == 8 && q.rq.depth == 0 && q.rq.max_sge == 0);
+}
+
 /* Queue geometry (README "Decisions"): UD send WQEs hold a ud_av. */
 static void test_queue_sizes(void)
 {
@@ -499,6 +1022,13 @@ int main(void)
 	test_recv_and_clean();
 	test_ud_send_and_recv();
 	test_queue_sizes();
+	test_opcodes_by_qp_type();
+	test_atomics();
+	test_uc_send_and_write();
+	test_invalidation();
+	test_bind_mw();
+	test_srq();
+	test_srq_sizes();
 	test_arm();
 	if (failures) {
 		fprintf(stderr, "datapath_test: %d failure(s)\n", failures);

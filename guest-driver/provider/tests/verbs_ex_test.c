@@ -192,7 +192,8 @@ static void check_same_wqes(struct vrnic_qp *classic, struct ibv_qp_ex *qpx,
 	CHECK(ibv_wr_complete(qpx) == 0);
 	CHECK(ex->sq.pi == pi + n);
 	CHECK(db_read(ex->sq.db) == pi + n);
-	CHECK(memcmp(classic->sq.ring, ex->sq.ring, DEPTH << WQE_SHIFT) == 0);
+	check_bytes("ibv_wr_* ring vs post_send's", ex->sq.ring,
+		    classic->sq.ring, DEPTH << WQE_SHIFT);
 	/* Each WQE is the one of its opcode (the WR opcodes are SPEC's). */
 	for (i = 0; i < n; i++) {
 		struct vrnic_send_wqe_header *hdr = vrnic_wqe(&ex->sq, pi + i);

@@ -12,22 +12,6 @@
 #include "vrnic_wqe.h"
 #include "check.h"
 
-static void check_bytes(const char *what, const void *got, const void *want,
-			size_t len)
-{
-	const uint8_t *g = got, *w = want;
-	size_t i;
-
-	for (i = 0; i < len; i++) {
-		if (g[i] != w[i]) {
-			fprintf(stderr, "%s: byte %zu is 0x%02x, want 0x%02x\n",
-				what, i, g[i], w[i]);
-			failures++;
-			return;
-		}
-	}
-}
-
 /* A UD send WQE with SEND_WITH_IMM and two SGEs: header, ud_av at 32, SGEs
  * at UD_PAYLOAD_OFFSET (80). The buffer starts as 0xee: every byte up to
  * the last SGE must be written, the rest left alone. */
