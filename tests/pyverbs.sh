@@ -83,6 +83,10 @@ report() {
 				esac
 			done <"$f.tsv"
 		done <"$dir/modules"
+		cat "$dir/$mode".*.tsv | awk -F'\t' -v mode="$mode" '
+			{ n[$1]++ }
+			END { printf "%-5s %-22s %5d %8d %7d %7d\n", mode, "(all)", n["ok"], n["skipped"],
+				n["failed"], n["error"] }'
 	done
 	((runs > 0)) || { echo "no module ran"; bad=1; }
 	if ((${#failures[@]})); then
