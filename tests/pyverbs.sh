@@ -68,8 +68,8 @@ report() {
 				crashed=1
 				rc=$(cat "$f.rc" 2>/dev/null || echo none)
 				last=$(awk -F'\t' '$1 == "start" { t = $2 } $1 != "start" { t = "" } END { print t }' "$f.tsv" 2>/dev/null || true)
-				failures+=("$mode $m: crashed (status $rc${last:+, in $last}; output: tail below)")
-				failures+=("$(tail -n 15 "$f.out" 2>/dev/null | sed 's/^/    | /')")
+				failures+=("  $mode $m: crashed (status $rc${last:+, in $last}; its output's tail:)")
+				failures+=("$(tail -n 15 "$f.out" 2>/dev/null | sed 's/^/      | /')")
 			fi
 			touch "$f.tsv"
 			awk -F'\t' -v mode="$mode" -v m="$m" -v crashed="$crashed" '
@@ -78,18 +78,22 @@ report() {
 					n["failed"], n["error"], crashed ? "yes" : "-" }' "$f.tsv"
 			while IFS=$'\t' read -r outcome id detail; do
 				case $outcome in
-				failed | error) failures+=("$mode $outcome ${id#tests.}: $detail") ;;
+				failed | error) failures+=("  $mode $outcome ${id#tests.}: $detail") ;;
 				skipped) skips+=("$mode"$'\t'"$m"$'\t'"$detail") ;;
 				esac
 			done <"$f.tsv"
 		done <"$dir/modules"
+		cat "$dir/$mode".*.tsv | awk -F'\t' -v mode="$mode" '
+			{ n[$1]++ }
+			END { printf "%-5s %-22s %5d %8d %7d %7d\n", mode, "(all)", n["ok"], n["skipped"],
+				n["failed"], n["error"] }'
 	done
 	((runs > 0)) || { echo "no module ran"; bad=1; }
 	if ((${#failures[@]})); then
 		bad=1
 		echo
 		echo "failures, errors and crashes:"
-		printf '  %s\n' "${failures[@]}"
+		printf '%s\n' "${failures[@]}"
 	fi
 	if ((${#skips[@]})); then
 		echo

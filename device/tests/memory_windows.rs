@@ -120,6 +120,27 @@ fn send_with_inv_invalidates_a_type_2_window_bound_to_the_target_qp(t: Topology)
     assert_remote_refused(&cqe, VendorErr::BadRkey);
 }
 
+/// As pyverbs' MWTest does it: a SEND_WITH_INV with no data into a posted receive.
+fn a_zero_length_send_with_inv_invalidates_a_type_2_window(t: Topology) {
+    let mut p = Pair::new(t);
+    let mr = bindable_mr(&mut p, Which::B, 0x1000);
+    let mw = alloc_mw(&mut p, Which::B, MwType::Type2);
+    let window = bound(&mut p, Which::B, mw, &mr, 0, 0x1000, REMOTE_WRITE);
+    p.post_recv(Which::B, &RecvWr::new(68, vec![mr.sge(0, 64)]));
+
+    p.post_send(Which::A, &send_inv_wr(69, vec![], window.key));
+
+    assert_cqe_ok(&p.send_cqe(Which::A), 69, WcOpcode::Send);
+    let recv = p.recv_cqe(Which::B);
+    assert_cqe_ok(&recv, 68, WcOpcode::Recv);
+    assert_eq!(
+        (recv.byte_len.to_native(), recv.wc_flags, recv.imm_data),
+        (0, u8::from(WcFlags::WithInv), window.key.to_le_bytes())
+    );
+    let (cqe, _) = write_through(&mut p, &window, 0, 8, 70);
+    assert_remote_refused(&cqe, VendorErr::BadRkey);
+}
+
 fn rebinding_a_type_1_window_retires_its_old_rkey(t: Topology) {
     let mut p = Pair::new(t);
     let mr = bindable_mr(&mut p, Which::B, 0x2000);
@@ -318,6 +339,7 @@ on_both_topologies!(
     a_type_1_window_gives_writes_and_reads_its_range_of_the_mr,
     a_type_2_window_works_for_its_qp_until_local_inv,
     send_with_inv_invalidates_a_type_2_window_bound_to_the_target_qp,
+    a_zero_length_send_with_inv_invalidates_a_type_2_window,
     rebinding_a_type_1_window_retires_its_old_rkey,
     a_type_1_window_bound_with_length_0_is_unbound,
     a_request_beyond_the_window_fails_with_remote_bounds,

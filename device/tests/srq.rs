@@ -20,8 +20,10 @@ on_both_topologies!(
     an_empty_srq_with_rnr_retry_0_fails_the_sender_with_rnr_retry_exc_err,
     the_limit_event_fires_once_when_the_srq_runs_low_and_disarms,
     a_producer_index_beyond_the_depth_posts_srq_err_and_the_srq_takes_no_more,
+    an_srq_ring_the_device_cannot_read_posts_srq_err,
     a_qp_entering_err_flushes_its_taken_wqe_then_posts_last_wqe_reached,
     ud_qps_sharing_an_srq_take_its_wqes_in_order,
+    uc_qps_take_srq_wqes_and_drop_messages_while_it_is_empty,
 );
 
 const SRQ_DEPTH_LOG2: u32 = 3;
@@ -63,7 +65,18 @@ impl Shared {
 
     /// As `rc`, the receivers' QPs in a PD of their own when `qp_pd_differs`.
     fn rc_with(t: Topology, n: usize, opts: ConnectOpts, qp_pd_differs: bool) -> Self {
-        let mut s = Self::new(devices_for(t), QpType::Rc, n, qp_pd_differs);
+        Self::connected(t, QpType::Rc, n, opts, qp_pd_differs)
+    }
+
+    /// `n` connected pairs of `kind` (RC or UC) whose receivers share an SRQ.
+    fn connected(
+        t: Topology,
+        kind: QpType,
+        n: usize,
+        opts: ConnectOpts,
+        qp_pd_differs: bool,
+    ) -> Self {
+        let mut s = Self::new(devices_for(t), kind, n, qp_pd_differs);
         for i in 0..n {
             let (a_addr, b_addr) = (s.d[s.ia].addr(), s.d[s.ib].addr());
             let (a_qpn, b_qpn) = (s.senders[i].qpn, s.receivers[i].qpn);
@@ -351,7 +364,8 @@ fn the_limit_event_fires_once_when_the_srq_runs_low_and_disarms(t: Topology) {
         .map(|(i, b)| RecvWr::new(i as u64, vec![b.sge(0, 8)]))
         .collect();
     s.post_srq(&wrs);
-    let srq_view = clone_srq(&s.srq);
+    // A second handle on the SRQ, for commands while the fixture is borrowed.
+    let srq_view = s.srq.clone();
     s.b().arm_srq_limit(&srq_view, 2).ok();
     assert_eq!(srq_attr(&s.b().query_srq(&srq_view)), (8, 2, 2));
     let src = s.source(&[7; 8]);
@@ -391,19 +405,6 @@ fn the_limit_event_fires_once_when_the_srq_runs_low_and_disarms(t: Topology) {
     );
 }
 
-/// A second handle on the same SRQ (for commands while the fixture is borrowed).
-fn clone_srq(srq: &Srq) -> Srq {
-    Srq {
-        srqn: srq.srqn,
-        uctx: srq.uctx,
-        pd: srq.pd,
-        page: srq.page,
-        slot: srq.slot,
-        ring: srq.ring.clone(),
-        pi: srq.pi,
-    }
-}
-
 fn a_producer_index_beyond_the_depth_posts_srq_err_and_the_srq_takes_no_more(t: Topology) {
     let opts = ConnectOpts {
         rnr_retry: 0,
@@ -433,6 +434,55 @@ fn a_producer_index_beyond_the_depth_posts_srq_err_and_the_srq_takes_no_more(t: 
         None,
         "SRQ_ERR once"
     );
+}
+
+fn an_srq_ring_the_device_cannot_read_posts_srq_err(t: Topology) {
+    let opts = ConnectOpts {
+        rnr_retry: 0,
+        ..ConnectOpts::default()
+    };
+    let mut s = Shared::rc_with(t, 1, opts, false);
+    let (uctx, pd) = (s.b_uctx, s.b_pd);
+    let (mut cmd, _) = s.b().create_srq_cmd(uctx, pd, 1, 1);
+    // A ring in guest-physical space nothing maps (CREATE_SRQ reads only the page list).
+    let pages = [UNMAPPED_GPA];
+    cmd.ring = s.b().page_list(&pages, 12, Layout::Direct);
+    let [srqn, slot, page, _] = s.b().admin(&cmd).ok();
+    let (b_send, b_recv) = (&s.b_send_cq, &s.b_recv_cq);
+    let unreadable = Srq {
+        srqn,
+        uctx,
+        pd,
+        page,
+        slot,
+        ring: s.srq.ring.clone(),
+        pi: 0,
+    };
+    let caps = QpCaps::default();
+    let receiver = s.d[s.ib].create_qp_on_srq(uctx, pd, b_send, b_recv, caps, &unreadable);
+    let (a_uctx, a_pd) = (s.a_uctx, s.a_pd);
+    let sender = {
+        let (d, cq) = (&mut s.d[s.ia], &s.a_cq);
+        d.create_qp(a_uctx, a_pd, cq, cq, caps)
+    };
+    let (a_addr, b_addr) = (s.d[s.ia].addr(), s.d[s.ib].addr());
+    s.d[s.ia].connect_qp_to(&sender, b_addr, receiver.qpn, &opts);
+    s.d[s.ib].connect_qp_to(&receiver, a_addr, sender.qpn, &opts);
+    s.senders.push(sender);
+    s.receivers.push(receiver);
+    s.b().db_store(page, slot, 0, 1);
+    let src = s.source(&[1; 8]);
+
+    s.post_send(1, &SendWr::send(1, vec![src.sge(0, 8)]).signaled());
+
+    assert_cqe_status(&s.send_cqe(), WcStatus::RnrRetryExcErr, VendorErr::Rnr);
+    let e = s.b().wait_async_event();
+    assert_eq!(
+        (e.event_type, e.obj.to_native()),
+        (u8::from(EventType::SrqErr), srqn)
+    );
+    assert_eq!(s.receiver_state(1), QpState::Rts, "the QP is not at fault");
+    assert_eq!(s.poll_recv(), None);
 }
 
 impl Shared {
@@ -514,6 +564,30 @@ fn a_qp_entering_err_flushes_its_taken_wqe_then_posts_last_wqe_reached(t: Topolo
         s.b().poll_async_event().map(|e| e.event_type),
         None,
         "once per ERR"
+    );
+}
+
+fn uc_qps_take_srq_wqes_and_drop_messages_while_it_is_empty(t: Topology) {
+    let mut s = Shared::connected(t, QpType::Uc, 2, ConnectOpts::default(), false);
+    let buf = s.sink(64);
+    let data = pattern(9, 64);
+    let src = s.source(&data);
+
+    // Nothing posted: UC drops the message, the sender completes anyway.
+    s.post_send(0, &SendWr::send(1, vec![src.sge(0, 64)]).signaled());
+    assert_cqe_ok(&s.send_cqe(), 1, WcOpcode::Send);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert_eq!(s.poll_recv(), None);
+    s.post_srq(&[RecvWr::new(0x61, vec![buf.sge(0, 64)])]);
+    s.post_send(1, &SendWr::send(2, vec![src.sge(0, 64)]).signaled());
+
+    assert_cqe_ok(&s.send_cqe(), 2, WcOpcode::Send);
+    let q1 = s.receivers[1].qpn;
+    assert_eq!(fields(&s.recv_cqe()), ok_recv(64, 0, q1, 0x61));
+    assert_same_bytes(&s.b().mr_read(&buf, 0, 64), &data, "received data");
+    assert_eq!(
+        (s.receiver_state(0), s.receiver_state(1)),
+        (QpState::Rts, QpState::Rts)
     );
 }
 

@@ -36,6 +36,25 @@ dmesg_problems() {
 	echo "dmesg-problems $(wc -l </tmp/nvmeof-problems)"
 }
 
+# count_calls on|off FUNCTION: a kprobe counts the kernel's calls of FUNCTION (e.g.
+# ib_drain_qp: ULPs drain each queue's QP before destroying it); "off" prints
+# "FUNCTION calls N".
+tracing=/sys/kernel/tracing
+count_calls() {
+	if [ "$1" = on ]; then
+		[ -d $tracing/events ] || mount -t tracefs nodev $tracing
+		echo >$tracing/trace
+		if ! echo "p:nvmeof_$2 $2" >>$tracing/kprobe_events ||
+			! echo 1 >"$tracing/events/kprobes/nvmeof_$2/enable"; then
+			fail "kprobe on $2"
+		fi
+	else
+		echo 0 >"$tracing/events/kprobes/nvmeof_$2/enable"
+		echo "$2 calls $(grep -c "nvmeof_$2:" $tracing/trace)"
+		echo "-:nvmeof_$2" >>$tracing/kprobe_events
+	fi
+}
+
 # cm_ids PORT STATE-REGEX: how many rdma_cm IDs on local port PORT are in a matching state.
 cm_ids() { rdma res show cm_id src-port "$1" 2>/dev/null | grep -cE "state ($2)"; }
 
@@ -75,12 +94,14 @@ target() {
 	done
 	[ $n -lt 1500 ] || fail "no host connected within 300 s"
 	echo "host connected"
+	count_calls on ib_drain_qp
 	while [ "$(cm_ids "$port" 'CONNECT|ESTABLISHED|DISCONNECT')" != 0 ]; do sleep 0.2; done
 	echo "host gone"
 
 	remove_port || fail "port removal"
 	remove_subsystem || fail "subsystem removal"
 	modprobe -r nvmet-rdma nvmet || fail "unloading nvmet-rdma"
+	count_calls off ib_drain_qp
 	modprobe -r null_blk || fail "unloading null_blk"
 	dmesg_problems "$mark"
 }
@@ -104,20 +125,28 @@ host() {
 	dev=''
 	n=0
 	while [ -z "$dev" ] && [ $n -lt 150 ]; do
-		for b in /sys/block/nvme*n*; do [ -e "$b" ] && dev=/dev/${b##*/}; done
+		# The namespace's disk, not a hidden per-path one (nvmeXcYnZ) of native multipath.
+		for b in /sys/block/nvme*n*; do
+			case ${b##*/} in *c*) ;; *) [ -b "/dev/${b##*/}" ] && dev=/dev/${b##*/} ;; esac
+		done
 		[ -n "$dev" ] || { n=$((n + 1)); sleep 0.2; }
 	done
 	if [ -n "$dev" ]; then
 		echo "namespace $dev: $(cat "/sys/block/${dev#/dev/}/size") sectors"
 		nvme list-subsys 2>&1 | grep -E 'rdma|nqn'
+		# Every I/O's data goes through a fast-registration MR (register_always).
+		count_calls on vrnic_map_mr_sg
 		fio_job randrw-4k --rw=randrw --bs=4k --size=16M
+		count_calls off vrnic_map_mr_sg
 		fio_job seqwrite-128k --rw=write --bs=128k --size=64M --do_verify=0
 		fio_job seqread-128k --rw=write --bs=128k --size=64M --verify_only
 	else
 		fail "no NVMe namespace appeared"
 	fi
 	# Disconnecting drains every queue's QP (ib_drain_qp) before destroying it.
+	count_calls on ib_drain_qp
 	nvme disconnect -n "$NQN" || fail "nvme disconnect"
+	count_calls off ib_drain_qp
 	modprobe -r nvme-rdma || fail "unloading nvme-rdma"
 	dmesg_problems "$mark"
 }

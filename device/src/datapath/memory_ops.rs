@@ -8,7 +8,10 @@
 //! must still wait for is the guest-visible promise that no access through the key
 //! happens after the work request completes: LOCAL_INV and a BIND_MW that replaces or
 //! removes a binding complete only after the DMA fence (as DEREG_MR does), so every
-//! transfer that was accepted through the old key has ended.
+//! transfer that was accepted through the old key has ended. A SEND_WITH_INV invalidates
+//! at its target without that wait: it runs on the target's data path, which may itself
+//! hold a transfer, and the requests its sender made before it through the key have
+//! completed already (a connection's requests execute in order).
 
 use crate::guest_memory::RamSnapshot;
 use crate::objects::keys::{Binding, Window};
@@ -202,17 +205,20 @@ fn local_inv(objects: &mut Objects, owner: Owner, key: u32) -> Result<Done, Fail
     if !owner.owns(entry) {
         return Err(MKEY_STATE);
     }
-    invalidate(entry, None).map_err(|()| MKEY_STATE)?;
+    if !invalidate(entry, None) {
+        return Err(MKEY_STATE);
+    }
     Ok(Done::AfterFence)
 }
 
 /// Makes a VALID fast-registration MR or a bound type 2 window FREE; `bound_qpn`, if given,
-/// is the QP a window must be bound to (remote invalidation). Err if the entry is neither.
-fn invalidate(entry: &mut Mkey, bound_qpn: Option<u32>) -> Result<(), ()> {
+/// is the QP a window must be bound to (remote invalidation). False if the entry is
+/// neither (and then nothing changed).
+fn invalidate(entry: &mut Mkey, bound_qpn: Option<u32>) -> bool {
     match entry {
         Mkey::FastReg(frmr) if frmr.valid.is_some() => {
             frmr.valid = None;
-            Ok(())
+            true
         }
         Mkey::Window(Window {
             kind: MwType::Type2,
@@ -220,9 +226,9 @@ fn invalidate(entry: &mut Mkey, bound_qpn: Option<u32>) -> Result<(), ()> {
             ..
         }) if bound_qpn.is_none() || binding.and_then(|b| b.qpn) == bound_qpn => {
             *binding = None;
-            Ok(())
+            true
         }
-        _ => Err(()),
+        _ => false,
     }
 }
 
@@ -249,7 +255,7 @@ pub fn invalidate_remotely(objects: &mut Objects, key: u32, qpn: u32, pdn: u32) 
     }
     objects
         .mkey_mut(key)
-        .is_some_and(|entry| invalidate(entry, Some(qpn)).is_ok())
+        .is_some_and(|entry| invalidate(entry, Some(qpn)))
 }
 
 /// BIND_MW: binds (or, type 1 with length 0, unbinds) the window at `key`'s index to part

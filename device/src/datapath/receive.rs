@@ -36,12 +36,29 @@ pub fn claim(rnic: &Rnic, st: &mut RnicState, qpn: u32) -> bool {
         return true;
     }
     let srqn = qp_srq.srqn;
+    let mem = st.mem();
     let Some(srq) = st.objects.srqs.get_mut(srqn) else {
         return false;
     };
     let pi = rnic
         .doorbells
         .slot_word(srq.db_page, srq.db_slot, DbSrqSlot::PI_OFF);
+    // The WQE must be readable before a QP takes it: a ring the device cannot read fails
+    // the SRQ (SRQ_ERR), not the QP that happened to need it.
+    let stride = 1usize << srq.ring.entry_shift;
+    let readable = |at: Option<u64>| {
+        at.zip(mem.as_ref())
+            .is_some_and(|(at, mem)| mem.check_read(at, stride).is_ok())
+    };
+    if !srq.error && pi != srq.ci && !readable(srq.ring.entry_addr(srq.ci)) {
+        srq.error = true;
+        st.warn(
+            rnic,
+            format_args!("SRQ {srqn}: ring not readable; SRQ in error"),
+        );
+        post_async(rnic, st, EventType::SrqErr, srqn, 0);
+        return false;
+    }
     match srq.take(pi) {
         Take::Taken {
             index,

@@ -9,7 +9,7 @@ use super::driver::{AdminResult, FakeDriver};
 use super::queues::{Cq, Qp, QpCaps, RecvWr, Ring};
 
 /// A shared receive queue of context `uctx`.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Srq {
     pub srqn: u32,
     pub uctx: u32,

@@ -37,6 +37,31 @@ grep vrnic /proc/interrupts
 loop rc_pingpong_events ibv_rc_pingpong -d vrnic0 -e -n 50
 # A user SRQ shared by 4 RC QPs (create_srq's ABI, QPs on an SRQ, its doorbell page).
 loop srq_pingpong ibv_srq_pingpong -d vrnic0 -q 4 -n 50
+# Memory windows of both types on an MR with MW_BIND (alloc_mw/dealloc_mw), and an SRQ's
+# limit set and read back (modify_srq LIMIT, query_srq), through pyverbs.
+python3 - <<'EOF' 2>&1 | sed 's/^/pyverbs: /'
+import pyverbs.enums as e
+from pyverbs.device import Context
+from pyverbs.mr import MR, MW
+from pyverbs.pd import PD
+from pyverbs.srq import SRQ, SrqAttr, SrqInitAttr
+
+with Context(name='vrnic0') as ctx, PD(ctx) as pd:
+    mr = MR(pd, 4096, e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_MW_BIND)
+    for mw in [MW(pd, e.IBV_MW_TYPE_1), MW(pd, e.IBV_MW_TYPE_2)]:
+        mw.close()
+    print('mw type 1 and 2 allocated and freed')
+    mr.close()
+    srq = SRQ(pd, SrqInitAttr(SrqAttr(max_wr=64, max_sge=1)))
+    srq.modify(SrqAttr(srq_limit=10), e.IBV_SRQ_LIMIT)
+    a = srq.query()
+    print('srq max_wr %d max_sge %d limit %d' % (a.max_wr, a.max_sge, a.srq_limit))
+    srq.close()
+EOF
+# A UC QP pair, and RC atomics (FETCH_AND_ADD, then CMP_AND_SWAP).
+loop uc_pingpong ibv_uc_pingpong -d vrnic0 -n 50
+loop atomic_bw_fadd ib_atomic_bw -d vrnic0 -n 200 -A FETCH_AND_ADD
+loop atomic_bw_cas ib_atomic_bw -d vrnic0 -n 200 -A CMP_AND_SWAP
 
 # The optional features CAPS announces, as ibv_devinfo shows the driver's attributes.
 ibv_devinfo -v -d vrnic0 | grep -E "atomic_cap|max_srq|max_mw|MEM_WINDOW|MEM_MGT" |

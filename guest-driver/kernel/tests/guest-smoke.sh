@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Kernel driver smoke test in one QEMU guest (TCG) attached to a `vrnic serve` device:
-# probe and port attributes, perftest, ibv_rc_pingpong and ibv_srq_pingpong over loopback
-# (same device), an MR on huge pages registered with 2 MiB pages,
+# probe and port attributes, perftest (also atomics), ibv_rc_pingpong, ibv_srq_pingpong and
+# ibv_uc_pingpong over loopback (same device), the CAPS features in ibv_devinfo, an MR on
+# huge pages registered with 2 MiB pages,
 # destroying a CQ or QP synchronises only the IRQs of the EQs that can name it (a kprobe on
 # synchronize_irq), query_qp through `rdma res`, rmmod while a process holds PD/MR/CQ/QP
 # and mmaps (disassociate), reload, a function level reset (sysfs `reset`) with a process
@@ -49,10 +50,17 @@ check port-active 'port state=4: ACTIVE lid=0x7 link_layer=InfiniBand pkey=0xfff
 check vendor-part-id 'vendor_part_id:[[:space:]]+30290'
 check active-mtu 'active_mtu:[[:space:]]+4096'
 for t in write_bw send_bw read_bw write_bw_sweep_2qp send_lat_events rc_pingpong_events \
-  srq_pingpong write_bw_hugepages rc_pingpong_irq_sync send_bw_after_reload; do
+  srq_pingpong uc_pingpong atomic_bw_fadd atomic_bw_cas write_bw_hugepages rc_pingpong_irq_sync send_bw_after_reload; do
   check "$t" "^result $t 0$"
 done
+check caps-atomics '^caps: atomic_cap: ATOMIC_HCA \(1\)$'
+check caps-srq '^caps: max_srq: 4096$'
+check caps-mem-mgt '^caps: MEM_MGT_EXTENSIONS$'
+check caps-mw '^caps: max_mw: 8192$'
+check caps-mw-type-2b '^caps: MEM_WINDOW_TYPE_2B$'
 check huge-page-mr '^huge-page-mrs [1-9]'
+check memory-windows '^pyverbs: mw type 1 and 2 allocated and freed$'
+check srq-limit '^pyverbs: srq max_wr 64 max_sge 1 limit 10$'
 check irq-sync-per-eq '^irq-sync ctrl=[1-9][0-9]* comp0=[1-9][0-9]* comp1=0 irqs [0-9]+ [0-9]+ [0-9]+$'
 check query-qp 'type RC state INIT'
 check rmmod-with-resources-held '^result rmmod-held 0$'
