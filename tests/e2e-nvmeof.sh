@@ -1,18 +1,20 @@
 # NVMe over Fabrics over RDMA, a check of tests/e2e.sh (sourced by it): guest B's nvmet-rdma
 # exports a memory-backed null_blk namespace on its RoCE address, guest A's nvme-rdma
 # connects through rdma_cm, runs fio with crc32c verification (4 KiB random read/write;
-# 128 KiB sequential write, then a read that verifies it) and disconnects (both sides
-# drain their QPs with ib_drain_qp, counted by a kprobe);
-# neither guest's kernel log may show a warning from vrnic, nvme or rdma, nor any
-# WARNING/BUG/Oops. tests/guest/nvmeof.sh does the guests' part.
+# 128 KiB sequential write, then a read that verifies it) and disconnects. Kprobes show
+# that the data went through fast-registration MRs (the host's map_mr_sg calls and REG_MR
+# work requests), that the target answered with SEND_WITH_INV, and that both sides drained
+# their QPs (ib_drain_qp). Neither guest's kernel log may show a warning from vrnic, nvme
+# or rdma, nor any WARNING/BUG/Oops. tests/guest/nvmeof.sh does the guests' part.
 # shellcheck shell=bash disable=SC2016,SC2034 # NVMEOF_TESTS is for e2e.sh; $MYIP, $PEER, $PORT expand in the guest
 
 fio_row() { echo "^ +$1: IOPS=[0-9.]+k?, BW=[0-9.]+[KMG]i?B/s"; }
 
 nvmeof_host_checks="^namespace /dev/nvme[0-9]+n[0-9]+: 2097152 sectors;;$(fio_row read);;$(fio_row write)"
 nvmeof_host_checks+=";;^== fio seqread-128k;;!:FAIL:;;!:verify: bad;;^ib_drain_qp calls [1-9];;^vrnic_map_mr_sg calls [1-9][0-9]{3}"
+nvmeof_host_checks+=";;^first WRs posted: REG_MR [1-9][0-9]{3} "
 nvmeof_host_checks+=";;^dmesg-problems 0\$"
-nvmeof_target_checks="s:^host gone\$;;s:^ib_drain_qp calls [1-9];;s!:FAIL:;;s:^dmesg-problems 0\$"
+nvmeof_target_checks="s:^host gone\$;;s:^first WRs posted: .* SEND_WITH_INV [1-9];;s:^ib_drain_qp calls [1-9];;s!:FAIL:;;s:^dmesg-problems 0\$"
 # The second one has nvmet-rdma receive through kernel SRQs (use_srq=1).
 NVMEOF_TESTS=(
 	"roce-nvmeof|pair|$nvmeof_host_checks;;$nvmeof_target_checks;;s:use_srq=N|sh /job/nvmeof.sh target \$MYIP \$PORT|sh /job/nvmeof.sh host \$PEER \$PORT"

@@ -534,9 +534,17 @@ static int vrnic_qp_attr_from_ib(const struct ib_qp_attr *attr, int mask,
 	if (mask & IB_QP_EN_SQD_ASYNC_NOTIFY)
 		va->en_sqd_async_notify = attr->en_sqd_async_notify;
 	if (mask & IB_QP_ACCESS_FLAGS) {
-		if (attr->qp_access_flags & ~VRNIC_ACCESS_SUPPORTED_MASK)
+		/*
+		 * FLUSH rights are accepted and dropped: the device executes
+		 * no FLUSH, so none can arrive (rdma-core's test_qpex asks for
+		 * them on every RC QP, with no capability bit to check).
+		 */
+		if (attr->qp_access_flags & ~(VRNIC_ACCESS_SUPPORTED_MASK |
+					      IB_ACCESS_FLUSH_GLOBAL |
+					      IB_ACCESS_FLUSH_PERSISTENT))
 			return -EINVAL;
-		va->qp_access_flags = cpu_to_le32(attr->qp_access_flags);
+		va->qp_access_flags = cpu_to_le32(attr->qp_access_flags &
+						  VRNIC_ACCESS_SUPPORTED_MASK);
 	}
 	if (mask & IB_QP_PKEY_INDEX)
 		va->pkey_index = cpu_to_le16(attr->pkey_index);

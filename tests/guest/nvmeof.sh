@@ -36,22 +36,49 @@ dmesg_problems() {
 	echo "dmesg-problems $(wc -l </tmp/nvmeof-problems)"
 }
 
-# count_calls on|off FUNCTION: a kprobe counts the kernel's calls of FUNCTION (e.g.
-# ib_drain_qp: ULPs drain each queue's QP before destroying it); "off" prints
-# "FUNCTION calls N".
+# Kprobes count what the kernel did: trace_start empties the trace (and makes room),
+# probe_on NAME DEFINITION adds and enables kprobe nvmeof_NAME, probe_off NAME disables it
+# and prints its records, trace_end removes the probes (removing one empties the trace,
+# so none goes before every count is taken).
 tracing=/sys/kernel/tracing
-count_calls() {
-	if [ "$1" = on ]; then
-		[ -d $tracing/events ] || mount -t tracefs nodev $tracing
-		echo >$tracing/trace
-		if ! echo "p:nvmeof_$2 $2" >>$tracing/kprobe_events ||
-			! echo 1 >"$tracing/events/kprobes/nvmeof_$2/enable"; then
-			fail "kprobe on $2"
-		fi
+probes=''
+trace_start() {
+	[ -d $tracing/events ] || mount -t tracefs nodev $tracing
+	echo 8192 >$tracing/buffer_size_kb
+	echo >$tracing/trace
+}
+probe_on() {
+	if echo "p:nvmeof_$1 $2" >>$tracing/kprobe_events &&
+		echo 1 >"$tracing/events/kprobes/nvmeof_$1/enable"; then
+		probes="$probes $1"
 	else
-		echo 0 >"$tracing/events/kprobes/nvmeof_$2/enable"
-		echo "$2 calls $(grep -c "nvmeof_$2:" $tracing/trace)"
-		echo "-:nvmeof_$2" >>$tracing/kprobe_events
+		fail "kprobe $2"
+	fi
+}
+probe_off() {
+	echo 0 >"$tracing/events/kprobes/nvmeof_$1/enable"
+	grep "nvmeof_$1:" $tracing/trace
+}
+trace_end() {
+	for p in $probes; do echo "-:nvmeof_$p" >>$tracing/kprobe_events; done
+	probes=''
+}
+# count_calls on|off FUNCTION: "off" prints "FUNCTION calls N" (e.g. ib_drain_qp: ULPs
+# drain each queue's QP before destroying it).
+count_calls() {
+	if [ "$1" = on ]; then probe_on "$2" "$2"; else echo "$2 calls $(probe_off "$2" | grep -c .)"; fi
+}
+# count_wrs on|off: the opcode of the first work request of every vrnic_post_send() call
+# (ib_send_wr.opcode, at byte 28 of the second argument); "off" prints how many were
+# REG_MR (0x20), LOCAL_INV (7) and SEND_WITH_INV (9).
+count_wrs() {
+	if [ "$1" = on ]; then
+		probe_on wr 'vrnic_post_send op=+28(%si):u32'
+	else
+		probe_off wr >/tmp/nvmeof-wrs
+		echo "first WRs posted: REG_MR $(grep -c ' op=32$' /tmp/nvmeof-wrs)" \
+			"LOCAL_INV $(grep -c ' op=7$' /tmp/nvmeof-wrs)" \
+			"SEND_WITH_INV $(grep -c ' op=9$' /tmp/nvmeof-wrs)"
 	fi
 }
 
@@ -94,14 +121,18 @@ target() {
 	done
 	[ $n -lt 1500 ] || fail "no host connected within 300 s"
 	echo "host connected"
+	trace_start
+	count_wrs on
 	count_calls on ib_drain_qp
 	while [ "$(cm_ids "$port" 'CONNECT|ESTABLISHED|DISCONNECT')" != 0 ]; do sleep 0.2; done
 	echo "host gone"
+	count_wrs off
 
 	remove_port || fail "port removal"
 	remove_subsystem || fail "subsystem removal"
 	modprobe -r nvmet-rdma nvmet || fail "unloading nvmet-rdma"
 	count_calls off ib_drain_qp
+	trace_end
 	modprobe -r null_blk || fail "unloading null_blk"
 	dmesg_problems "$mark"
 }
@@ -135,11 +166,14 @@ host() {
 		echo "namespace $dev: $(cat "/sys/block/${dev#/dev/}/size") sectors"
 		nvme list-subsys 2>&1 | grep -E 'rdma|nqn'
 		# Every I/O's data goes through a fast-registration MR (register_always).
+		trace_start
 		count_calls on vrnic_map_mr_sg
+		count_wrs on
 		fio_job randrw-4k --rw=randrw --bs=4k --size=16M
 		count_calls off vrnic_map_mr_sg
 		fio_job seqwrite-128k --rw=write --bs=128k --size=64M --do_verify=0
 		fio_job seqread-128k --rw=write --bs=128k --size=64M --verify_only
+		count_wrs off
 	else
 		fail "no NVMe namespace appeared"
 	fi
@@ -148,6 +182,7 @@ host() {
 	nvme disconnect -n "$NQN" || fail "nvme disconnect"
 	count_calls off ib_drain_qp
 	modprobe -r nvme-rdma || fail "unloading nvme-rdma"
+	trace_end
 	dmesg_problems "$mark"
 }
 
