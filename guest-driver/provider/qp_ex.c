@@ -373,14 +373,18 @@ static bool vrnic_send_ops_supported(enum ibv_qp_type type, uint64_t ops)
 
 /*
  * ibv_create_qp_ex: the QP of vrnic_qp_create(), plus the ibv_wr_* API when
- * send_ops_flags are given. Refused with EOPNOTSUPP: attributes beyond PD
- * and SEND_OPS_FLAGS (XRC, create flags, RSS, TSO) and send_ops_flags the
- * QP type cannot do.
+ * send_ops_flags are given. Refused with EOPNOTSUPP: attributes beyond PD,
+ * SEND_OPS_FLAGS and CREATE_FLAGS (XRC, RSS, TSO), any create flag, and
+ * send_ops_flags the QP type cannot do.
  */
 struct ibv_qp *vrnic_create_qp_ex(struct ibv_context *ibctx,
 				  struct ibv_qp_init_attr_ex *attr)
 {
+	const uint32_t known = IBV_QP_INIT_ATTR_PD |
+			       IBV_QP_INIT_ATTR_SEND_OPS_FLAGS |
+			       IBV_QP_INIT_ATTR_CREATE_FLAGS;
 	bool ex = attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+	struct ibv_qp_init_attr_ex kattr;
 	struct vrnic_qp *qp;
 	int ret;
 
@@ -389,16 +393,21 @@ struct ibv_qp *vrnic_create_qp_ex(struct ibv_context *ibctx,
 		errno = EINVAL;
 		return NULL;
 	}
-	if ((attr->comp_mask &
-	     ~(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) ||
+	if ((attr->comp_mask & ~known) ||
+	    ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) &&
+	     attr->create_flags) ||
 	    (ex && !vrnic_send_ops_supported(attr->qp_type,
 					     attr->send_ops_flags))) {
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
-	qp = vrnic_qp_create(attr);
+	/* No create flags: the command need not name them. */
+	kattr = *attr;
+	kattr.comp_mask &= ~IBV_QP_INIT_ATTR_CREATE_FLAGS;
+	qp = vrnic_qp_create(&kattr);
 	if (!qp)
 		return NULL;
+	attr->cap = kattr.cap;
 	if (ex) {
 		ret = vrnic_qp_ex_init(qp);
 		if (ret) {

@@ -489,6 +489,10 @@ static void test_create_qp_ex_refusals(void)
 	CHECK(!vrnic_create_qp_ex(ibctx, &attr) && errno == EOPNOTSUPP);
 	attr.send_ops_flags = IBV_QP_EX_WITH_SEND;
 	attr.comp_mask |= IBV_QP_INIT_ATTR_CREATE_FLAGS;
+	attr.create_flags = IBV_QP_CREATE_BLOCK_SELF_MCAST_LB;
+	errno = 0;
+	CHECK(!vrnic_create_qp_ex(ibctx, &attr) && errno == EOPNOTSUPP);
+	attr.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_MAX_TSO_HEADER;
 	errno = 0;
 	CHECK(!vrnic_create_qp_ex(ibctx, &attr) && errno == EOPNOTSUPP);
 	attr.comp_mask = IBV_QP_INIT_ATTR_SEND_OPS_FLAGS; /* no PD */
