@@ -33,7 +33,16 @@ TESTS=(
 	"ibv_devinfo|one|state:[[:space:]]+PORT_ACTIVE;;port_lid:[[:space:]]+1\$;;max_qp:[[:space:]]+65536;;max_cq:[[:space:]]+65536;;max_qp_wr:[[:space:]]+4096;;max_cqe:[[:space:]]+65536;;link_layer:[[:space:]]+InfiniBand;;active_mtu:[[:space:]]+4096||ibv_devinfo -v -d \$IB0"
 	"ibv_devinfo-own-pci-id|one|vendor_part_id:[[:space:]]+30291;;port_lid:[[:space:]]+3\$||ibv_devinfo -d \$IB1"
 	"ibv_rc_pingpong|pair|bytes in [0-9.]+ seconds|ibv_rc_pingpong -d \$IB0 -i 1 -c -n 200 -p \$PORT|ibv_rc_pingpong -d \$IB0 -i 1 -c -n 200 -p \$PORT \$PEER"
+	# 16 RC QPs whose receives come from one shared receive queue; -c checks the payloads
+	"ibv_srq_pingpong|pair|bytes in [0-9.]+ seconds;;s:bytes in [0-9.]+ seconds|ibv_srq_pingpong -d \$IB0 -c -n 50 -p \$PORT|ibv_srq_pingpong -d \$IB0 -c -n 50 -p \$PORT \$PEER"
+	"ibv_uc_pingpong|pair|bytes in [0-9.]+ seconds;;s:bytes in [0-9.]+ seconds|ibv_uc_pingpong -d \$IB0 -c -n 200 -p \$PORT|ibv_uc_pingpong -d \$IB0 -c -n 200 -p \$PORT \$PEER"
 )
+# Atomics (8-byte compare-and-swap and fetch-and-add on the server's memory). XRC is not
+# implemented, so ibv_xsrq_pingpong is not here.
+for op in CMP_AND_SWAP FETCH_AND_ADD; do
+	TESTS+=("ib_atomic_bw-$op|pair|$(bw_row 8)|ib_atomic_bw -d \$IB0 -A $op $BW_N $PF|ib_atomic_bw -d \$IB0 -A $op $BW_N $PF \$PEER")
+	TESTS+=("ib_atomic_lat-$op|pair|$(lat_row 8)|ib_atomic_lat -d \$IB0 -A $op $LAT_N $PF|ib_atomic_lat -d \$IB0 -A $op $LAT_N $PF \$PEER")
+done
 for size in 65536 1048576; do
 	for tool in write read send; do
 		TESTS+=("ib_${tool}_bw-$size|pair|$(bw_row $size)|ib_${tool}_bw -d \$IB0 -s $size $BW_N $PF|ib_${tool}_bw -d \$IB0 -s $size $BW_N $PF \$PEER")

@@ -134,7 +134,8 @@ guest_args() {
 	GUEST_ARGS+=(${VRNIC_GUEST_ARGS:-} "$@")
 }
 
-# guest_start ROLE [OPTION]...: boots guest-ROLE in the background (options as guest_args),
+# guest_start ROLE [OPTION]... [-- QEMU-ARGS]: boots guest-ROLE in the background (options as
+# guest_args; QEMU-ARGS go to QEMU as run-guest.sh passes them),
 # its console in $WORK/ROLE/console.log.
 guest_start() {
 	local role=$1
@@ -145,7 +146,7 @@ guest_start() {
 	# session_end), in the same session: setsid would also put it in its own scheduler
 	# autogroup and change how the guests and vrnic share the CPUs.
 	set -m
-	"$REPO/qemu-config/run-guest.sh" "${GUEST_ARGS[@]}" --log "$WORK/$role/console.log" &
+	"$REPO/qemu-config/run-guest.sh" --log "$WORK/$role/console.log" "${GUEST_ARGS[@]}" &
 	GUEST_PID[$role]=$!
 	set +m
 	GUEST_ROLES+=("$role")
@@ -191,6 +192,7 @@ show_tails() {
 suite_job() {
 	mkdir -p "$WORK/$1"
 	cp "$REPO/tests/guest/suite.sh" "$WORK/$1/run.sh"
+	cp "$REPO/tests/guest/devices.sh" "$WORK/$1/devices.sh"
 	echo "$1" >"$WORK/$1/role"
 	echo "$LINK_B_IP" >"$WORK/$1/peer"
 	case $1 in

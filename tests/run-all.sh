@@ -33,5 +33,8 @@ cargo test -p vrnic --lib --test admin_commands --test datapath_ops --test datap
 step "kernel driver in a guest: probe, loopback verbs, rmmod with resources open"
 bash guest-driver/kernel/tests/guest-smoke.sh
 
-step "end-to-end tests in QEMU guests (perftest, ibv_* tools; IB and RoCE mode, rdma_cm, UD)"
+step "end-to-end tests in QEMU guests (perftest, ibv_* tools; IB and RoCE mode, rdma_cm, UD, SRQ, UC, atomics, NVMe-oF)"
 bash tests/e2e.sh
+
+step "rdma-core's test suite (pyverbs) in a guest, on an IB-mode and a RoCE-mode device"
+bash tests/pyverbs.sh

@@ -4,7 +4,9 @@
 #
 # Usage: build.sh [--test] [OUTDIR]
 #   --test also builds and runs tests/wqe_test.c (the shared WQE/CQE encoding,
-#   byte for byte) and tests/datapath_test.c (fake device, no kernel).
+#   byte for byte), tests/datapath_test.c (fake device, no kernel) and
+#   tests/verbs_ex_test.c (ibv_wr_* and poll_cq_ex against post_send and
+#   poll_cq, same fake device).
 #   OUTDIR defaults to ${VRNIC_CACHE:-/var/cache/vrnic}/guest-overlay (copied over
 #   the guest root by qemu-config/pack-guest.sh). Installs:
 #     OUTDIR/usr/lib/x86_64-linux-gnu/libibverbs/libvrnic-rdmav34.so
@@ -44,13 +46,17 @@ if [[ ${1:-} == --in-root ]]; then
     cflags=(-std=gnu11 -O2 -g -Wall -Wextra -Wno-sign-compare -Wno-unused-parameter -Werror
       -I"$dst/include" -I"$dst/common" -I"$bld/include")
     cc "${cflags[@]}" -o "$bld/vrnic-wqe-test" "$dst/tests/wqe_test.c"
-    cc "${cflags[@]}" -o "$bld/vrnic-datapath-test" \
-      "$dst/tests/datapath_test.c" "$dst/datapath.c" "$dst/vrnic.c" "$dst/verbs.c" \
-      "$dst/srq.c" "$dst/mw.c" \
-      -L"$bld/lib" -Wl,-rpath,"$bld/lib" -libverbs -lpthread
+    srcs=("$dst/datapath.c" "$dst/vrnic.c" "$dst/verbs.c" "$dst/srq.c" "$dst/mw.c"
+      "$dst/cq_ex.c" "$dst/qp_ex.c")
+    libs=(-L"$bld/lib" "-Wl,-rpath,$bld/lib" -libverbs -lpthread)
+    cc "${cflags[@]}" -o "$bld/vrnic-datapath-test" "$dst/tests/datapath_test.c" \
+      "${srcs[@]}" "${libs[@]}"
+    cc "${cflags[@]}" -o "$bld/vrnic-verbs-ex-test" "$dst/tests/verbs_ex_test.c" \
+      "${srcs[@]}" "${libs[@]}"
     # A hung test would hold the build root every checkout shares.
     timeout 60 "$bld/vrnic-wqe-test"
     timeout 60 "$bld/vrnic-datapath-test"
+    timeout 60 "$bld/vrnic-verbs-ex-test"
   fi
   exit 0
 fi

@@ -285,10 +285,7 @@ int vrnic_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	int ret = 0;
 
 	pthread_spin_lock(&sq->lock);
-	/* Sends may be posted from RTS on (in SQD they wait, in ERR they are
-	 * flushed); before RTS the device would fail the QP. */
-	if (qp->state == IBV_QPS_RESET || qp->state == IBV_QPS_INIT ||
-	    qp->state == IBV_QPS_RTR) {
+	if (!vrnic_sq_ready(qp)) {
 		*bad_wr = wr;
 		pthread_spin_unlock(&sq->lock);
 		return EINVAL;
@@ -413,30 +410,51 @@ static void vrnic_cqe_to_wc(const struct vrnic_cqe_fields *cqe,
 	wc->dlid_path_bits = 0;
 }
 
+/*
+ * The one CQE decoder, behind poll_cq and the poll_cq_ex iterator (cq_ex.c):
+ * the next completion at or after *ci into @wc (entries dropped by
+ * vrnic_cq_clean are skipped), what it completes retired, *ci moved past it.
+ * False when the device has written nothing more. Caller holds cq->lock.
+ */
+bool vrnic_cq_next_wc(struct vrnic_cq *cq, uint32_t *ci, struct ibv_wc *wc)
+{
+	struct vrnic_context *ctx = to_vctx(cq->ibv_cq.context);
+	struct vrnic_cqe_fields cqe;
+
+	while (vrnic_cqe_valid(cq, *ci)) {
+		vrnic_cqe_decode(vrnic_cqe_at(cq, *ci), &cqe);
+		(*ci)++;
+		if (!cqe.qpn)
+			continue; /* dropped by vrnic_cq_clean */
+		vrnic_cqe_retire(ctx, &cqe);
+		vrnic_cqe_to_wc(&cqe, wc);
+		return true;
+	}
+	return false;
+}
+
+/* Hand the entries before @ci back to the device. Caller holds cq->lock. */
+void vrnic_cq_consumed(struct vrnic_cq *cq, uint32_t ci)
+{
+	if (ci == cq->ci)
+		return;
+	cq->ci = ci;
+	/* Release: our reads of the entries happen before the device may
+	 * reuse them. */
+	__atomic_store_n(cq->db_ci, htole32(ci), __ATOMIC_RELEASE);
+}
+
 int vrnic_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 {
-	struct vrnic_context *ctx = to_vctx(ibcq->context);
 	struct vrnic_cq *cq = to_vcq(ibcq);
-	struct vrnic_cqe_fields cqe;
 	uint32_t ci;
 	int n = 0;
 
 	pthread_spin_lock(&cq->lock);
 	ci = cq->ci;
-	while (n < num_entries && vrnic_cqe_valid(cq, ci)) {
-		vrnic_cqe_decode(vrnic_cqe_at(cq, ci), &cqe);
-		ci++;
-		if (!cqe.qpn)
-			continue; /* dropped by vrnic_cq_clean */
-		vrnic_cqe_retire(ctx, &cqe);
-		vrnic_cqe_to_wc(&cqe, &wc[n++]);
-	}
-	if (ci != cq->ci) {
-		cq->ci = ci;
-		/* Release: our reads of the entries happen before the device
-		 * may reuse them. */
-		__atomic_store_n(cq->db_ci, htole32(ci), __ATOMIC_RELEASE);
-	}
+	while (n < num_entries && vrnic_cq_next_wc(cq, &ci, &wc[n]))
+		n++;
+	vrnic_cq_consumed(cq, ci);
 	pthread_spin_unlock(&cq->lock);
 	return n;
 }

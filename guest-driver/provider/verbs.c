@@ -140,18 +140,19 @@ void vrnic_free_ring(void *buf, size_t size)
 /*
  * CQ ring: 2^depth_log2 >= cqe + 1 entries (one spare entry), at least 2 and
  * at most max_cqe (then exactly cqe entries when cqe == max_cqe). Indices are
- * free-running, so the device can use every entry.
+ * free-running, so the device can use every entry. Serves create_cq and
+ * create_cq_ex (which has checked the extended attributes).
  */
-struct ibv_cq *vrnic_create_cq(struct ibv_context *ibctx, int cqe,
-			       struct ibv_comp_channel *channel,
-			       int comp_vector)
+struct vrnic_cq *vrnic_cq_create(struct ibv_context *ibctx,
+				 struct ibv_cq_init_attr_ex *attr)
 {
 	struct vrnic_context *ctx = to_vctx(ibctx);
-	struct vrnic_ucmd_create_cq_resp resp = {};
-	struct vrnic_ucmd_create_cq cmd = {};
+	struct vrnic_ucmd_create_cq_ex_resp resp = {};
+	struct vrnic_ucmd_create_cq_ex cmd = {};
 	struct vrnic_db_map map;
 	struct vrnic_cq *cq;
 	uint32_t depth, slot;
+	int cqe = attr->cqe;
 	int ret;
 
 	if (cqe < 1 || (uint32_t)cqe > ctx->max_cqe) {
@@ -173,9 +174,8 @@ struct ibv_cq *vrnic_create_cq(struct ibv_context *ibctx, int cqe,
 
 	cmd.drv_payload.buf_addr = htole64((uintptr_t)cq->ring);
 	cmd.drv_payload.depth_log2 = cq->depth_log2;
-	ret = ibv_cmd_create_cq(ibctx, cqe, channel, comp_vector, &cq->ibv_cq,
-				&cmd.ibv_cmd, sizeof(cmd), &resp.ibv_resp,
-				sizeof(resp));
+	ret = ibv_cmd_create_cq_ex(ibctx, attr, &cq->vcq, &cmd.ibv_cmd,
+				   sizeof(cmd), &resp.ibv_resp, sizeof(resp), 0);
 	if (ret) {
 		errno = ret;
 		goto err_ring;
@@ -210,13 +210,28 @@ struct ibv_cq *vrnic_create_cq(struct ibv_context *ibctx, int cqe,
 	__atomic_store_n(cq->db_arm, 0, __ATOMIC_RELAXED);
 	pthread_spin_init(&cq->lock, PTHREAD_PROCESS_PRIVATE);
 	cq->ibv_cq.cqe = max_t(int, cqe, depth - 1);
-	return &cq->ibv_cq;
+	return cq;
 
 err_ring:
 	vrnic_free_ring(cq->ring, cq->ring_size);
 err_free:
 	free(cq);
 	return NULL;
+}
+
+struct ibv_cq *vrnic_create_cq(struct ibv_context *ibctx, int cqe,
+			       struct ibv_comp_channel *channel,
+			       int comp_vector)
+{
+	struct ibv_cq_init_attr_ex attr = {
+		.cqe = cqe,
+		.channel = channel,
+		.comp_vector = comp_vector,
+		.wc_flags = IBV_WC_STANDARD_FLAGS,
+	};
+	struct vrnic_cq *cq = vrnic_cq_create(ibctx, &attr);
+
+	return cq ? &cq->ibv_cq : NULL;
 }
 
 int vrnic_destroy_cq(struct ibv_cq *ibcq)
@@ -341,16 +356,19 @@ static void vrnic_free_qp(struct vrnic_qp *qp)
 {
 	vrnic_free_ring(qp->sq.ring, qp->sq.ring_size);
 	vrnic_free_ring(qp->rq.ring, qp->rq.ring_size);
+	free(qp->wr_batch);
 	free(qp);
 }
 
-struct ibv_qp *vrnic_create_qp(struct ibv_pd *pd,
-			       struct ibv_qp_init_attr *attr)
+/* Serves create_qp and create_qp_ex (which has checked comp_mask: PD and
+ * at most SEND_OPS_FLAGS, whose API it adds itself). */
+struct vrnic_qp *vrnic_qp_create(struct ibv_qp_init_attr_ex *attr)
 {
+	struct ibv_pd *pd = attr->pd;
 	struct vrnic_context *ctx = to_vctx(pd->context);
 	struct vrnic_ucmd_create_qp_resp resp = {};
 	struct vrnic_ucmd_create_qp cmd = {};
-	struct ibv_qp_init_attr kattr;
+	struct ibv_qp_init_attr_ex kattr;
 	struct vrnic_db_map map;
 	struct vrnic_qp *qp;
 	uint32_t slot;
@@ -394,8 +412,8 @@ struct ibv_qp *vrnic_create_qp(struct ibv_pd *pd,
 	/* The kernel sees the caps the rings were sized for. */
 	kattr = *attr;
 	vrnic_fill_caps(qp, &kattr.cap);
-	ret = ibv_cmd_create_qp(pd, &qp->ibv_qp, &kattr, &cmd.ibv_cmd,
-				sizeof(cmd), &resp.ibv_resp, sizeof(resp));
+	ret = ibv_cmd_create_qp_ex(pd->context, &qp->vqp, &kattr, &cmd.ibv_cmd,
+				   sizeof(cmd), &resp.ibv_resp, sizeof(resp));
 	if (ret)
 		goto err_free;
 
@@ -438,7 +456,7 @@ struct ibv_qp *vrnic_create_qp(struct ibv_pd *pd,
 		goto err_destroy;
 	}
 	vrnic_fill_caps(qp, &attr->cap);
-	return &qp->ibv_qp;
+	return qp;
 
 err_destroy:
 	ibv_cmd_destroy_qp(&qp->ibv_qp);
@@ -446,6 +464,23 @@ err_free:
 	vrnic_free_qp(qp);
 	errno = ret;
 	return NULL;
+}
+
+struct ibv_qp *vrnic_create_qp(struct ibv_pd *pd,
+			       struct ibv_qp_init_attr *attr)
+{
+	struct ibv_qp_init_attr_ex attr_ex = {};
+	struct vrnic_qp *qp;
+
+	/* ibv_qp_init_attr is the start of ibv_qp_init_attr_ex. */
+	memcpy(&attr_ex, attr, sizeof(*attr));
+	attr_ex.comp_mask = IBV_QP_INIT_ATTR_PD;
+	attr_ex.pd = pd;
+	qp = vrnic_qp_create(&attr_ex);
+	if (!qp)
+		return NULL;
+	attr->cap = attr_ex.cap;
+	return &qp->ibv_qp;
 }
 
 int vrnic_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,

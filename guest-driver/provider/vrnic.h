@@ -41,7 +41,7 @@
 #define _STRUCT_vrnic_create_srq_resp struct {}
 DECLARE_DRV_CMD(vrnic_ucmd_get_context, IB_USER_VERBS_CMD_GET_CONTEXT, empty,
 		vrnic_alloc_ucontext_resp);
-DECLARE_DRV_CMD(vrnic_ucmd_create_cq, IB_USER_VERBS_CMD_CREATE_CQ,
+DECLARE_DRV_CMD(vrnic_ucmd_create_cq_ex, IB_USER_VERBS_EX_CMD_CREATE_CQ,
 		vrnic_create_cq_cmd, vrnic_create_cq_resp);
 DECLARE_DRV_CMD(vrnic_ucmd_create_qp, IB_USER_VERBS_CMD_CREATE_QP,
 		vrnic_create_qp_cmd, vrnic_create_qp_resp);
@@ -82,7 +82,10 @@ struct vrnic_context {
 };
 
 struct vrnic_cq {
-	struct ibv_cq ibv_cq;
+	union {
+		struct ibv_cq ibv_cq;
+		struct verbs_cq vcq;	/* its ibv_cq_ex, for create_cq_ex */
+	};
 	pthread_spinlock_t lock;
 	struct vrnic_cqe *ring;
 	size_t ring_size;
@@ -92,6 +95,10 @@ struct vrnic_cq {
 	uint32_t cqn;
 	uint32_t *db_ci;	/* CQ slot words in the doorbell page */
 	uint32_t *db_arm;
+	/* Between start_poll and end_poll (under lock): the consumer index
+	 * past the current completion, and that completion. */
+	uint32_t poll_ci;
+	struct ibv_wc poll_wc;
 };
 
 struct vrnic_wq {
@@ -129,8 +136,13 @@ struct vrnic_srq {
 	uint32_t srqn;
 };
 
+struct vrnic_wr_batch;
+
 struct vrnic_qp {
-	struct ibv_qp ibv_qp;
+	union {
+		struct ibv_qp ibv_qp;
+		struct verbs_qp vqp;	/* its ibv_qp_ex, for create_qp_ex */
+	};
 	struct vrnic_wq sq;
 	struct vrnic_wq rq;	/* unused (depth 0) with an SRQ */
 	struct vrnic_srq *srq;	/* or NULL */
@@ -138,6 +150,7 @@ struct vrnic_qp {
 	bool sq_sig_all;
 	bool datagram;		/* UD: send WQEs carry a ud_av */
 	enum ibv_qp_state state; /* local copy, under both WQ locks */
+	struct vrnic_wr_batch *wr_batch; /* ibv_wr_* state (qp_ex.c) or NULL */
 };
 
 /* An address handle: the AV every send through it copies into its WQE
@@ -213,6 +226,14 @@ static inline bool vrnic_cqe_valid(struct vrnic_cq *cq, uint32_t ci)
 	return vrnic_cqe_owned(owner, ci, cq->depth_log2);
 }
 
+/* Sends may be posted from RTS on (in SQD they wait, in ERR they are
+ * flushed); before RTS the device would fail the QP. Under sq.lock. */
+static inline bool vrnic_sq_ready(const struct vrnic_qp *qp)
+{
+	return qp->state != IBV_QPS_RESET && qp->state != IBV_QPS_INIT &&
+	       qp->state != IBV_QPS_RTR;
+}
+
 /* vrnic.c */
 int vrnic_map_db_page(struct vrnic_context *ctx, uint32_t page,
 		      uint64_t db_key, uint64_t kick_key,
@@ -236,10 +257,13 @@ int vrnic_dealloc_pd(struct ibv_pd *pd);
 struct ibv_mr *vrnic_reg_mr(struct ibv_pd *pd, void *addr, size_t len,
 			    uint64_t hca_va, int access);
 int vrnic_dereg_mr(struct verbs_mr *vmr);
+struct vrnic_cq *vrnic_cq_create(struct ibv_context *ibctx,
+				 struct ibv_cq_init_attr_ex *attr);
 struct ibv_cq *vrnic_create_cq(struct ibv_context *ibctx, int cqe,
 			       struct ibv_comp_channel *channel,
 			       int comp_vector);
 int vrnic_destroy_cq(struct ibv_cq *ibcq);
+struct vrnic_qp *vrnic_qp_create(struct ibv_qp_init_attr_ex *attr);
 struct ibv_qp *vrnic_create_qp(struct ibv_pd *pd,
 			       struct ibv_qp_init_attr *attr);
 int vrnic_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
@@ -287,8 +311,20 @@ int vrnic_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		    struct ibv_send_wr **bad_wr);
 int vrnic_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		    struct ibv_recv_wr **bad_wr);
+bool vrnic_cq_next_wc(struct vrnic_cq *cq, uint32_t *ci, struct ibv_wc *wc);
+void vrnic_cq_consumed(struct vrnic_cq *cq, uint32_t ci);
 int vrnic_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc);
 int vrnic_req_notify_cq(struct ibv_cq *ibcq, int solicited_only);
 void vrnic_cq_clean(struct vrnic_cq *cq, struct vrnic_qp *qp);
+
+/* qp_ex.c */
+int vrnic_qp_ex_init(struct vrnic_qp *qp);
+struct ibv_qp *vrnic_create_qp_ex(struct ibv_context *ibctx,
+				  struct ibv_qp_init_attr_ex *attr);
+
+/* cq_ex.c */
+void vrnic_cq_ex_init(struct vrnic_cq *cq, uint64_t wc_flags);
+struct ibv_cq_ex *vrnic_create_cq_ex(struct ibv_context *ibctx,
+				     struct ibv_cq_init_attr_ex *attr);
 
 #endif /* VRNIC_PROVIDER_H */

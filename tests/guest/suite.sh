@@ -15,10 +15,8 @@
 # connects to a's control port (PORT + 10000); a runs the client, then connects to b's
 # control port; b then gives the server GRACE seconds to end before it kills it.
 #
-# Commands also see IB0 and IB1 (the InfiniBand-mode devices, in name order), ROCE (the
-# Ethernet-mode device of eth0's MAC: its node GUID is the MAC's EUI-64), ROCE_UNPAIRED (an
-# Ethernet-mode device of another MAC, if any), GIDX (ROCE's GID index of this guest's IPv4
-# address, RoCE v2) and MYIP (this guest's address).
+# Commands also see IB0, IB1, ROCE, ROCE_UNPAIRED and GIDX (tests/guest/devices.sh) and
+# MYIP (this guest's address).
 role=$(cat /job/role)
 peer=$(cat /job/peer 2>/dev/null)    # b's address: where clients connect
 MYIP=$(cat /job/ip 2>/dev/null)
@@ -98,41 +96,12 @@ end_server() {
 	finish "$1" server "$2"
 }
 
-# The RoCE devices: those whose port has the Ethernet link layer. ROCE's GIDs come from
-# eth0's addresses through ib_core's GID cache (asynchronously): wait for the IPv4 one.
-find_devices() {
-	IB0='' IB1='' ROCE='' ROCE_UNPAIRED='' GIDX=''
-	eui=''
-	if IFS=: read -r m1 m2 m3 m4 m5 m6 </sys/class/net/eth0/address 2>/dev/null; then
-		eui=$(printf '%02x%s:%sff:fe%s:%s%s' $((0x$m1 ^ 2)) "$m2" "$m3" "$m4" "$m5" "$m6")
-	fi
-	for d in /sys/class/infiniband/*; do
-		[ -e "$d/ports/1/link_layer" ] || continue
-		case $(cat "$d/ports/1/link_layer") in
-		Ethernet)
-			if [ "$(cat "$d/node_guid")" = "$eui" ]; then ROCE=${d##*/}; else ROCE_UNPAIRED=${d##*/}; fi
-			;;
-		*) if [ -z "$IB0" ]; then IB0=${d##*/}; elif [ -z "$IB1" ]; then IB1=${d##*/}; fi ;;
-		esac
-	done
-	[ -n "$ROCE" ] && [ -n "$MYIP" ] || return 0
-	want=$(echo "$MYIP" | awk -F. '{ printf "0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x", $1, $2, $3, $4 }')
-	n=0
-	while [ -z "$GIDX" ] && [ $n -lt 150 ]; do
-		for g in /sys/class/infiniband/"$ROCE"/ports/1/gids/*; do
-			i=${g##*/}
-			[ "$(cat "$g" 2>/dev/null)" = "$want" ] || continue
-			[ "$(cat "/sys/class/infiniband/$ROCE/ports/1/gid_attrs/types/$i" 2>/dev/null)" = "RoCE v2" ] && GIDX=$i
-		done
-		[ -n "$GIDX" ] || { n=$((n + 1)); sleep 0.2; }
-	done
-	[ -n "$GIDX" ] || echo "no RoCE v2 GID of $MYIP on $ROCE after 30 s"
-}
-
 # A device started with other PCI IDs binds through new_id (README: "own PCI IDs").
 if [ -f /job/new_id ]; then
 	cat /job/new_id >/sys/bus/pci/drivers/vrnic/new_id || echo "new_id failed"
 fi
+# shellcheck source=devices.sh # tests/guest/devices.sh, copied to /job by suite_job
+. /job/devices.sh
 find_devices
 echo "devices: $(ibv_devices 2>&1 | tr '\n' ' ')"
 echo "IB0=$IB0 IB1=$IB1 ROCE=$ROCE ROCE_UNPAIRED=$ROCE_UNPAIRED GIDX=$GIDX MYIP=$MYIP"
