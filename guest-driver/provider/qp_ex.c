@@ -227,7 +227,8 @@ static void vrnic_wr_set_sge_list(struct ibv_qp_ex *qpx, size_t num_sge,
 		vrnic_wr_fail(b, EINVAL);
 		return;
 	}
-	memcpy(b->sges, sg_list, num_sge * sizeof(*sg_list));
+	if (num_sge)
+		memcpy(b->sges, sg_list, num_sge * sizeof(*sg_list));
 	wr->sg_list = b->sges;
 	wr->num_sge = num_sge;
 	wr->send_flags &= ~IBV_SEND_INLINE;
@@ -261,8 +262,9 @@ static void vrnic_wr_set_inline_data_list(struct ibv_qp_ex *qpx,
 			vrnic_wr_fail(b, EINVAL);
 			return;
 		}
-		memcpy(b->inline_buf + len, buf_list[i].addr,
-		       buf_list[i].length);
+		if (buf_list[i].length)
+			memcpy(b->inline_buf + len, buf_list[i].addr,
+			       buf_list[i].length);
 		len += buf_list[i].length;
 	}
 	b->sges[0] = (struct ibv_sge){ .addr = (uintptr_t)b->inline_buf,
