@@ -64,7 +64,7 @@ enum vrnic_wc_opcode {
 	VRNIC_WC_OPCODE_FETCH_ADD = 4, /* ATOMIC_FETCH_AND_ADD completed. */
 	VRNIC_WC_OPCODE_BIND_MW = 5, /* BIND_MW completed. */
 	VRNIC_WC_OPCODE_LOCAL_INV = 6, /* LOCAL_INV completed. */
-	VRNIC_WC_OPCODE_REG_MR = 8, /* REG_MR completed (IB_WC_REG_MR). */
+	VRNIC_WC_OPCODE_REG_MR = 8, /* REG_MR completed (the kernel's IB_WC_REG_MR has another value: the driver maps it). */
 	VRNIC_WC_OPCODE_RECV = 0x80, /* A receive WQE consumed by a SEND. */
 	VRNIC_WC_OPCODE_RECV_RDMA_WITH_IMM = 0x81, /* A receive WQE consumed by RDMA_WRITE_WITH_IMM. */
 };
@@ -99,7 +99,7 @@ enum vrnic_wc_status {
 enum vrnic_wc_flags {
 	VRNIC_WC_FLAGS_GRH = 1, /* Datagram receive: a GRH was written into the first 40 bytes. */
 	VRNIC_WC_FLAGS_WITH_IMM = 2, /* imm_data is valid. */
-	VRNIC_WC_FLAGS_WITH_INV = 8, /* A SEND_WITH_INV was received: imm_data holds the invalidated key (little-endian u32). */
+	VRNIC_WC_FLAGS_WITH_INV = 8, /* A SEND_WITH_INV was received: imm_data holds the invalidated key (little-endian u32). IBV_WC_WITH_INV; the kernel's IB_WC_WITH_INVALIDATE is another bit. */
 };
 #define VRNIC_WC_FLAGS_ALL 0xBu /* every bit above */
 

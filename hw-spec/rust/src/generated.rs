@@ -3927,7 +3927,7 @@ pub enum WcOpcode {
     BindMw = 5,
     /// LOCAL_INV completed.
     LocalInv = 6,
-    /// REG_MR completed (IB_WC_REG_MR).
+    /// REG_MR completed (the kernel's IB_WC_REG_MR has another value: the driver maps it).
     RegMr = 8,
     /// A receive WQE consumed by a SEND.
     Recv = 0x80,
@@ -4147,7 +4147,7 @@ pub enum WcFlags {
     Grh = 1,
     /// imm_data is valid.
     WithImm = 2,
-    /// A SEND_WITH_INV was received: imm_data holds the invalidated key (little-endian u32).
+    /// A SEND_WITH_INV was received: imm_data holds the invalidated key (little-endian u32). IBV_WC_WITH_INV; the kernel's IB_WC_WITH_INVALIDATE is another bit.
     WithInv = 8,
 }
 
@@ -4171,7 +4171,7 @@ pub mod wc_flags {
     pub const GRH: u8 = 1 << 0;
     /// imm_data is valid.
     pub const WITH_IMM: u8 = 1 << 1;
-    /// A SEND_WITH_INV was received: imm_data holds the invalidated key (little-endian u32).
+    /// A SEND_WITH_INV was received: imm_data holds the invalidated key (little-endian u32). IBV_WC_WITH_INV; the kernel's IB_WC_WITH_INVALIDATE is another bit.
     pub const WITH_INV: u8 = 1 << 3;
     /// Every bit above.
     pub const ALL: u8 = 11;
