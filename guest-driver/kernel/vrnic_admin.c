@@ -319,13 +319,15 @@ static void vrnic_cmd_init(void *cmd, u8 opcode)
 	hdr->opcode = opcode;
 }
 
-/* Run QUERY_DEVICE/QUERY_PORT into a coherent buffer and copy @len bytes out. */
-static int vrnic_cmd_query(struct vrnic_dev *dev, u8 opcode, u8 port,
-			   void *out, size_t len)
+/*
+ * Run @cmd with its answer in a coherent buffer, named by the command's
+ * @out_addr and @out_len fields; on success copy the @len bytes to @out.
+ */
+static int vrnic_aq_exec_out(struct vrnic_dev *dev, void *cmd, __le64 *out_addr,
+			     __le32 *out_len, void *out, size_t len)
 {
 	struct device *dmadev = vrnic_dma_dev(dev);
 	struct vrnic_aq_completion comp;
-	struct vrnic_cmd_query cmd;
 	dma_addr_t buf_dma;
 	void *buf;
 	int err;
@@ -334,11 +336,9 @@ static int vrnic_cmd_query(struct vrnic_dev *dev, u8 opcode, u8 port,
 	if (!buf)
 		return -ENOMEM;
 
-	vrnic_cmd_init(&cmd, opcode);
-	cmd.out_addr = cpu_to_le64(buf_dma);
-	cmd.out_len = cpu_to_le32(len);
-	cmd.port = port;
-	err = vrnic_aq_exec(dev, &cmd, &comp);
+	*out_addr = cpu_to_le64(buf_dma);
+	*out_len = cpu_to_le32(len);
+	err = vrnic_aq_exec(dev, cmd, &comp);
 	if (!err)
 		memcpy(out, buf, len);
 	/*
@@ -347,6 +347,18 @@ static int vrnic_cmd_query(struct vrnic_dev *dev, u8 opcode, u8 port,
 	 */
 	dma_free_coherent(dmadev, len, buf, buf_dma);
 	return err;
+}
+
+/* QUERY_DEVICE or QUERY_PORT into @out. */
+static int vrnic_cmd_query(struct vrnic_dev *dev, u8 opcode, u8 port,
+			   void *out, size_t len)
+{
+	struct vrnic_cmd_query cmd;
+
+	vrnic_cmd_init(&cmd, opcode);
+	cmd.port = port;
+	return vrnic_aq_exec_out(dev, &cmd, &cmd.out_addr, &cmd.out_len, out,
+				 len);
 }
 
 int vrnic_cmd_query_device(struct vrnic_dev *dev, struct vrnic_device_attr *out)
@@ -546,27 +558,13 @@ int vrnic_cmd_modify_qp(struct vrnic_dev *dev, u32 uctx, u32 qpn, u32 attr_mask,
 int vrnic_cmd_query_qp(struct vrnic_dev *dev, u32 uctx, u32 qpn,
 		       struct vrnic_qp_attr *out)
 {
-	struct device *dmadev = vrnic_dma_dev(dev);
-	struct vrnic_aq_completion comp;
 	struct vrnic_cmd_modify_qp cmd;
-	dma_addr_t buf_dma;
-	void *buf;
-	int err;
-
-	buf = dma_alloc_coherent(dmadev, sizeof(*out), &buf_dma, GFP_KERNEL);
-	if (!buf)
-		return -ENOMEM;
 
 	vrnic_cmd_init(&cmd, VRNIC_AQ_OPCODE_QUERY_QP);
 	cmd.qpn = cpu_to_le32(qpn);
-	cmd.out_addr = cpu_to_le64(buf_dma);
-	cmd.out_len = cpu_to_le32(sizeof(*out));
 	cmd.uctx = cpu_to_le32(uctx);
-	err = vrnic_aq_exec(dev, &cmd, &comp);
-	if (!err)
-		memcpy(out, buf, sizeof(*out));
-	dma_free_coherent(dmadev, sizeof(*out), buf, buf_dma);
-	return err;
+	return vrnic_aq_exec_out(dev, &cmd, &cmd.out_addr, &cmd.out_len, out,
+				 sizeof(*out));
 }
 
 int vrnic_cmd_destroy_qp(struct vrnic_dev *dev, u32 uctx, u32 qpn)
@@ -673,27 +671,13 @@ int vrnic_cmd_modify_srq(struct vrnic_dev *dev, u32 uctx, u32 srqn,
 int vrnic_cmd_query_srq(struct vrnic_dev *dev, u32 uctx, u32 srqn,
 			struct vrnic_srq_attr *out)
 {
-	struct device *dmadev = vrnic_dma_dev(dev);
-	struct vrnic_aq_completion comp;
 	struct vrnic_cmd_modify_srq cmd;
-	dma_addr_t buf_dma;
-	void *buf;
-	int err;
-
-	buf = dma_alloc_coherent(dmadev, sizeof(*out), &buf_dma, GFP_KERNEL);
-	if (!buf)
-		return -ENOMEM;
 
 	vrnic_cmd_init(&cmd, VRNIC_AQ_OPCODE_QUERY_SRQ);
 	cmd.srqn = cpu_to_le32(srqn);
-	cmd.out_addr = cpu_to_le64(buf_dma);
-	cmd.out_len = cpu_to_le32(sizeof(*out));
 	cmd.uctx = cpu_to_le32(uctx);
-	err = vrnic_aq_exec(dev, &cmd, &comp);
-	if (!err)
-		memcpy(out, buf, sizeof(*out));
-	dma_free_coherent(dmadev, sizeof(*out), buf, buf_dma);
-	return err;
+	return vrnic_aq_exec_out(dev, &cmd, &cmd.out_addr, &cmd.out_len, out,
+				 sizeof(*out));
 }
 
 int vrnic_cmd_destroy_srq(struct vrnic_dev *dev, u32 uctx, u32 srqn)

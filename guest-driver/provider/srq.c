@@ -91,21 +91,13 @@ struct ibv_srq *vrnic_create_srq(struct ibv_pd *pd,
 		goto err_free;
 
 	slot = le32toh(resp.drv_payload.db_slot);
-	if (slot >= VRNIC_DB_SLOTS_PER_PAGE) {
-		verbs_err(&ctx->ibv_ctx,
-			  "vrnic: bad create_srq response (slot %u)\n", slot);
-		ret = EPROTO;
+	ret = vrnic_map_object_slot(ctx, "create_srq", slot,
+				    le32toh(resp.drv_payload.db_page),
+				    le64toh(resp.drv_payload.db_mmap_key),
+				    le64toh(resp.drv_payload.kick_mmap_key),
+				    &map);
+	if (ret)
 		goto err_destroy;
-	}
-	ret = vrnic_map_db_page(ctx, le32toh(resp.drv_payload.db_page),
-				le64toh(resp.drv_payload.db_mmap_key),
-				le64toh(resp.drv_payload.kick_mmap_key), &map);
-	if (ret) {
-		verbs_err(&ctx->ibv_ctx,
-			  "vrnic: cannot map doorbell page %u: %d\n",
-			  le32toh(resp.drv_payload.db_page), ret);
-		goto err_destroy;
-	}
 	srq->srqn = le32toh(resp.drv_payload.srqn);
 	srq->db = vrnic_db_word(map.db, slot, VRNIC_DB_SRQ_SLOT_PI_OFF);
 	/* Nothing posted yet: start the slot from a known state. */

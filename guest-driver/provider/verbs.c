@@ -182,22 +182,19 @@ struct vrnic_cq *vrnic_cq_create(struct ibv_context *ibctx,
 	}
 
 	slot = le32toh(resp.drv_payload.db_slot);
-	if (slot >= VRNIC_DB_SLOTS_PER_PAGE ||
-	    resp.drv_payload.depth_log2 != cq->depth_log2) {
+	if (resp.drv_payload.depth_log2 != cq->depth_log2) {
 		verbs_err(verbs_get_ctx(ibctx),
-			  "vrnic: bad create_cq response (slot %u, depth_log2 %u)\n",
-			  slot, resp.drv_payload.depth_log2);
-		ibv_cmd_destroy_cq(&cq->ibv_cq);
-		errno = EPROTO;
-		goto err_ring;
+			  "vrnic: bad create_cq response (depth_log2 %u)\n",
+			  resp.drv_payload.depth_log2);
+		ret = EPROTO;
+	} else {
+		ret = vrnic_map_object_slot(ctx, "create_cq", slot,
+					    le32toh(resp.drv_payload.db_page),
+					    le64toh(resp.drv_payload.db_mmap_key),
+					    le64toh(resp.drv_payload.kick_mmap_key),
+					    &map);
 	}
-	ret = vrnic_map_db_page(ctx, le32toh(resp.drv_payload.db_page),
-				le64toh(resp.drv_payload.db_mmap_key),
-				le64toh(resp.drv_payload.kick_mmap_key), &map);
 	if (ret) {
-		verbs_err(verbs_get_ctx(ibctx),
-			  "vrnic: cannot map doorbell page %u: %d\n",
-			  le32toh(resp.drv_payload.db_page), ret);
 		ibv_cmd_destroy_cq(&cq->ibv_cq);
 		errno = ret;
 		goto err_ring;
@@ -418,21 +415,13 @@ struct vrnic_qp *vrnic_qp_create(struct ibv_qp_init_attr_ex *attr)
 		goto err_free;
 
 	slot = le32toh(resp.drv_payload.db_slot);
-	if (slot >= VRNIC_DB_SLOTS_PER_PAGE) {
-		verbs_err(&ctx->ibv_ctx,
-			  "vrnic: bad create_qp response (slot %u)\n", slot);
-		ret = EPROTO;
+	ret = vrnic_map_object_slot(ctx, "create_qp", slot,
+				    le32toh(resp.drv_payload.db_page),
+				    le64toh(resp.drv_payload.db_mmap_key),
+				    le64toh(resp.drv_payload.kick_mmap_key),
+				    &map);
+	if (ret)
 		goto err_destroy;
-	}
-	ret = vrnic_map_db_page(ctx, le32toh(resp.drv_payload.db_page),
-				le64toh(resp.drv_payload.db_mmap_key),
-				le64toh(resp.drv_payload.kick_mmap_key), &map);
-	if (ret) {
-		verbs_err(&ctx->ibv_ctx,
-			  "vrnic: cannot map doorbell page %u: %d\n",
-			  le32toh(resp.drv_payload.db_page), ret);
-		goto err_destroy;
-	}
 	qp->sq.db = vrnic_db_word(map.db, slot, VRNIC_DB_QP_SLOT_SQ_PI_OFF);
 	qp->rq.db = vrnic_db_word(map.db, slot, VRNIC_DB_QP_SLOT_RQ_PI_OFF);
 	qp->sq.db_flag = map.db + VRNIC_DB_FLAGS_BASE + slot;

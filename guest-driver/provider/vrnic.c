@@ -79,6 +79,29 @@ out:
 	return ret;
 }
 
+/*
+ * The doorbell page of an object the kernel just created (@what names the
+ * command in errors), after checking the slot it reported. Returns 0 or an
+ * errno value.
+ */
+int vrnic_map_object_slot(struct vrnic_context *ctx, const char *what,
+			  uint32_t slot, uint32_t page, uint64_t db_key,
+			  uint64_t kick_key, struct vrnic_db_map *map)
+{
+	int ret;
+
+	if (slot >= VRNIC_DB_SLOTS_PER_PAGE) {
+		verbs_err(&ctx->ibv_ctx, "vrnic: bad %s response (slot %u)\n",
+			  what, slot);
+		return EPROTO;
+	}
+	ret = vrnic_map_db_page(ctx, page, db_key, kick_key, map);
+	if (ret)
+		verbs_err(&ctx->ibv_ctx,
+			  "vrnic: cannot map doorbell page %u: %d\n", page, ret);
+	return ret;
+}
+
 static void vrnic_free_context(struct ibv_context *ibctx)
 {
 	struct vrnic_context *ctx = to_vctx(ibctx);

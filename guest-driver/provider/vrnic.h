@@ -238,6 +238,9 @@ static inline bool vrnic_sq_ready(const struct vrnic_qp *qp)
 int vrnic_map_db_page(struct vrnic_context *ctx, uint32_t page,
 		      uint64_t db_key, uint64_t kick_key,
 		      struct vrnic_db_map *out);
+int vrnic_map_object_slot(struct vrnic_context *ctx, const char *what,
+			  uint32_t slot, uint32_t page, uint64_t db_key,
+			  uint64_t kick_key, struct vrnic_db_map *map);
 struct vrnic_qp *vrnic_find_qp(struct vrnic_context *ctx, uint32_t qpn);
 int vrnic_insert_qp(struct vrnic_context *ctx, struct vrnic_qp *qp);
 void vrnic_remove_qp(struct vrnic_context *ctx, struct vrnic_qp *qp);
