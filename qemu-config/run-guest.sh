@@ -56,12 +56,15 @@ done
 VRNIC_QUIET=1 "$QC_DIR/provision.sh" qemu guest
 [[ -n $initrd ]] || initrd=$GUEST_CPIO
 
-cmdline="console=ttyS0 rdinit=/init vrnic.name=$name${ip:+ vrnic.ip=$ip}${append:+ $append}"
+# A panicking guest prints its oops, reboots a second later (panic=1) and so ends QEMU
+# (-no-reboot); the console then names the panic. pvpanic's exit-failure would end QEMU
+# before the kernel flushed the oops to the serial port.
+cmdline="console=ttyS0 rdinit=/init panic=1 vrnic.name=$name${ip:+ vrnic.ip=$ip}${append:+ $append}"
 args=(-name "$name" -machine "q35,accel=$accel,memory-backend=mem" -cpu max -smp "$smp" -m "$mem"
   -object "memory-backend-memfd,id=mem,size=$mem,share=on"
   -nodefaults -no-user-config -display none -no-reboot
   -kernel "$KERNEL_IMAGE" -initrd "$initrd" -append "$cmdline"
-  -device pvpanic-pci -action panic=exit-failure)
+  -device pvpanic-pci -action panic=none)
 if [[ -n $logf ]]; then args+=(-serial "file:$logf"); else args+=(-serial mon:stdio); fi
 
 i=0
@@ -97,9 +100,13 @@ if ((timeout > 0)); then
 else
   "$QC_DIR/qemu.sh" "${args[@]}" "${extra[@]}" || rc=$?
 fi
+if [[ -n $logf ]] && grep -q 'Kernel panic - not syncing' "$logf"; then
+  log "$name: kernel panic (its oops is in $logf)"
+  exit 1
+fi
 case $rc in
   0) log "$name powered off" ;;
   124 | 137) log "$name: timeout after ${timeout}s, QEMU killed"; rc=124 ;;
-  *) log "$name: QEMU exited with $rc (a guest panic exits 1)" ;;
+  *) log "$name: QEMU exited with $rc" ;;
 esac
 exit $rc
