@@ -186,8 +186,14 @@ mod tests {
 
     use super::*;
 
-    fn open_fds() -> usize {
-        std::fs::read_dir("/proc/self/fd").unwrap().count()
+    /// This process's open fds that name `path`. Counting only those keeps the count
+    /// exact while other tests of the binary open and close fds in parallel.
+    fn open_fds_to(path: &std::path::Path) -> usize {
+        std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .filter(|target| target == path)
+            .count()
     }
 
     fn dev_null() -> File {
@@ -197,10 +203,17 @@ mod tests {
     #[test]
     fn too_many_fds_are_closed_flagged_and_the_bytes_still_arrive() {
         let (a, b) = UnixStream::pair().unwrap();
-        let files: Vec<File> = (0..MAX_MSG_FDS + 4).map(|_| dev_null()).collect();
+        let path = std::env::temp_dir().join(format!("vrnic-scm-test-{}", std::process::id()));
+        let file = File::create(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let path = std::path::PathBuf::from(format!("{} (deleted)", path.display()));
+        let files: Vec<File> = (0..MAX_MSG_FDS + 4)
+            .map(|_| file.try_clone().unwrap())
+            .collect();
         let raw: Vec<_> = files.iter().map(AsRawFd::as_raw_fd).collect();
         a.send_with_fds(&[&b"payload"[..]], &raw).unwrap();
         (&a).write_all(b"next").unwrap();
+        let open_fds = || open_fds_to(&path);
         let before = open_fds();
         let mut fds = ReceivedFds::default();
         let mut buf = [0u8; 7];
