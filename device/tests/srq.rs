@@ -729,17 +729,22 @@ fn create_srq_refuses_each_bad_field_with_its_offset() {
             CmdCreateSrq::WQE_SHIFT_OFF,
         ),
         (
-            with(&|c| c.reserved0 = 1),
-            AqStatus::BadField,
-            CmdCreateSrq::RESERVED0_OFF,
+            with(&|c| c.srq_type = 1),
+            AqStatus::NotSupported,
+            CmdCreateSrq::SRQ_TYPE_OFF,
         ),
         (
-            with(&|c| c.reserved1 = 1.into()),
+            with(&|c| c.xrcdn = 1.into()),
             AqStatus::BadField,
-            CmdCreateSrq::RESERVED1_OFF,
+            CmdCreateSrq::XRCDN_OFF,
         ),
         (
-            with(&|c| c.reserved2[87] = 1),
+            with(&|c| c.cqn = 1.into()),
+            AqStatus::BadField,
+            CmdCreateSrq::CQN_OFF,
+        ),
+        (
+            with(&|c| c.reserved2[83] = 1),
             AqStatus::BadField,
             CmdCreateSrq::RESERVED2_OFF,
         ),

@@ -84,6 +84,10 @@ fn run(
         AllocMr => super::memory::alloc_mr(st, &checked(cmd)?),
         AllocMw => super::mw::alloc_mw(st, &checked(cmd)?),
         DeallocMw => super::mw::dealloc_mw(st, &checked(cmd)?),
+        // Specified (SPEC "XRC", "Resizing a CQ", "Memory keys"), not implemented yet.
+        AllocXrcd | DeallocXrcd | ResizeCq | ReregMr => {
+            Err(CmdError::general(AqStatus::NotSupported))
+        }
     }
 }
 

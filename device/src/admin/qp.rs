@@ -57,6 +57,13 @@ pub fn create_qp(
             }
             QpType::Gsi
         }
+        // SPEC "XRC": not implemented yet.
+        Ok(QpType::XrcIni | QpType::XrcTgt) => {
+            return Err(CmdError::new(
+                AqStatus::NotSupported,
+                CmdCreateQp::QP_TYPE_OFF,
+            ))
+        }
         Err(_) => return Err(bad_field(CmdCreateQp::QP_TYPE_OFF)),
     };
     let datagram = matches!(kind, QpType::Ud | QpType::Gsi);

@@ -30,6 +30,19 @@ pub fn create_srq(
         .get(pdn)
         .ok_or(bad_handle(CmdCreateSrq::PDN_OFF))?;
     owned(pd.uctx, uctx, CmdCreateSrq::PDN_OFF)?;
+    // SPEC "XRC": XRC SRQs are not implemented yet.
+    if cmd.srq_type != u8::from(SrqType::Basic) {
+        return Err(CmdError::new(
+            AqStatus::NotSupported,
+            CmdCreateSrq::SRQ_TYPE_OFF,
+        ));
+    }
+    if cmd.xrcdn.to_native() != 0 {
+        return Err(bad_field(CmdCreateSrq::XRCDN_OFF));
+    }
+    if cmd.cqn.to_native() != 0 {
+        return Err(bad_field(CmdCreateSrq::CQN_OFF));
+    }
     if !(1..=MAX_WR_LOG2).contains(&cmd.depth_log2) {
         return Err(bad_size(CmdCreateSrq::DEPTH_LOG2_OFF));
     }

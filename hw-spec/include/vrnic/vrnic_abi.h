@@ -12,7 +12,7 @@
 #include "vrnic_io.h"
 
 /* Version of the structs below. */
-#define VRNIC_UVERBS_ABI_VERSION 4
+#define VRNIC_UVERBS_ABI_VERSION 5
 
 /* Response of ibv_open_device (alloc_ucontext). */
 struct vrnic_alloc_ucontext_resp {
@@ -92,7 +92,7 @@ _Static_assert(__builtin_offsetof(struct vrnic_create_cq_resp, db_page) == 12, "
 _Static_assert(__builtin_offsetof(struct vrnic_create_cq_resp, db_mmap_key) == 16, "vrnic_create_cq_resp.db_mmap_key offset");
 _Static_assert(__builtin_offsetof(struct vrnic_create_cq_resp, kick_mmap_key) == 24, "vrnic_create_cq_resp.kick_mmap_key offset");
 
-/* Request of create_qp. */
+/* Request of create_qp. An XRC_SEND QP passes rq_buf_addr, rq_depth_log2 and rq_wqe_shift 0, as a QP with an SRQ does. An XRC_RECV QP has no rings: ib_core creates it without udata, so there is neither request nor response. */
 struct vrnic_create_qp_cmd {
 	__le64 sq_buf_addr; /* 0: User address of the send ring (page-aligned, 2^(sq_depth_log2 + sq_wqe_shift) bytes, zeroed). */
 	__le64 rq_buf_addr; /* 8: User address of the receive ring (page-aligned, 2^(rq_depth_log2 + rq_wqe_shift) bytes, zeroed); 0 for a QP with an SRQ (then rq_depth_log2 and rq_wqe_shift are 0 too). */
@@ -199,5 +199,23 @@ _Static_assert(__builtin_offsetof(struct vrnic_create_srq_resp, db_page) == 8, "
 _Static_assert(__builtin_offsetof(struct vrnic_create_srq_resp, reserved0) == 12, "vrnic_create_srq_resp.reserved0 offset");
 _Static_assert(__builtin_offsetof(struct vrnic_create_srq_resp, db_mmap_key) == 16, "vrnic_create_srq_resp.db_mmap_key offset");
 _Static_assert(__builtin_offsetof(struct vrnic_create_srq_resp, kick_mmap_key) == 24, "vrnic_create_srq_resp.kick_mmap_key offset");
+
+/* Request of resize_cq (see Resizing a CQ). The kernel pins the new ring, sends RESIZE_CQ and, on success, releases the old ring; the provider then polls the new ring from index 0. */
+struct vrnic_resize_cq_cmd {
+	__le64 buf_addr; /* 0: User address of the new ring (page-aligned, 2^depth_log2 * CQE_SIZE bytes, zeroed). */
+	__u8 depth_log2; /* 8: log2 of the new ring depth. */
+	__u8 reserved0[3]; /* 9: must be zero */
+	__le32 ci; /* 12: The provider's consumer index. */
+};
+#define VRNIC_RESIZE_CQ_CMD_SIZE 16
+#define VRNIC_RESIZE_CQ_CMD_BUF_ADDR_OFF 0
+#define VRNIC_RESIZE_CQ_CMD_DEPTH_LOG2_OFF 8
+#define VRNIC_RESIZE_CQ_CMD_RESERVED0_OFF 9
+#define VRNIC_RESIZE_CQ_CMD_CI_OFF 12
+_Static_assert(sizeof(struct vrnic_resize_cq_cmd) == 16, "vrnic_resize_cq_cmd size");
+_Static_assert(__builtin_offsetof(struct vrnic_resize_cq_cmd, buf_addr) == 0, "vrnic_resize_cq_cmd.buf_addr offset");
+_Static_assert(__builtin_offsetof(struct vrnic_resize_cq_cmd, depth_log2) == 8, "vrnic_resize_cq_cmd.depth_log2 offset");
+_Static_assert(__builtin_offsetof(struct vrnic_resize_cq_cmd, reserved0) == 9, "vrnic_resize_cq_cmd.reserved0 offset");
+_Static_assert(__builtin_offsetof(struct vrnic_resize_cq_cmd, ci) == 12, "vrnic_resize_cq_cmd.ci offset");
 
 #endif /* VRNIC_ABI_H */

@@ -51,6 +51,8 @@
 #define VRNIC_MAX_FAST_REG_PAGES 0x200
 /* Most memory windows of a device (they share the MAX_MR key table with MRs). */
 #define VRNIC_MAX_MW 0x2000
+/* Most XRC domains of a device. */
+#define VRNIC_MAX_XRCD 0x400
 
 /* Admin command opcodes. */
 enum vrnic_aq_opcode {
@@ -63,10 +65,10 @@ enum vrnic_aq_opcode {
 	VRNIC_AQ_OPCODE_REG_MR = 7, /* Register a memory region; result0 = mkey (lkey and rkey). */
 	VRNIC_AQ_OPCODE_DEREG_MR = 8, /* Deregister a memory region. */
 	VRNIC_AQ_OPCODE_CREATE_CQ = 9, /* Create a completion queue; result0 = cqn, result1 = doorbell slot (zeroed by the device), result2 = the doorbell page holding the slot (a page of the owning context). */
-	VRNIC_AQ_OPCODE_DESTROY_CQ = 10, /* Destroy a CQ; fails with BUSY while QPs use it. */
+	VRNIC_AQ_OPCODE_DESTROY_CQ = 10, /* Destroy a CQ; fails with BUSY while QPs or XRC SRQs use it. */
 	VRNIC_AQ_OPCODE_CREATE_EQ = 11, /* Create an event queue; result0 = eqn, result1 = doorbell slot, result2 = the doorbell page holding it (a page of the kernel context). */
 	VRNIC_AQ_OPCODE_DESTROY_EQ = 12, /* Destroy an EQ; fails with BUSY while CQs use it. */
-	VRNIC_AQ_OPCODE_CREATE_QP = 13, /* Create a QP in RESET; result0 = qpn, result1 = doorbell slot (zeroed by the device, with its flag), result2 = the doorbell page holding the slot (a page of the owning context). */
+	VRNIC_AQ_OPCODE_CREATE_QP = 13, /* Create a QP in RESET; result0 = qpn, result1 = doorbell slot (zeroed by the device, with its flag), result2 = the doorbell page holding the slot (a page of the owning context). An XRC_TGT QP has no queues and no slot: result1 = result2 = 0. */
 	VRNIC_AQ_OPCODE_MODIFY_QP = 14, /* Change QP attributes and state (IBTA transitions). Moving to RESET sets both consumer indices to 0, zeroes the QP's doorbell slot and forgets every outstanding WQE: no CQE for them is written after the command completes. */
 	VRNIC_AQ_OPCODE_QUERY_QP = 15, /* Write the QP's qp_attr to out_addr. */
 	VRNIC_AQ_OPCODE_DESTROY_QP = 0x10, /* Destroy a QP (any state); its outstanding WQEs are dropped without completions. */
@@ -78,6 +80,10 @@ enum vrnic_aq_opcode {
 	VRNIC_AQ_OPCODE_ALLOC_MR = 0x16, /* Create a FREE fast-registration MR (cmd_alloc_mr, kernel context only: PERMISSION); result0 = its key. DEREG_MR destroys it. */
 	VRNIC_AQ_OPCODE_ALLOC_MW = 0x17, /* Create a memory window (cmd_alloc_mw); result0 = its rkey. It gives no access until bound. */
 	VRNIC_AQ_OPCODE_DEALLOC_MW = 0x18, /* Destroy a memory window (cmd_handle, handle = its current rkey, any variant of its index). */
+	VRNIC_AQ_OPCODE_ALLOC_XRCD = 0x19, /* Create an XRC domain (cmd_handle, handle 0, uctx KERNEL_UCTX: others PERMISSION); result0 = xrcdn. NO_RESOURCES when MAX_XRCD exist. See XRC. */
+	VRNIC_AQ_OPCODE_DEALLOC_XRCD = 0x1A, /* Destroy an XRC domain (cmd_handle, handle = xrcdn); fails with BUSY while SRQs or QPs use it. */
+	VRNIC_AQ_OPCODE_RESIZE_CQ = 0x1B, /* Move a CQ to a new ring (cmd_resize_cq); result0 = the number of CQEs moved, which is the CQ's new producer index. See Resizing a CQ. */
+	VRNIC_AQ_OPCODE_REREG_MR = 0x1C, /* Change a memory region in place, keeping its key (cmd_rereg_mr); result0 = the key. See Memory keys. */
 };
 
 /* Admin completion status. */
@@ -119,6 +125,8 @@ enum vrnic_qp_type {
 	VRNIC_QP_TYPE_RC = 2, /* Reliable connected. */
 	VRNIC_QP_TYPE_UC = 3, /* Unreliable connected: SEND and RDMA WRITE (with or without immediate), no acknowledgements (see Unreliable connected). */
 	VRNIC_QP_TYPE_UD = 4, /* Unreliable datagram: send WQEs carry a ud_av (sq_wqe_shift >= 7). */
+	VRNIC_QP_TYPE_XRC_INI = 9, /* XRC initiator (IBV_QPT_XRC_SEND): an RC requester without a receive queue whose send WQEs carry an xrc_seg (sq_wqe_shift >= 7). See XRC. */
+	VRNIC_QP_TYPE_XRC_TGT = 10, /* XRC target (IBV_QPT_XRC_RECV): an RC responder of an XRC domain, with no queues of its own; kernel context only (PERMISSION). See XRC. */
 };
 
 /* QP states (values of ibv_qp_state). */
@@ -127,7 +135,7 @@ enum vrnic_qp_state {
 	VRNIC_QP_STATE_INIT = 1, /* Receive WQEs may be posted; nothing is processed. */
 	VRNIC_QP_STATE_RTR = 2, /* Ready to receive: incoming requests are processed. */
 	VRNIC_QP_STATE_RTS = 3, /* Ready to send: send WQEs are processed. */
-	VRNIC_QP_STATE_SQD = 4, /* Send queue drained: no new send WQEs are started. */
+	VRNIC_QP_STATE_SQD = 4, /* Send queue drain: no new send WQEs are started; the one in progress finishes (see Send queue drain). */
 	VRNIC_QP_STATE_SQE = 5, /* Send queue error (not used by RC: RC errors go to ERR). */
 	VRNIC_QP_STATE_ERR = 6, /* Error: every WQE completes with WR_FLUSH_ERR. */
 };
@@ -162,7 +170,7 @@ enum vrnic_qp_attr_mask {
 	VRNIC_QP_ATTR_MASK_SQ_PSN = 0x10000, /* sq_psn. */
 	VRNIC_QP_ATTR_MASK_MAX_DEST_RD_ATOMIC = 0x20000, /* max_dest_rd_atomic. */
 	VRNIC_QP_ATTR_MASK_PATH_MIG_STATE = 0x40000, /* Path migration (not supported: BAD_FIELD). */
-	VRNIC_QP_ATTR_MASK_CAP = 0x80000, /* Resizing queues (not supported: BAD_FIELD). */
+	VRNIC_QP_ATTR_MASK_CAP = 0x80000, /* Resizing a QP's queues (not supported: BAD_FIELD). */
 	VRNIC_QP_ATTR_MASK_DEST_QPN = 0x100000, /* dest_qp_num. */
 };
 #define VRNIC_QP_ATTR_MASK_ALL 0x1FFFFFu /* every bit above */
@@ -174,9 +182,15 @@ enum vrnic_gid_type {
 	VRNIC_GID_TYPE_ROCE_V2 = 2, /* RoCE v2: UDP/IP encapsulation; an IPv4-mapped GID (::ffff:a.b.c.d) means IPv4. */
 };
 
+/* SRQ types (values of ibv_srq_type). */
+enum vrnic_srq_type {
+	VRNIC_SRQ_TYPE_BASIC = 0, /* Serves QPs created with QP_FLAG_SRQ. */
+	VRNIC_SRQ_TYPE_XRC = 1, /* Serves the XRC_TGT QPs of its XRC domain, named by each request's xrc_seg (see XRC). */
+};
+
 /* Which srq_attr fields MODIFY_SRQ applies (values of ibv_srq_attr_mask). */
 enum vrnic_srq_attr_mask {
-	VRNIC_SRQ_ATTR_MASK_MAX_WR = 1, /* Resize (NOT_SUPPORTED). */
+	VRNIC_SRQ_ATTR_MASK_MAX_WR = 1, /* Resize (NOT_SUPPORTED: posted WQEs live in the driver's ring; like mlx5, the device does not move them). */
 	VRNIC_SRQ_ATTR_MASK_LIMIT = 2, /* srq_limit: arm the limit event (0 disarms). */
 };
 #define VRNIC_SRQ_ATTR_MASK_ALL 0x3u /* every bit above */
@@ -186,6 +200,14 @@ enum vrnic_mw_type {
 	VRNIC_MW_TYPE_TYPE_1 = 1, /* Bound through any QP of its PD; invalidated by rebinding or DEALLOC_MW. */
 	VRNIC_MW_TYPE_TYPE_2 = 2, /* Bound to one QP; invalidated by LOCAL_INV or SEND_WITH_INV. */
 };
+
+/* cmd_rereg_mr.flags (values of ibv_rereg_mr_flags). */
+enum vrnic_rereg_flags {
+	VRNIC_REREG_FLAGS_CHANGE_TRANSLATION = 1, /* New iova, length and pages. */
+	VRNIC_REREG_FLAGS_CHANGE_PD = 2, /* New protection domain. */
+	VRNIC_REREG_FLAGS_CHANGE_ACCESS = 4, /* New access flags. */
+};
+#define VRNIC_REREG_FLAGS_ALL 0x7u /* every bit above */
 
 /* device_attr.atomic_cap (values of ibv_atomic_cap). */
 enum vrnic_atomic_cap {
@@ -304,7 +326,7 @@ _Static_assert(__builtin_offsetof(struct vrnic_cmd_query, out_len) == 16, "vrnic
 _Static_assert(__builtin_offsetof(struct vrnic_cmd_query, port) == 20, "vrnic_cmd_query.port offset");
 _Static_assert(__builtin_offsetof(struct vrnic_cmd_query, reserved0) == 21, "vrnic_cmd_query.reserved0 offset");
 
-/* Commands naming one object: ALLOC_UCTX (handle 0), DEALLOC_UCTX (uctx), ALLOC_PD (handle = uctx), DEALLOC_PD (pdn), DEREG_MR (mkey, also of a fast-registration MR, in any state), DESTROY_CQ (cqn), DESTROY_EQ (eqn), DESTROY_QP (qpn), DESTROY_SRQ (srqn), DEALLOC_MW (rkey). */
+/* Commands naming one object: ALLOC_UCTX (handle 0), DEALLOC_UCTX (uctx), ALLOC_PD (handle = uctx), DEALLOC_PD (pdn), DEREG_MR (mkey, also of a fast-registration MR, in any state), DESTROY_CQ (cqn), DESTROY_EQ (eqn), DESTROY_QP (qpn), DESTROY_SRQ (srqn), DEALLOC_MW (rkey), ALLOC_XRCD (handle 0), DEALLOC_XRCD (xrcdn). */
 struct vrnic_cmd_handle {
 	struct vrnic_aq_header hdr;
 	__le32 handle; /* 8: The object. */
@@ -406,7 +428,7 @@ _Static_assert(__builtin_offsetof(struct vrnic_cmd_create_eq, reserved0) == 12, 
 _Static_assert(__builtin_offsetof(struct vrnic_cmd_create_eq, ring) == 16, "vrnic_cmd_create_eq.ring offset");
 _Static_assert(__builtin_offsetof(struct vrnic_cmd_create_eq, reserved1) == 32, "vrnic_cmd_create_eq.reserved1 offset");
 
-/* CREATE_QP. Send WQEs are 2^sq_wqe_shift bytes, receive WQEs 2^rq_wqe_shift bytes; both rings are zeroed by the driver. With QP_FLAG_SRQ the QP has no receive queue of its own: rq_depth_log2, rq_wqe_shift, max_recv_sge and rq_ring are zero (BAD_FIELD otherwise) and receives take WQEs from SRQ srqn (a live SRQ of the same context: BAD_HANDLE, PERMISSION); GSI QPs cannot use an SRQ (BAD_FIELD). */
+/* CREATE_QP. Send WQEs are 2^sq_wqe_shift bytes, receive WQEs 2^rq_wqe_shift bytes; both rings are zeroed by the driver. With QP_FLAG_SRQ the QP has no receive queue of its own: rq_depth_log2, rq_wqe_shift, max_recv_sge and rq_ring are zero (BAD_FIELD otherwise) and receives take WQEs from SRQ srqn (a live basic SRQ of the same context: BAD_HANDLE, PERMISSION; an XRC SRQ: BAD_FIELD); GSI, XRC_INI and XRC_TGT QPs cannot use the flag (BAD_FIELD). XRC_INI: no receive queue either (recv_cqn and every rq field zero), xrcdn 0. XRC_TGT: only uctx (KERNEL_UCTX), qp_type and xrcdn are set, every other field is zero (BAD_FIELD). */
 struct vrnic_cmd_create_qp {
 	struct vrnic_aq_header hdr;
 	__le32 uctx; /* 8: Owning context. */
@@ -425,7 +447,8 @@ struct vrnic_cmd_create_qp {
 	__le32 srqn; /* 36: With QP_FLAG_SRQ: the SRQ. Otherwise 0. */
 	struct vrnic_page_list sq_ring; /* 40: Send queue pages. */
 	struct vrnic_page_list rq_ring; /* 56: Receive queue pages. */
-	__u8 reserved2[56]; /* 72: must be zero */
+	__le32 xrcdn; /* 72: XRC_TGT: its XRC domain (a live XRCD: BAD_HANDLE). Otherwise 0. */
+	__u8 reserved2[52]; /* 76: must be zero */
 };
 #define VRNIC_CMD_CREATE_QP_SIZE 128
 #define VRNIC_CMD_CREATE_QP_HDR_OFF 0
@@ -445,7 +468,8 @@ struct vrnic_cmd_create_qp {
 #define VRNIC_CMD_CREATE_QP_SRQN_OFF 36
 #define VRNIC_CMD_CREATE_QP_SQ_RING_OFF 40
 #define VRNIC_CMD_CREATE_QP_RQ_RING_OFF 56
-#define VRNIC_CMD_CREATE_QP_RESERVED2_OFF 72
+#define VRNIC_CMD_CREATE_QP_XRCDN_OFF 72
+#define VRNIC_CMD_CREATE_QP_RESERVED2_OFF 76
 _Static_assert(sizeof(struct vrnic_cmd_create_qp) == 128, "vrnic_cmd_create_qp size");
 _Static_assert(__builtin_offsetof(struct vrnic_cmd_create_qp, hdr) == 0, "vrnic_cmd_create_qp.hdr offset");
 _Static_assert(__builtin_offsetof(struct vrnic_cmd_create_qp, uctx) == 8, "vrnic_cmd_create_qp.uctx offset");
@@ -464,7 +488,8 @@ _Static_assert(__builtin_offsetof(struct vrnic_cmd_create_qp, max_inline) == 32,
 _Static_assert(__builtin_offsetof(struct vrnic_cmd_create_qp, srqn) == 36, "vrnic_cmd_create_qp.srqn offset");
 _Static_assert(__builtin_offsetof(struct vrnic_cmd_create_qp, sq_ring) == 40, "vrnic_cmd_create_qp.sq_ring offset");
 _Static_assert(__builtin_offsetof(struct vrnic_cmd_create_qp, rq_ring) == 56, "vrnic_cmd_create_qp.rq_ring offset");
-_Static_assert(__builtin_offsetof(struct vrnic_cmd_create_qp, reserved2) == 72, "vrnic_cmd_create_qp.reserved2 offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_create_qp, xrcdn) == 72, "vrnic_cmd_create_qp.xrcdn offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_create_qp, reserved2) == 76, "vrnic_cmd_create_qp.reserved2 offset");
 
 /* QP attributes, as carried by MODIFY_QP and written by QUERY_QP. Field meanings are those of struct ibv_qp_attr. */
 struct vrnic_qp_attr {
@@ -479,7 +504,7 @@ struct vrnic_qp_attr {
 	__u8 max_dest_rd_atomic; /* 8: Outstanding RDMA READs as responder (0..MAX_QP_RD_ATOM). */
 	__u8 sl; /* 9: Service level (0..15). */
 	__u8 port_num; /* 10: Port (1). */
-	__u8 sq_draining; /* 11: QUERY_QP: 1 while SQD is draining. MODIFY_QP: 0. */
+	__u8 sq_draining; /* 11: QUERY_QP: 1 in SQD while a send WQE is still in progress, else 0. MODIFY_QP: 0. */
 	__le32 qp_access_flags; /* 12: enum access bits allowed for incoming requests. */
 	__le32 dest_qp_num; /* 16: Remote QPN (24 bits). */
 	__le32 rq_psn; /* 20: Expected receive PSN (24 bits). */
@@ -495,7 +520,7 @@ struct vrnic_qp_attr {
 	__le32 flow_label; /* 56: GRH: flow label (20 bits). */
 	__u8 hop_limit; /* 60: GRH: hop limit. */
 	__u8 traffic_class; /* 61: GRH: traffic class. */
-	__u8 en_sqd_async_notify; /* 62: Post SQ_DRAINED when SQD drains. */
+	__u8 en_sqd_async_notify; /* 62: With the move to SQD: post SQ_DRAINED once the send queue has drained. */
 	__u8 reserved0; /* 63: must be zero */
 };
 #define VRNIC_QP_ATTR_SIZE 64
@@ -622,7 +647,7 @@ _Static_assert(__builtin_offsetof(struct vrnic_cmd_set_gid, uctx) == 12, "vrnic_
 _Static_assert(__builtin_offsetof(struct vrnic_cmd_set_gid, gid) == 16, "vrnic_cmd_set_gid.gid offset");
 _Static_assert(__builtin_offsetof(struct vrnic_cmd_set_gid, reserved0) == 32, "vrnic_cmd_set_gid.reserved0 offset");
 
-/* CREATE_SRQ. The ring holds 2^depth_log2 receive WQEs of 2^wqe_shift bytes (the format of a QP's receive WQEs), zeroed by the driver. Receive SGEs are checked against the SRQ's PD. */
+/* CREATE_SRQ. The ring holds 2^depth_log2 receive WQEs of 2^wqe_shift bytes (the format of a QP's receive WQEs), zeroed by the driver. Receive SGEs are checked against the SRQ's PD. A BASIC SRQ has xrcdn = cqn = 0; an XRC SRQ names a live XRC domain and a CQ of the same context (BAD_HANDLE, PERMISSION), which receives its completions (see XRC). */
 struct vrnic_cmd_create_srq {
 	struct vrnic_aq_header hdr;
 	__le32 uctx; /* 8: Owning context: one of its doorbell pages gets the SRQ's slot. */
@@ -630,10 +655,11 @@ struct vrnic_cmd_create_srq {
 	__u8 depth_log2; /* 16: log2 of the ring size; 1..log2(MAX_QP_WR). */
 	__u8 wqe_shift; /* 17: log2 of the WQE size, RECV_WQE_SHIFT_MIN..RECV_WQE_SHIFT_MAX; must hold recv_wqe_header + 16 * max_sge. */
 	__u8 max_sge; /* 18: 1..MAX_SGE. */
-	__u8 reserved0; /* 19: must be zero */
-	__le32 reserved1; /* 20: must be zero */
+	__u8 srq_type; /* 19: BASIC or XRC. */
+	__le32 xrcdn; /* 20: XRC: the XRC domain. BASIC: 0. */
 	struct vrnic_page_list ring; /* 24: The ring's pages. */
-	__u8 reserved2[88]; /* 40: must be zero */
+	__le32 cqn; /* 40: XRC: the CQ receiving the completions of this SRQ's WQEs. BASIC: 0. */
+	__u8 reserved2[84]; /* 44: must be zero */
 };
 #define VRNIC_CMD_CREATE_SRQ_SIZE 128
 #define VRNIC_CMD_CREATE_SRQ_HDR_OFF 0
@@ -642,10 +668,11 @@ struct vrnic_cmd_create_srq {
 #define VRNIC_CMD_CREATE_SRQ_DEPTH_LOG2_OFF 16
 #define VRNIC_CMD_CREATE_SRQ_WQE_SHIFT_OFF 17
 #define VRNIC_CMD_CREATE_SRQ_MAX_SGE_OFF 18
-#define VRNIC_CMD_CREATE_SRQ_RESERVED0_OFF 19
-#define VRNIC_CMD_CREATE_SRQ_RESERVED1_OFF 20
+#define VRNIC_CMD_CREATE_SRQ_SRQ_TYPE_OFF 19
+#define VRNIC_CMD_CREATE_SRQ_XRCDN_OFF 20
 #define VRNIC_CMD_CREATE_SRQ_RING_OFF 24
-#define VRNIC_CMD_CREATE_SRQ_RESERVED2_OFF 40
+#define VRNIC_CMD_CREATE_SRQ_CQN_OFF 40
+#define VRNIC_CMD_CREATE_SRQ_RESERVED2_OFF 44
 _Static_assert(sizeof(struct vrnic_cmd_create_srq) == 128, "vrnic_cmd_create_srq size");
 _Static_assert(__builtin_offsetof(struct vrnic_cmd_create_srq, hdr) == 0, "vrnic_cmd_create_srq.hdr offset");
 _Static_assert(__builtin_offsetof(struct vrnic_cmd_create_srq, uctx) == 8, "vrnic_cmd_create_srq.uctx offset");
@@ -653,10 +680,11 @@ _Static_assert(__builtin_offsetof(struct vrnic_cmd_create_srq, pdn) == 12, "vrni
 _Static_assert(__builtin_offsetof(struct vrnic_cmd_create_srq, depth_log2) == 16, "vrnic_cmd_create_srq.depth_log2 offset");
 _Static_assert(__builtin_offsetof(struct vrnic_cmd_create_srq, wqe_shift) == 17, "vrnic_cmd_create_srq.wqe_shift offset");
 _Static_assert(__builtin_offsetof(struct vrnic_cmd_create_srq, max_sge) == 18, "vrnic_cmd_create_srq.max_sge offset");
-_Static_assert(__builtin_offsetof(struct vrnic_cmd_create_srq, reserved0) == 19, "vrnic_cmd_create_srq.reserved0 offset");
-_Static_assert(__builtin_offsetof(struct vrnic_cmd_create_srq, reserved1) == 20, "vrnic_cmd_create_srq.reserved1 offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_create_srq, srq_type) == 19, "vrnic_cmd_create_srq.srq_type offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_create_srq, xrcdn) == 20, "vrnic_cmd_create_srq.xrcdn offset");
 _Static_assert(__builtin_offsetof(struct vrnic_cmd_create_srq, ring) == 24, "vrnic_cmd_create_srq.ring offset");
-_Static_assert(__builtin_offsetof(struct vrnic_cmd_create_srq, reserved2) == 40, "vrnic_cmd_create_srq.reserved2 offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_create_srq, cqn) == 40, "vrnic_cmd_create_srq.cqn offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_create_srq, reserved2) == 44, "vrnic_cmd_create_srq.reserved2 offset");
 
 /* SRQ attributes, as carried by MODIFY_SRQ and written by QUERY_SRQ (those of struct ibv_srq_attr). */
 struct vrnic_srq_attr {
@@ -748,6 +776,72 @@ _Static_assert(__builtin_offsetof(struct vrnic_cmd_alloc_mw, uctx) == 12, "vrnic
 _Static_assert(__builtin_offsetof(struct vrnic_cmd_alloc_mw, mw_type) == 16, "vrnic_cmd_alloc_mw.mw_type offset");
 _Static_assert(__builtin_offsetof(struct vrnic_cmd_alloc_mw, reserved0) == 17, "vrnic_cmd_alloc_mw.reserved0 offset");
 
+/* RESIZE_CQ (see Resizing a CQ). */
+struct vrnic_cmd_resize_cq {
+	struct vrnic_aq_header hdr;
+	__le32 cqn; /* 8: The CQ. */
+	__le32 uctx; /* 12: The context the caller acts for. */
+	__u8 depth_log2; /* 16: log2 of the new ring size; 1..log2(MAX_CQE). */
+	__u8 reserved0[3]; /* 17: must be zero */
+	__le32 ci; /* 20: The driver's consumer index: CQEs from ci to the device's producer index move to the new ring. */
+	struct vrnic_page_list ring; /* 24: The new ring's pages (zeroed by the driver). */
+	__u8 reserved1[88]; /* 40: must be zero */
+};
+#define VRNIC_CMD_RESIZE_CQ_SIZE 128
+#define VRNIC_CMD_RESIZE_CQ_HDR_OFF 0
+#define VRNIC_CMD_RESIZE_CQ_CQN_OFF 8
+#define VRNIC_CMD_RESIZE_CQ_UCTX_OFF 12
+#define VRNIC_CMD_RESIZE_CQ_DEPTH_LOG2_OFF 16
+#define VRNIC_CMD_RESIZE_CQ_RESERVED0_OFF 17
+#define VRNIC_CMD_RESIZE_CQ_CI_OFF 20
+#define VRNIC_CMD_RESIZE_CQ_RING_OFF 24
+#define VRNIC_CMD_RESIZE_CQ_RESERVED1_OFF 40
+_Static_assert(sizeof(struct vrnic_cmd_resize_cq) == 128, "vrnic_cmd_resize_cq size");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_resize_cq, hdr) == 0, "vrnic_cmd_resize_cq.hdr offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_resize_cq, cqn) == 8, "vrnic_cmd_resize_cq.cqn offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_resize_cq, uctx) == 12, "vrnic_cmd_resize_cq.uctx offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_resize_cq, depth_log2) == 16, "vrnic_cmd_resize_cq.depth_log2 offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_resize_cq, reserved0) == 17, "vrnic_cmd_resize_cq.reserved0 offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_resize_cq, ci) == 20, "vrnic_cmd_resize_cq.ci offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_resize_cq, ring) == 24, "vrnic_cmd_resize_cq.ring offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_resize_cq, reserved1) == 40, "vrnic_cmd_resize_cq.reserved1 offset");
+
+/* REREG_MR: change a REG_MR region in place (see Memory keys). Fields not named by flags must be zero (BAD_FIELD). */
+struct vrnic_cmd_rereg_mr {
+	struct vrnic_aq_header hdr;
+	__le32 mkey; /* 8: The MR (a region made by REG_MR; a fast-registration MR: BAD_HANDLE). */
+	__le32 flags; /* 12: enum rereg_flags bits, at least one. */
+	__le32 pdn; /* 16: CHANGE_PD: the new PD, of the same context. */
+	__le32 access; /* 20: CHANGE_ACCESS: the new access bits, with the rules of REG_MR. */
+	__le64 iova; /* 24: CHANGE_TRANSLATION: the new iova. */
+	__le64 length; /* 32: CHANGE_TRANSLATION: the new length, 1..MAX_MR_SIZE. */
+	struct vrnic_page_list pages; /* 40: CHANGE_TRANSLATION: the new pages, as for REG_MR. */
+	__le32 uctx; /* 56: The MR's context. */
+	__u8 reserved0[68]; /* 60: must be zero */
+};
+#define VRNIC_CMD_REREG_MR_SIZE 128
+#define VRNIC_CMD_REREG_MR_HDR_OFF 0
+#define VRNIC_CMD_REREG_MR_MKEY_OFF 8
+#define VRNIC_CMD_REREG_MR_FLAGS_OFF 12
+#define VRNIC_CMD_REREG_MR_PDN_OFF 16
+#define VRNIC_CMD_REREG_MR_ACCESS_OFF 20
+#define VRNIC_CMD_REREG_MR_IOVA_OFF 24
+#define VRNIC_CMD_REREG_MR_LENGTH_OFF 32
+#define VRNIC_CMD_REREG_MR_PAGES_OFF 40
+#define VRNIC_CMD_REREG_MR_UCTX_OFF 56
+#define VRNIC_CMD_REREG_MR_RESERVED0_OFF 60
+_Static_assert(sizeof(struct vrnic_cmd_rereg_mr) == 128, "vrnic_cmd_rereg_mr size");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_rereg_mr, hdr) == 0, "vrnic_cmd_rereg_mr.hdr offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_rereg_mr, mkey) == 8, "vrnic_cmd_rereg_mr.mkey offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_rereg_mr, flags) == 12, "vrnic_cmd_rereg_mr.flags offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_rereg_mr, pdn) == 16, "vrnic_cmd_rereg_mr.pdn offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_rereg_mr, access) == 20, "vrnic_cmd_rereg_mr.access offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_rereg_mr, iova) == 24, "vrnic_cmd_rereg_mr.iova offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_rereg_mr, length) == 32, "vrnic_cmd_rereg_mr.length offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_rereg_mr, pages) == 40, "vrnic_cmd_rereg_mr.pages offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_rereg_mr, uctx) == 56, "vrnic_cmd_rereg_mr.uctx offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_rereg_mr, reserved0) == 60, "vrnic_cmd_rereg_mr.reserved0 offset");
+
 /* Written by QUERY_DEVICE. */
 struct vrnic_device_attr {
 	__le64 fw_ver; /* 0: Device firmware version (major << 32 | minor << 16 | patch). */
@@ -778,7 +872,7 @@ struct vrnic_device_attr {
 	__le32 max_srq; /* 112: MAX_SRQ (max_srq_wr is MAX_QP_WR, max_srq_sge MAX_SGE). */
 	__le32 max_fast_reg_pages; /* 116: MAX_FAST_REG_PAGES. */
 	__le32 max_mw; /* 120: MAX_MW. */
-	__le32 reserved1; /* 124: must be zero */
+	__le32 max_xrcd; /* 124: MAX_XRCD. */
 };
 #define VRNIC_DEVICE_ATTR_SIZE 128
 #define VRNIC_DEVICE_ATTR_FW_VER_OFF 0
@@ -809,7 +903,7 @@ struct vrnic_device_attr {
 #define VRNIC_DEVICE_ATTR_MAX_SRQ_OFF 112
 #define VRNIC_DEVICE_ATTR_MAX_FAST_REG_PAGES_OFF 116
 #define VRNIC_DEVICE_ATTR_MAX_MW_OFF 120
-#define VRNIC_DEVICE_ATTR_RESERVED1_OFF 124
+#define VRNIC_DEVICE_ATTR_MAX_XRCD_OFF 124
 _Static_assert(sizeof(struct vrnic_device_attr) == 128, "vrnic_device_attr size");
 _Static_assert(__builtin_offsetof(struct vrnic_device_attr, fw_ver) == 0, "vrnic_device_attr.fw_ver offset");
 _Static_assert(__builtin_offsetof(struct vrnic_device_attr, node_guid) == 8, "vrnic_device_attr.node_guid offset");
@@ -839,7 +933,7 @@ _Static_assert(__builtin_offsetof(struct vrnic_device_attr, reserved0) == 110, "
 _Static_assert(__builtin_offsetof(struct vrnic_device_attr, max_srq) == 112, "vrnic_device_attr.max_srq offset");
 _Static_assert(__builtin_offsetof(struct vrnic_device_attr, max_fast_reg_pages) == 116, "vrnic_device_attr.max_fast_reg_pages offset");
 _Static_assert(__builtin_offsetof(struct vrnic_device_attr, max_mw) == 120, "vrnic_device_attr.max_mw offset");
-_Static_assert(__builtin_offsetof(struct vrnic_device_attr, reserved1) == 124, "vrnic_device_attr.reserved1 offset");
+_Static_assert(__builtin_offsetof(struct vrnic_device_attr, max_xrcd) == 124, "vrnic_device_attr.max_xrcd offset");
 
 /* Written by QUERY_PORT. The device's port is always ACTIVE (IB mode: with the configured LID; no subnet manager is involved). In RoCE mode the driver reports the state of its paired network interface. */
 struct vrnic_port_attr {

@@ -10,6 +10,10 @@
 #include "vrnic_regs.h"
 #include "vrnic_admin.h"
 
+/* Offset of the SGEs, inline data or atomic_seg in an XRC_INI send WQE (send_wqe_header + xrc_seg). */
+#define VRNIC_XRC_PAYLOAD_OFFSET 0x30
+/* Smallest send WQE of an XRC_INI QP (128 bytes: room for an atomic request). */
+#define VRNIC_XRC_SEND_WQE_SHIFT_MIN 7
 /* Offset of the SGEs or inline data in a UD or GSI send WQE (send_wqe_header + ud_av). */
 #define VRNIC_UD_PAYLOAD_OFFSET 0x50
 /* Smallest send WQE of a UD or GSI QP (128 bytes: header, ud_av and 3 SGEs). */
@@ -22,6 +26,8 @@
 #define VRNIC_CQE_FLAG_RECV 1
 /* cqe.flags: the received message carried the solicited event bit. */
 #define VRNIC_CQE_FLAG_SOLICITED 2
+/* cqe.flags: the receive WQE came from SRQ srqn. */
+#define VRNIC_CQE_FLAG_SRQ 4
 /* Smallest send WQE (64 bytes). */
 #define VRNIC_SEND_WQE_SHIFT_MIN 6
 /* Largest send WQE (1024 bytes). */
@@ -133,6 +139,7 @@ enum vrnic_vendor_err {
 	VRNIC_VENDOR_ERR_REMOTE_ERROR = 0x11, /* The target QP failed the request. */
 	VRNIC_VENDOR_ERR_MKEY_STATE = 0x12, /* A memory key names no MR or window in the state, PD, context or QP the operation needs. */
 	VRNIC_VENDOR_ERR_MISALIGNED = 0x13, /* An atomic's remote_addr is not 8-byte aligned. */
+	VRNIC_VENDOR_ERR_BAD_SRQ = 0x14, /* XRC: remote_srqn names no XRC SRQ of the TGT QP's XRC domain. */
 };
 
 /* EQE event types. */
@@ -305,6 +312,21 @@ _Static_assert(__builtin_offsetof(struct vrnic_ud_av, dgid) == 20, "vrnic_ud_av.
 _Static_assert(__builtin_offsetof(struct vrnic_ud_av, dmac) == 36, "vrnic_ud_av.dmac offset");
 _Static_assert(__builtin_offsetof(struct vrnic_ud_av, reserved1) == 42, "vrnic_ud_av.reserved1 offset");
 
+/* Follows send_wqe_header in every send WQE of an XRC_INI QP (see XRC). */
+struct vrnic_xrc_seg {
+	__le32 remote_srqn; /* 0: The XRC SRQ of the target that the request is for. */
+	__le32 reserved0; /* 4: must be zero */
+	__le64 reserved1; /* 8: must be zero */
+};
+#define VRNIC_XRC_SEG_SIZE 16
+#define VRNIC_XRC_SEG_REMOTE_SRQN_OFF 0
+#define VRNIC_XRC_SEG_RESERVED0_OFF 4
+#define VRNIC_XRC_SEG_RESERVED1_OFF 8
+_Static_assert(sizeof(struct vrnic_xrc_seg) == 16, "vrnic_xrc_seg size");
+_Static_assert(__builtin_offsetof(struct vrnic_xrc_seg, remote_srqn) == 0, "vrnic_xrc_seg.remote_srqn offset");
+_Static_assert(__builtin_offsetof(struct vrnic_xrc_seg, reserved0) == 4, "vrnic_xrc_seg.reserved0 offset");
+_Static_assert(__builtin_offsetof(struct vrnic_xrc_seg, reserved1) == 8, "vrnic_xrc_seg.reserved1 offset");
+
 /* Start of every receive WQE. Followed, at offset 16, by num_sge sge entries. */
 struct vrnic_recv_wqe_header {
 	__le64 wr_id; /* 0: Opaque, copied into the CQE. */
@@ -332,13 +354,15 @@ struct vrnic_cqe {
 	__u8 status; /* 27: Outcome. */
 	__u8 wc_flags; /* 28: enum wc_flags bits. */
 	__u8 vendor_err; /* 29: Detail for errors. */
-	__u8 flags; /* 30: Bit 0 CQE_FLAG_RECV: completion of a receive WQE (else of a send WQE). Bit 1 CQE_FLAG_SOLICITED: the message was solicited. */
+	__u8 flags; /* 30: Bit 0 CQE_FLAG_RECV: completion of a receive WQE (else of a send WQE). Bit 1 CQE_FLAG_SOLICITED: the message was solicited. Bit 2 CQE_FLAG_SRQ: the receive WQE came from SRQ srqn (wqe_index is its slot). */
 	__u8 reserved0; /* 31: must be zero */
 	__le16 slid; /* 32: Datagram receive, IB mode: the sender's LID. Otherwise 0. */
 	__u8 sl; /* 34: Datagram receive: the sender's service level. */
 	__u8 network_type; /* 35: Datagram receive: the network header in the GRH area. */
 	__le16 pkey_index; /* 36: Datagram receive: P_Key index (0). */
-	__u8 reserved1[25]; /* 38: must be zero */
+	__le16 reserved1; /* 38: must be zero */
+	__le32 srqn; /* 40: With CQE_FLAG_SRQ: the SRQ the receive WQE came from. Otherwise 0. */
+	__u8 reserved2[19]; /* 44: must be zero */
 	__u8 owner; /* 63: Bit 0: phase. Written last. */
 };
 #define VRNIC_CQE_SIZE 64
@@ -359,6 +383,8 @@ struct vrnic_cqe {
 #define VRNIC_CQE_NETWORK_TYPE_OFF 35
 #define VRNIC_CQE_PKEY_INDEX_OFF 36
 #define VRNIC_CQE_RESERVED1_OFF 38
+#define VRNIC_CQE_SRQN_OFF 40
+#define VRNIC_CQE_RESERVED2_OFF 44
 #define VRNIC_CQE_OWNER_OFF 63
 _Static_assert(sizeof(struct vrnic_cqe) == 64, "vrnic_cqe size");
 _Static_assert(__builtin_offsetof(struct vrnic_cqe, wr_id) == 0, "vrnic_cqe.wr_id offset");
@@ -378,6 +404,8 @@ _Static_assert(__builtin_offsetof(struct vrnic_cqe, sl) == 34, "vrnic_cqe.sl off
 _Static_assert(__builtin_offsetof(struct vrnic_cqe, network_type) == 35, "vrnic_cqe.network_type offset");
 _Static_assert(__builtin_offsetof(struct vrnic_cqe, pkey_index) == 36, "vrnic_cqe.pkey_index offset");
 _Static_assert(__builtin_offsetof(struct vrnic_cqe, reserved1) == 38, "vrnic_cqe.reserved1 offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cqe, srqn) == 40, "vrnic_cqe.srqn offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cqe, reserved2) == 44, "vrnic_cqe.reserved2 offset");
 _Static_assert(__builtin_offsetof(struct vrnic_cqe, owner) == 63, "vrnic_cqe.owner offset");
 
 /* Event queue entry, written by the device. */

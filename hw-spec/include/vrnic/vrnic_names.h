@@ -93,6 +93,14 @@ static inline const char *vrnic_aq_opcode_name(unsigned int value)
 		return "ALLOC_MW";
 	case VRNIC_AQ_OPCODE_DEALLOC_MW:
 		return "DEALLOC_MW";
+	case VRNIC_AQ_OPCODE_ALLOC_XRCD:
+		return "ALLOC_XRCD";
+	case VRNIC_AQ_OPCODE_DEALLOC_XRCD:
+		return "DEALLOC_XRCD";
+	case VRNIC_AQ_OPCODE_RESIZE_CQ:
+		return "RESIZE_CQ";
+	case VRNIC_AQ_OPCODE_REREG_MR:
+		return "REREG_MR";
 	default:
 		return "UNKNOWN";
 	}
@@ -173,6 +181,10 @@ static inline const char *vrnic_qp_type_name(unsigned int value)
 		return "UC";
 	case VRNIC_QP_TYPE_UD:
 		return "UD";
+	case VRNIC_QP_TYPE_XRC_INI:
+		return "XRC_INI";
+	case VRNIC_QP_TYPE_XRC_TGT:
+		return "XRC_TGT";
 	default:
 		return "UNKNOWN";
 	}
@@ -282,6 +294,18 @@ static inline const char *vrnic_gid_type_name(unsigned int value)
 	}
 }
 
+static inline const char *vrnic_srq_type_name(unsigned int value)
+{
+	switch (value) {
+	case VRNIC_SRQ_TYPE_BASIC:
+		return "BASIC";
+	case VRNIC_SRQ_TYPE_XRC:
+		return "XRC";
+	default:
+		return "UNKNOWN";
+	}
+}
+
 static inline const char *vrnic_srq_attr_mask_name(unsigned int value)
 {
 	switch (value) {
@@ -301,6 +325,20 @@ static inline const char *vrnic_mw_type_name(unsigned int value)
 		return "TYPE_1";
 	case VRNIC_MW_TYPE_TYPE_2:
 		return "TYPE_2";
+	default:
+		return "UNKNOWN";
+	}
+}
+
+static inline const char *vrnic_rereg_flags_name(unsigned int value)
+{
+	switch (value) {
+	case VRNIC_REREG_FLAGS_CHANGE_TRANSLATION:
+		return "CHANGE_TRANSLATION";
+	case VRNIC_REREG_FLAGS_CHANGE_PD:
+		return "CHANGE_PD";
+	case VRNIC_REREG_FLAGS_CHANGE_ACCESS:
+		return "CHANGE_ACCESS";
 	default:
 		return "UNKNOWN";
 	}
@@ -547,6 +585,8 @@ static inline const char *vrnic_vendor_err_name(unsigned int value)
 		return "MKEY_STATE";
 	case VRNIC_VENDOR_ERR_MISALIGNED:
 		return "MISALIGNED";
+	case VRNIC_VENDOR_ERR_BAD_SRQ:
+		return "BAD_SRQ";
 	default:
 		return "UNKNOWN";
 	}

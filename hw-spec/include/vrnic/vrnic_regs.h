@@ -80,7 +80,7 @@ enum vrnic_cq_arm {
 #define VRNIC_BAR0_CAPS_MW_MASK 0x100u
 #define VRNIC_BAR0_CAPS_UC_SHIFT 9 /* ro: UC QPs. */
 #define VRNIC_BAR0_CAPS_UC_MASK 0x200u
-#define VRNIC_BAR0_CAPS_XRC_SHIFT 10 /* ro: XRC (reserved, 0 in this version). */
+#define VRNIC_BAR0_CAPS_XRC_SHIFT 10 /* ro: XRC: XRC domains, XRC SRQs, XRC_INI and XRC_TGT QPs (see XRC; 0 until the device implements them). */
 #define VRNIC_BAR0_CAPS_XRC_MASK 0x400u
 #define VRNIC_BAR0_CAPS_WRITABLE_MASK 0x0u
 #define VRNIC_BAR0_CAPS_W1C_MASK 0x0u

@@ -317,7 +317,7 @@ pub mod bar0 {
     /// UC QPs. (ro)
     pub const CAPS_UC_SHIFT: u32 = 9;
     pub const CAPS_UC_MASK: u32 = 0x200;
-    /// XRC (reserved, 0 in this version). (ro)
+    /// XRC: XRC domains, XRC SRQs, XRC_INI and XRC_TGT QPs (see XRC; 0 until the device implements them). (ro)
     pub const CAPS_XRC_SHIFT: u32 = 10;
     pub const CAPS_XRC_MASK: u32 = 0x400;
     pub const CAPS_WRITABLE_MASK: u32 = 0x0;
@@ -1230,6 +1230,9 @@ pub const MAX_FAST_REG_PAGES: u32 = 0x200;
 /// Most memory windows of a device (they share the MAX_MR key table with MRs).
 pub const MAX_MW: u32 = 0x2000;
 
+/// Most XRC domains of a device.
+pub const MAX_XRCD: u32 = 0x400;
+
 /// Admin command opcodes.
 #[repr(u8)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -1252,13 +1255,13 @@ pub enum AqOpcode {
     DeregMr = 8,
     /// Create a completion queue; result0 = cqn, result1 = doorbell slot (zeroed by the device), result2 = the doorbell page holding the slot (a page of the owning context).
     CreateCq = 9,
-    /// Destroy a CQ; fails with BUSY while QPs use it.
+    /// Destroy a CQ; fails with BUSY while QPs or XRC SRQs use it.
     DestroyCq = 10,
     /// Create an event queue; result0 = eqn, result1 = doorbell slot, result2 = the doorbell page holding it (a page of the kernel context).
     CreateEq = 11,
     /// Destroy an EQ; fails with BUSY while CQs use it.
     DestroyEq = 12,
-    /// Create a QP in RESET; result0 = qpn, result1 = doorbell slot (zeroed by the device, with its flag), result2 = the doorbell page holding the slot (a page of the owning context).
+    /// Create a QP in RESET; result0 = qpn, result1 = doorbell slot (zeroed by the device, with its flag), result2 = the doorbell page holding the slot (a page of the owning context). An XRC_TGT QP has no queues and no slot: result1 = result2 = 0.
     CreateQp = 13,
     /// Change QP attributes and state (IBTA transitions). Moving to RESET sets both consumer indices to 0, zeroes the QP's doorbell slot and forgets every outstanding WQE: no CQE for them is written after the command completes.
     ModifyQp = 14,
@@ -1282,6 +1285,14 @@ pub enum AqOpcode {
     AllocMw = 0x17,
     /// Destroy a memory window (cmd_handle, handle = its current rkey, any variant of its index).
     DeallocMw = 0x18,
+    /// Create an XRC domain (cmd_handle, handle 0, uctx KERNEL_UCTX: others PERMISSION); result0 = xrcdn. NO_RESOURCES when MAX_XRCD exist. See XRC.
+    AllocXrcd = 0x19,
+    /// Destroy an XRC domain (cmd_handle, handle = xrcdn); fails with BUSY while SRQs or QPs use it.
+    DeallocXrcd = 0x1A,
+    /// Move a CQ to a new ring (cmd_resize_cq); result0 = the number of CQEs moved, which is the CQ's new producer index. See Resizing a CQ.
+    ResizeCq = 0x1B,
+    /// Change a memory region in place, keeping its key (cmd_rereg_mr); result0 = the key. See Memory keys.
+    ReregMr = 0x1C,
 }
 
 impl AqOpcode {
@@ -1311,6 +1322,10 @@ impl AqOpcode {
         AqOpcode::AllocMr,
         AqOpcode::AllocMw,
         AqOpcode::DeallocMw,
+        AqOpcode::AllocXrcd,
+        AqOpcode::DeallocXrcd,
+        AqOpcode::ResizeCq,
+        AqOpcode::ReregMr,
     ];
 
     /// The spec's name of the value (as `vrnic_aq_opcode_name()` in C returns it).
@@ -1340,6 +1355,10 @@ impl AqOpcode {
             AqOpcode::AllocMr => "ALLOC_MR",
             AqOpcode::AllocMw => "ALLOC_MW",
             AqOpcode::DeallocMw => "DEALLOC_MW",
+            AqOpcode::AllocXrcd => "ALLOC_XRCD",
+            AqOpcode::DeallocXrcd => "DEALLOC_XRCD",
+            AqOpcode::ResizeCq => "RESIZE_CQ",
+            AqOpcode::ReregMr => "REREG_MR",
         }
     }
 }
@@ -1374,6 +1393,10 @@ impl TryFrom<u8> for AqOpcode {
             0x16 => Ok(AqOpcode::AllocMr),
             0x17 => Ok(AqOpcode::AllocMw),
             0x18 => Ok(AqOpcode::DeallocMw),
+            0x19 => Ok(AqOpcode::AllocXrcd),
+            0x1A => Ok(AqOpcode::DeallocXrcd),
+            0x1B => Ok(AqOpcode::ResizeCq),
+            0x1C => Ok(AqOpcode::ReregMr),
             other => Err(other),
         }
     }
@@ -1618,11 +1641,22 @@ pub enum QpType {
     Uc = 3,
     /// Unreliable datagram: send WQEs carry a ud_av (sq_wqe_shift >= 7).
     Ud = 4,
+    /// XRC initiator (IBV_QPT_XRC_SEND): an RC requester without a receive queue whose send WQEs carry an xrc_seg (sq_wqe_shift >= 7). See XRC.
+    XrcIni = 9,
+    /// XRC target (IBV_QPT_XRC_RECV): an RC responder of an XRC domain, with no queues of its own; kernel context only (PERMISSION). See XRC.
+    XrcTgt = 10,
 }
 
 impl QpType {
     /// Every value, in declaration order.
-    pub const ALL: &[QpType] = &[QpType::Gsi, QpType::Rc, QpType::Uc, QpType::Ud];
+    pub const ALL: &[QpType] = &[
+        QpType::Gsi,
+        QpType::Rc,
+        QpType::Uc,
+        QpType::Ud,
+        QpType::XrcIni,
+        QpType::XrcTgt,
+    ];
 
     /// The spec's name of the value (as `vrnic_qp_type_name()` in C returns it).
     pub const fn name(self) -> &'static str {
@@ -1631,6 +1665,8 @@ impl QpType {
             QpType::Rc => "RC",
             QpType::Uc => "UC",
             QpType::Ud => "UD",
+            QpType::XrcIni => "XRC_INI",
+            QpType::XrcTgt => "XRC_TGT",
         }
     }
 }
@@ -1645,6 +1681,8 @@ impl TryFrom<u8> for QpType {
             2 => Ok(QpType::Rc),
             3 => Ok(QpType::Uc),
             4 => Ok(QpType::Ud),
+            9 => Ok(QpType::XrcIni),
+            10 => Ok(QpType::XrcTgt),
             other => Err(other),
         }
     }
@@ -1668,7 +1706,7 @@ pub enum QpState {
     Rtr = 2,
     /// Ready to send: send WQEs are processed.
     Rts = 3,
-    /// Send queue drained: no new send WQEs are started.
+    /// Send queue drain: no new send WQEs are started; the one in progress finishes (see Send queue drain).
     Sqd = 4,
     /// Send queue error (not used by RC: RC errors go to ERR).
     Sqe = 5,
@@ -1828,7 +1866,7 @@ pub enum QpAttrMask {
     MaxDestRdAtomic = 0x20000,
     /// Path migration (not supported: BAD_FIELD).
     PathMigState = 0x40000,
-    /// Resizing queues (not supported: BAD_FIELD).
+    /// Resizing a QP's queues (not supported: BAD_FIELD).
     Cap = 0x80000,
     /// dest_qp_num.
     DestQpn = 0x100000,
@@ -1928,7 +1966,7 @@ pub mod qp_attr_mask {
     pub const MAX_DEST_RD_ATOMIC: u32 = 1 << 17;
     /// Path migration (not supported: BAD_FIELD).
     pub const PATH_MIG_STATE: u32 = 1 << 18;
-    /// Resizing queues (not supported: BAD_FIELD).
+    /// Resizing a QP's queues (not supported: BAD_FIELD).
     pub const CAP: u32 = 1 << 19;
     /// dest_qp_num.
     pub const DEST_QPN: u32 = 1 << 20;
@@ -2020,11 +2058,53 @@ impl From<GidType> for u8 {
     }
 }
 
+/// SRQ types (values of ibv_srq_type).
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SrqType {
+    /// Serves QPs created with QP_FLAG_SRQ.
+    Basic = 0,
+    /// Serves the XRC_TGT QPs of its XRC domain, named by each request's xrc_seg (see XRC).
+    Xrc = 1,
+}
+
+impl SrqType {
+    /// Every value, in declaration order.
+    pub const ALL: &[SrqType] = &[SrqType::Basic, SrqType::Xrc];
+
+    /// The spec's name of the value (as `vrnic_srq_type_name()` in C returns it).
+    pub const fn name(self) -> &'static str {
+        match self {
+            SrqType::Basic => "BASIC",
+            SrqType::Xrc => "XRC",
+        }
+    }
+}
+
+impl TryFrom<u8> for SrqType {
+    type Error = u8;
+
+    /// Checked conversion: an unknown value is returned as the error.
+    fn try_from(value: u8) -> Result<Self, Self::Error> {
+        match value {
+            0 => Ok(SrqType::Basic),
+            1 => Ok(SrqType::Xrc),
+            other => Err(other),
+        }
+    }
+}
+
+impl From<SrqType> for u8 {
+    fn from(value: SrqType) -> Self {
+        value as u8
+    }
+}
+
 /// Which srq_attr fields MODIFY_SRQ applies (values of ibv_srq_attr_mask).
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SrqAttrMask {
-    /// Resize (NOT_SUPPORTED).
+    /// Resize (NOT_SUPPORTED: posted WQEs live in the driver's ring; like mlx5, the device does not move them).
     MaxWr = 1,
     /// srq_limit: arm the limit event (0 disarms).
     Limit = 2,
@@ -2045,7 +2125,7 @@ impl SrqAttrMask {
 
 /// The bits of [`SrqAttrMask`] as plain `u32` masks, and their union `ALL`.
 pub mod srq_attr_mask {
-    /// Resize (NOT_SUPPORTED).
+    /// Resize (NOT_SUPPORTED: posted WQEs live in the driver's ring; like mlx5, the device does not move them).
     pub const MAX_WR: u32 = 1 << 0;
     /// srq_limit: arm the limit event (0 disarms).
     pub const LIMIT: u32 = 1 << 1;
@@ -2111,6 +2191,68 @@ impl TryFrom<u8> for MwType {
 impl From<MwType> for u8 {
     fn from(value: MwType) -> Self {
         value as u8
+    }
+}
+
+/// cmd_rereg_mr.flags (values of ibv_rereg_mr_flags).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReregFlags {
+    /// New iova, length and pages.
+    ChangeTranslation = 1,
+    /// New protection domain.
+    ChangePd = 2,
+    /// New access flags.
+    ChangeAccess = 4,
+}
+
+impl ReregFlags {
+    /// Every value, in declaration order.
+    pub const ALL: &[ReregFlags] = &[
+        ReregFlags::ChangeTranslation,
+        ReregFlags::ChangePd,
+        ReregFlags::ChangeAccess,
+    ];
+
+    /// The spec's name of the value (as `vrnic_rereg_flags_name()` in C returns it).
+    pub const fn name(self) -> &'static str {
+        match self {
+            ReregFlags::ChangeTranslation => "CHANGE_TRANSLATION",
+            ReregFlags::ChangePd => "CHANGE_PD",
+            ReregFlags::ChangeAccess => "CHANGE_ACCESS",
+        }
+    }
+}
+
+/// The bits of [`ReregFlags`] as plain `u32` masks, and their union `ALL`.
+pub mod rereg_flags {
+    /// New iova, length and pages.
+    pub const CHANGE_TRANSLATION: u32 = 1 << 0;
+    /// New protection domain.
+    pub const CHANGE_PD: u32 = 1 << 1;
+    /// New access flags.
+    pub const CHANGE_ACCESS: u32 = 1 << 2;
+    /// Every bit above.
+    pub const ALL: u32 = 7;
+}
+
+impl TryFrom<u32> for ReregFlags {
+    type Error = u32;
+
+    /// Checked conversion: an unknown value is returned as the error.
+    fn try_from(value: u32) -> Result<Self, Self::Error> {
+        match value {
+            1 => Ok(ReregFlags::ChangeTranslation),
+            2 => Ok(ReregFlags::ChangePd),
+            4 => Ok(ReregFlags::ChangeAccess),
+            other => Err(other),
+        }
+    }
+}
+
+impl From<ReregFlags> for u32 {
+    fn from(value: ReregFlags) -> Self {
+        value as u32
     }
 }
 
@@ -2490,7 +2632,7 @@ const _: () = assert!(std::mem::offset_of!(CmdQuery, out_len) == 16);
 const _: () = assert!(std::mem::offset_of!(CmdQuery, port) == 20);
 const _: () = assert!(std::mem::offset_of!(CmdQuery, reserved0) == 21);
 
-/// Commands naming one object: ALLOC_UCTX (handle 0), DEALLOC_UCTX (uctx), ALLOC_PD (handle = uctx), DEALLOC_PD (pdn), DEREG_MR (mkey, also of a fast-registration MR, in any state), DESTROY_CQ (cqn), DESTROY_EQ (eqn), DESTROY_QP (qpn), DESTROY_SRQ (srqn), DEALLOC_MW (rkey).
+/// Commands naming one object: ALLOC_UCTX (handle 0), DEALLOC_UCTX (uctx), ALLOC_PD (handle = uctx), DEALLOC_PD (pdn), DEREG_MR (mkey, also of a fast-registration MR, in any state), DESTROY_CQ (cqn), DESTROY_EQ (eqn), DESTROY_QP (qpn), DESTROY_SRQ (srqn), DEALLOC_MW (rkey), ALLOC_XRCD (handle 0), DEALLOC_XRCD (xrcdn).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CmdHandle {
@@ -2749,7 +2891,7 @@ const _: () = assert!(std::mem::offset_of!(CmdCreateEq, reserved0) == 12);
 const _: () = assert!(std::mem::offset_of!(CmdCreateEq, ring) == 16);
 const _: () = assert!(std::mem::offset_of!(CmdCreateEq, reserved1) == 32);
 
-/// CREATE_QP. Send WQEs are 2^sq_wqe_shift bytes, receive WQEs 2^rq_wqe_shift bytes; both rings are zeroed by the driver. With QP_FLAG_SRQ the QP has no receive queue of its own: rq_depth_log2, rq_wqe_shift, max_recv_sge and rq_ring are zero (BAD_FIELD otherwise) and receives take WQEs from SRQ srqn (a live SRQ of the same context: BAD_HANDLE, PERMISSION); GSI QPs cannot use an SRQ (BAD_FIELD).
+/// CREATE_QP. Send WQEs are 2^sq_wqe_shift bytes, receive WQEs 2^rq_wqe_shift bytes; both rings are zeroed by the driver. With QP_FLAG_SRQ the QP has no receive queue of its own: rq_depth_log2, rq_wqe_shift, max_recv_sge and rq_ring are zero (BAD_FIELD otherwise) and receives take WQEs from SRQ srqn (a live basic SRQ of the same context: BAD_HANDLE, PERMISSION; an XRC SRQ: BAD_FIELD); GSI, XRC_INI and XRC_TGT QPs cannot use the flag (BAD_FIELD). XRC_INI: no receive queue either (recv_cqn and every rq field zero), xrcdn 0. XRC_TGT: only uctx (KERNEL_UCTX), qp_type and xrcdn are set, every other field is zero (BAD_FIELD).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CmdCreateQp {
@@ -2786,8 +2928,10 @@ pub struct CmdCreateQp {
     pub sq_ring: PageList,
     /// Receive queue pages.
     pub rq_ring: PageList,
+    /// XRC_TGT: its XRC domain (a live XRCD: BAD_HANDLE). Otherwise 0.
+    pub xrcdn: Le32,
     /// Reserved, must be zero.
-    pub reserved2: [u8; 56],
+    pub reserved2: [u8; 52],
 }
 
 impl Default for CmdCreateQp {
@@ -2821,7 +2965,8 @@ impl CmdCreateQp {
     pub const SRQN_OFF: usize = 36;
     pub const SQ_RING_OFF: usize = 40;
     pub const RQ_RING_OFF: usize = 56;
-    pub const RESERVED2_OFF: usize = 72;
+    pub const XRCDN_OFF: usize = 72;
+    pub const RESERVED2_OFF: usize = 76;
 
     /// The first reserved field (searching nested structs too) that is not zero, as
     /// (field name, byte offset in this struct).
@@ -2860,7 +3005,8 @@ const _: () = assert!(std::mem::offset_of!(CmdCreateQp, max_inline) == 32);
 const _: () = assert!(std::mem::offset_of!(CmdCreateQp, srqn) == 36);
 const _: () = assert!(std::mem::offset_of!(CmdCreateQp, sq_ring) == 40);
 const _: () = assert!(std::mem::offset_of!(CmdCreateQp, rq_ring) == 56);
-const _: () = assert!(std::mem::offset_of!(CmdCreateQp, reserved2) == 72);
+const _: () = assert!(std::mem::offset_of!(CmdCreateQp, xrcdn) == 72);
+const _: () = assert!(std::mem::offset_of!(CmdCreateQp, reserved2) == 76);
 
 /// QP attributes, as carried by MODIFY_QP and written by QUERY_QP. Field meanings are those of struct ibv_qp_attr.
 #[repr(C)]
@@ -2888,7 +3034,7 @@ pub struct QpAttr {
     pub sl: u8,
     /// Port (1).
     pub port_num: u8,
-    /// QUERY_QP: 1 while SQD is draining. MODIFY_QP: 0.
+    /// QUERY_QP: 1 in SQD while a send WQE is still in progress, else 0. MODIFY_QP: 0.
     pub sq_draining: u8,
     /// enum access bits allowed for incoming requests.
     pub qp_access_flags: Le32,
@@ -2920,7 +3066,7 @@ pub struct QpAttr {
     pub hop_limit: u8,
     /// GRH: traffic class.
     pub traffic_class: u8,
-    /// Post SQ_DRAINED when SQD drains.
+    /// With the move to SQD: post SQ_DRAINED once the send queue has drained.
     pub en_sqd_async_notify: u8,
     /// Reserved, must be zero.
     pub reserved0: u8,
@@ -3152,7 +3298,7 @@ const _: () = assert!(std::mem::offset_of!(CmdSetGid, uctx) == 12);
 const _: () = assert!(std::mem::offset_of!(CmdSetGid, gid) == 16);
 const _: () = assert!(std::mem::offset_of!(CmdSetGid, reserved0) == 32);
 
-/// CREATE_SRQ. The ring holds 2^depth_log2 receive WQEs of 2^wqe_shift bytes (the format of a QP's receive WQEs), zeroed by the driver. Receive SGEs are checked against the SRQ's PD.
+/// CREATE_SRQ. The ring holds 2^depth_log2 receive WQEs of 2^wqe_shift bytes (the format of a QP's receive WQEs), zeroed by the driver. Receive SGEs are checked against the SRQ's PD. A BASIC SRQ has xrcdn = cqn = 0; an XRC SRQ names a live XRC domain and a CQ of the same context (BAD_HANDLE, PERMISSION), which receives its completions (see XRC).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CmdCreateSrq {
@@ -3167,14 +3313,16 @@ pub struct CmdCreateSrq {
     pub wqe_shift: u8,
     /// 1..MAX_SGE.
     pub max_sge: u8,
-    /// Reserved, must be zero.
-    pub reserved0: u8,
-    /// Reserved, must be zero.
-    pub reserved1: Le32,
+    /// BASIC or XRC. (enum `SrqType`)
+    pub srq_type: u8,
+    /// XRC: the XRC domain. BASIC: 0.
+    pub xrcdn: Le32,
     /// The ring's pages.
     pub ring: PageList,
+    /// XRC: the CQ receiving the completions of this SRQ's WQEs. BASIC: 0.
+    pub cqn: Le32,
     /// Reserved, must be zero.
-    pub reserved2: [u8; 88],
+    pub reserved2: [u8; 84],
 }
 
 impl Default for CmdCreateSrq {
@@ -3197,22 +3345,17 @@ impl CmdCreateSrq {
     pub const DEPTH_LOG2_OFF: usize = 16;
     pub const WQE_SHIFT_OFF: usize = 17;
     pub const MAX_SGE_OFF: usize = 18;
-    pub const RESERVED0_OFF: usize = 19;
-    pub const RESERVED1_OFF: usize = 20;
+    pub const SRQ_TYPE_OFF: usize = 19;
+    pub const XRCDN_OFF: usize = 20;
     pub const RING_OFF: usize = 24;
-    pub const RESERVED2_OFF: usize = 40;
+    pub const CQN_OFF: usize = 40;
+    pub const RESERVED2_OFF: usize = 44;
 
     /// The first reserved field (searching nested structs too) that is not zero, as
     /// (field name, byte offset in this struct).
     pub fn nonzero_reserved(&self) -> Option<(&'static str, usize)> {
         if let Some((field, offset)) = self.hdr.nonzero_reserved() {
             return Some((field, Self::HDR_OFF + offset));
-        }
-        if self.reserved0 != 0 {
-            return Some(("reserved0", Self::RESERVED0_OFF));
-        }
-        if self.reserved1.to_native() != 0 {
-            return Some(("reserved1", Self::RESERVED1_OFF));
         }
         if let Some((field, offset)) = self.ring.nonzero_reserved() {
             return Some((field, Self::RING_OFF + offset));
@@ -3231,10 +3374,11 @@ const _: () = assert!(std::mem::offset_of!(CmdCreateSrq, pdn) == 12);
 const _: () = assert!(std::mem::offset_of!(CmdCreateSrq, depth_log2) == 16);
 const _: () = assert!(std::mem::offset_of!(CmdCreateSrq, wqe_shift) == 17);
 const _: () = assert!(std::mem::offset_of!(CmdCreateSrq, max_sge) == 18);
-const _: () = assert!(std::mem::offset_of!(CmdCreateSrq, reserved0) == 19);
-const _: () = assert!(std::mem::offset_of!(CmdCreateSrq, reserved1) == 20);
+const _: () = assert!(std::mem::offset_of!(CmdCreateSrq, srq_type) == 19);
+const _: () = assert!(std::mem::offset_of!(CmdCreateSrq, xrcdn) == 20);
 const _: () = assert!(std::mem::offset_of!(CmdCreateSrq, ring) == 24);
-const _: () = assert!(std::mem::offset_of!(CmdCreateSrq, reserved2) == 40);
+const _: () = assert!(std::mem::offset_of!(CmdCreateSrq, cqn) == 40);
+const _: () = assert!(std::mem::offset_of!(CmdCreateSrq, reserved2) == 44);
 
 /// SRQ attributes, as carried by MODIFY_SRQ and written by QUERY_SRQ (those of struct ibv_srq_attr).
 #[repr(C)]
@@ -3465,6 +3609,157 @@ const _: () = assert!(std::mem::offset_of!(CmdAllocMw, uctx) == 12);
 const _: () = assert!(std::mem::offset_of!(CmdAllocMw, mw_type) == 16);
 const _: () = assert!(std::mem::offset_of!(CmdAllocMw, reserved0) == 17);
 
+/// RESIZE_CQ (see Resizing a CQ).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CmdResizeCq {
+    pub hdr: AqHeader,
+    /// The CQ.
+    pub cqn: Le32,
+    /// The context the caller acts for.
+    pub uctx: Le32,
+    /// log2 of the new ring size; 1..log2(MAX_CQE).
+    pub depth_log2: u8,
+    /// Reserved, must be zero.
+    pub reserved0: [u8; 3],
+    /// The driver's consumer index: CQEs from ci to the device's producer index move to the new ring.
+    pub ci: Le32,
+    /// The new ring's pages (zeroed by the driver).
+    pub ring: PageList,
+    /// Reserved, must be zero.
+    pub reserved1: [u8; 88],
+}
+
+impl Default for CmdResizeCq {
+    fn default() -> Self {
+        // SAFETY: the struct holds only integers and arrays of integers, for which all-zero
+        // bytes are a valid value.
+        unsafe { std::mem::zeroed() }
+    }
+}
+
+// SAFETY: repr(C), integer fields only, no padding (the asserts below check every offset
+// and the size), so every byte pattern is a valid value.
+unsafe impl ByteValued for CmdResizeCq {}
+
+impl CmdResizeCq {
+    pub const SIZE: usize = 128;
+    pub const HDR_OFF: usize = 0;
+    pub const CQN_OFF: usize = 8;
+    pub const UCTX_OFF: usize = 12;
+    pub const DEPTH_LOG2_OFF: usize = 16;
+    pub const RESERVED0_OFF: usize = 17;
+    pub const CI_OFF: usize = 20;
+    pub const RING_OFF: usize = 24;
+    pub const RESERVED1_OFF: usize = 40;
+
+    /// The first reserved field (searching nested structs too) that is not zero, as
+    /// (field name, byte offset in this struct).
+    pub fn nonzero_reserved(&self) -> Option<(&'static str, usize)> {
+        if let Some((field, offset)) = self.hdr.nonzero_reserved() {
+            return Some((field, Self::HDR_OFF + offset));
+        }
+        if self.reserved0.iter().any(|b| *b != 0) {
+            return Some(("reserved0", Self::RESERVED0_OFF));
+        }
+        if let Some((field, offset)) = self.ring.nonzero_reserved() {
+            return Some((field, Self::RING_OFF + offset));
+        }
+        if self.reserved1.iter().any(|b| *b != 0) {
+            return Some(("reserved1", Self::RESERVED1_OFF));
+        }
+        None
+    }
+}
+
+const _: () = assert!(std::mem::size_of::<CmdResizeCq>() == 128);
+const _: () = assert!(std::mem::offset_of!(CmdResizeCq, hdr) == 0);
+const _: () = assert!(std::mem::offset_of!(CmdResizeCq, cqn) == 8);
+const _: () = assert!(std::mem::offset_of!(CmdResizeCq, uctx) == 12);
+const _: () = assert!(std::mem::offset_of!(CmdResizeCq, depth_log2) == 16);
+const _: () = assert!(std::mem::offset_of!(CmdResizeCq, reserved0) == 17);
+const _: () = assert!(std::mem::offset_of!(CmdResizeCq, ci) == 20);
+const _: () = assert!(std::mem::offset_of!(CmdResizeCq, ring) == 24);
+const _: () = assert!(std::mem::offset_of!(CmdResizeCq, reserved1) == 40);
+
+/// REREG_MR: change a REG_MR region in place (see Memory keys). Fields not named by flags must be zero (BAD_FIELD).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CmdReregMr {
+    pub hdr: AqHeader,
+    /// The MR (a region made by REG_MR; a fast-registration MR: BAD_HANDLE).
+    pub mkey: Le32,
+    /// enum rereg_flags bits, at least one.
+    pub flags: Le32,
+    /// CHANGE_PD: the new PD, of the same context.
+    pub pdn: Le32,
+    /// CHANGE_ACCESS: the new access bits, with the rules of REG_MR.
+    pub access: Le32,
+    /// CHANGE_TRANSLATION: the new iova.
+    pub iova: Le64,
+    /// CHANGE_TRANSLATION: the new length, 1..MAX_MR_SIZE.
+    pub length: Le64,
+    /// CHANGE_TRANSLATION: the new pages, as for REG_MR.
+    pub pages: PageList,
+    /// The MR's context.
+    pub uctx: Le32,
+    /// Reserved, must be zero.
+    pub reserved0: [u8; 68],
+}
+
+impl Default for CmdReregMr {
+    fn default() -> Self {
+        // SAFETY: the struct holds only integers and arrays of integers, for which all-zero
+        // bytes are a valid value.
+        unsafe { std::mem::zeroed() }
+    }
+}
+
+// SAFETY: repr(C), integer fields only, no padding (the asserts below check every offset
+// and the size), so every byte pattern is a valid value.
+unsafe impl ByteValued for CmdReregMr {}
+
+impl CmdReregMr {
+    pub const SIZE: usize = 128;
+    pub const HDR_OFF: usize = 0;
+    pub const MKEY_OFF: usize = 8;
+    pub const FLAGS_OFF: usize = 12;
+    pub const PDN_OFF: usize = 16;
+    pub const ACCESS_OFF: usize = 20;
+    pub const IOVA_OFF: usize = 24;
+    pub const LENGTH_OFF: usize = 32;
+    pub const PAGES_OFF: usize = 40;
+    pub const UCTX_OFF: usize = 56;
+    pub const RESERVED0_OFF: usize = 60;
+
+    /// The first reserved field (searching nested structs too) that is not zero, as
+    /// (field name, byte offset in this struct).
+    pub fn nonzero_reserved(&self) -> Option<(&'static str, usize)> {
+        if let Some((field, offset)) = self.hdr.nonzero_reserved() {
+            return Some((field, Self::HDR_OFF + offset));
+        }
+        if let Some((field, offset)) = self.pages.nonzero_reserved() {
+            return Some((field, Self::PAGES_OFF + offset));
+        }
+        if self.reserved0.iter().any(|b| *b != 0) {
+            return Some(("reserved0", Self::RESERVED0_OFF));
+        }
+        None
+    }
+}
+
+const _: () = assert!(std::mem::size_of::<CmdReregMr>() == 128);
+const _: () = assert!(std::mem::offset_of!(CmdReregMr, hdr) == 0);
+const _: () = assert!(std::mem::offset_of!(CmdReregMr, mkey) == 8);
+const _: () = assert!(std::mem::offset_of!(CmdReregMr, flags) == 12);
+const _: () = assert!(std::mem::offset_of!(CmdReregMr, pdn) == 16);
+const _: () = assert!(std::mem::offset_of!(CmdReregMr, access) == 20);
+const _: () = assert!(std::mem::offset_of!(CmdReregMr, iova) == 24);
+const _: () = assert!(std::mem::offset_of!(CmdReregMr, length) == 32);
+const _: () = assert!(std::mem::offset_of!(CmdReregMr, pages) == 40);
+const _: () = assert!(std::mem::offset_of!(CmdReregMr, uctx) == 56);
+const _: () = assert!(std::mem::offset_of!(CmdReregMr, reserved0) == 60);
+
 /// Written by QUERY_DEVICE.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -3525,8 +3820,8 @@ pub struct DeviceAttr {
     pub max_fast_reg_pages: Le32,
     /// MAX_MW.
     pub max_mw: Le32,
-    /// Reserved, must be zero.
-    pub reserved1: Le32,
+    /// MAX_XRCD.
+    pub max_xrcd: Le32,
 }
 
 impl Default for DeviceAttr {
@@ -3571,16 +3866,13 @@ impl DeviceAttr {
     pub const MAX_SRQ_OFF: usize = 112;
     pub const MAX_FAST_REG_PAGES_OFF: usize = 116;
     pub const MAX_MW_OFF: usize = 120;
-    pub const RESERVED1_OFF: usize = 124;
+    pub const MAX_XRCD_OFF: usize = 124;
 
     /// The first reserved field (searching nested structs too) that is not zero, as
     /// (field name, byte offset in this struct).
     pub fn nonzero_reserved(&self) -> Option<(&'static str, usize)> {
         if self.reserved0.iter().any(|b| *b != 0) {
             return Some(("reserved0", Self::RESERVED0_OFF));
-        }
-        if self.reserved1.to_native() != 0 {
-            return Some(("reserved1", Self::RESERVED1_OFF));
         }
         None
     }
@@ -3615,7 +3907,7 @@ const _: () = assert!(std::mem::offset_of!(DeviceAttr, reserved0) == 110);
 const _: () = assert!(std::mem::offset_of!(DeviceAttr, max_srq) == 112);
 const _: () = assert!(std::mem::offset_of!(DeviceAttr, max_fast_reg_pages) == 116);
 const _: () = assert!(std::mem::offset_of!(DeviceAttr, max_mw) == 120);
-const _: () = assert!(std::mem::offset_of!(DeviceAttr, reserved1) == 124);
+const _: () = assert!(std::mem::offset_of!(DeviceAttr, max_xrcd) == 124);
 
 /// Written by QUERY_PORT. The device's port is always ACTIVE (IB mode: with the configured LID; no subnet manager is involved). In RoCE mode the driver reports the state of its paired network interface.
 #[repr(C)]
@@ -3720,6 +4012,12 @@ const _: () = assert!(std::mem::offset_of!(PortAttr, reserved0) == 46);
 
 // ---- Data path: queues, WQEs, CQEs, EQEs (io.toml) ----
 
+/// Offset of the SGEs, inline data or atomic_seg in an XRC_INI send WQE (send_wqe_header + xrc_seg).
+pub const XRC_PAYLOAD_OFFSET: u32 = 0x30;
+
+/// Smallest send WQE of an XRC_INI QP (128 bytes: room for an atomic request).
+pub const XRC_SEND_WQE_SHIFT_MIN: u32 = 7;
+
 /// Offset of the SGEs or inline data in a UD or GSI send WQE (send_wqe_header + ud_av).
 pub const UD_PAYLOAD_OFFSET: u32 = 0x50;
 
@@ -3737,6 +4035,9 @@ pub const CQE_FLAG_RECV: u32 = 1;
 
 /// cqe.flags: the received message carried the solicited event bit.
 pub const CQE_FLAG_SOLICITED: u32 = 2;
+
+/// cqe.flags: the receive WQE came from SRQ srqn.
+pub const CQE_FLAG_SRQ: u32 = 4;
 
 /// Smallest send WQE (64 bytes).
 pub const SEND_WQE_SHIFT_MIN: u32 = 6;
@@ -4296,6 +4597,8 @@ pub enum VendorErr {
     MkeyState = 0x12,
     /// An atomic's remote_addr is not 8-byte aligned.
     Misaligned = 0x13,
+    /// XRC: remote_srqn names no XRC SRQ of the TGT QP's XRC domain.
+    BadSrq = 0x14,
 }
 
 impl VendorErr {
@@ -4321,6 +4624,7 @@ impl VendorErr {
         VendorErr::RemoteError,
         VendorErr::MkeyState,
         VendorErr::Misaligned,
+        VendorErr::BadSrq,
     ];
 
     /// The spec's name of the value (as `vrnic_vendor_err_name()` in C returns it).
@@ -4346,6 +4650,7 @@ impl VendorErr {
             VendorErr::RemoteError => "REMOTE_ERROR",
             VendorErr::MkeyState => "MKEY_STATE",
             VendorErr::Misaligned => "MISALIGNED",
+            VendorErr::BadSrq => "BAD_SRQ",
         }
     }
 }
@@ -4376,6 +4681,7 @@ impl TryFrom<u8> for VendorErr {
             0x11 => Ok(VendorErr::RemoteError),
             0x12 => Ok(VendorErr::MkeyState),
             0x13 => Ok(VendorErr::Misaligned),
+            0x14 => Ok(VendorErr::BadSrq),
             other => Err(other),
         }
     }
@@ -4840,6 +5146,54 @@ const _: () = assert!(std::mem::offset_of!(UdAv, dgid) == 20);
 const _: () = assert!(std::mem::offset_of!(UdAv, dmac) == 36);
 const _: () = assert!(std::mem::offset_of!(UdAv, reserved1) == 42);
 
+/// Follows send_wqe_header in every send WQE of an XRC_INI QP (see XRC).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct XrcSeg {
+    /// The XRC SRQ of the target that the request is for.
+    pub remote_srqn: Le32,
+    /// Reserved, must be zero.
+    pub reserved0: Le32,
+    /// Reserved, must be zero.
+    pub reserved1: Le64,
+}
+
+impl Default for XrcSeg {
+    fn default() -> Self {
+        // SAFETY: the struct holds only integers and arrays of integers, for which all-zero
+        // bytes are a valid value.
+        unsafe { std::mem::zeroed() }
+    }
+}
+
+// SAFETY: repr(C), integer fields only, no padding (the asserts below check every offset
+// and the size), so every byte pattern is a valid value.
+unsafe impl ByteValued for XrcSeg {}
+
+impl XrcSeg {
+    pub const SIZE: usize = 16;
+    pub const REMOTE_SRQN_OFF: usize = 0;
+    pub const RESERVED0_OFF: usize = 4;
+    pub const RESERVED1_OFF: usize = 8;
+
+    /// The first reserved field (searching nested structs too) that is not zero, as
+    /// (field name, byte offset in this struct).
+    pub fn nonzero_reserved(&self) -> Option<(&'static str, usize)> {
+        if self.reserved0.to_native() != 0 {
+            return Some(("reserved0", Self::RESERVED0_OFF));
+        }
+        if self.reserved1.to_native() != 0 {
+            return Some(("reserved1", Self::RESERVED1_OFF));
+        }
+        None
+    }
+}
+
+const _: () = assert!(std::mem::size_of::<XrcSeg>() == 16);
+const _: () = assert!(std::mem::offset_of!(XrcSeg, remote_srqn) == 0);
+const _: () = assert!(std::mem::offset_of!(XrcSeg, reserved0) == 4);
+const _: () = assert!(std::mem::offset_of!(XrcSeg, reserved1) == 8);
+
 /// Start of every receive WQE. Followed, at offset 16, by num_sge sge entries.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -4909,7 +5263,7 @@ pub struct Cqe {
     pub wc_flags: u8,
     /// Detail for errors. (enum `VendorErr`)
     pub vendor_err: u8,
-    /// Bit 0 CQE_FLAG_RECV: completion of a receive WQE (else of a send WQE). Bit 1 CQE_FLAG_SOLICITED: the message was solicited.
+    /// Bit 0 CQE_FLAG_RECV: completion of a receive WQE (else of a send WQE). Bit 1 CQE_FLAG_SOLICITED: the message was solicited. Bit 2 CQE_FLAG_SRQ: the receive WQE came from SRQ srqn (wqe_index is its slot).
     pub flags: u8,
     /// Reserved, must be zero.
     pub reserved0: u8,
@@ -4922,7 +5276,11 @@ pub struct Cqe {
     /// Datagram receive: P_Key index (0).
     pub pkey_index: Le16,
     /// Reserved, must be zero.
-    pub reserved1: [u8; 25],
+    pub reserved1: Le16,
+    /// With CQE_FLAG_SRQ: the SRQ the receive WQE came from. Otherwise 0.
+    pub srqn: Le32,
+    /// Reserved, must be zero.
+    pub reserved2: [u8; 19],
     /// Bit 0: phase. Written last.
     pub owner: u8,
 }
@@ -4958,6 +5316,8 @@ impl Cqe {
     pub const NETWORK_TYPE_OFF: usize = 35;
     pub const PKEY_INDEX_OFF: usize = 36;
     pub const RESERVED1_OFF: usize = 38;
+    pub const SRQN_OFF: usize = 40;
+    pub const RESERVED2_OFF: usize = 44;
     pub const OWNER_OFF: usize = 63;
 
     /// The first reserved field (searching nested structs too) that is not zero, as
@@ -4966,8 +5326,11 @@ impl Cqe {
         if self.reserved0 != 0 {
             return Some(("reserved0", Self::RESERVED0_OFF));
         }
-        if self.reserved1.iter().any(|b| *b != 0) {
+        if self.reserved1.to_native() != 0 {
             return Some(("reserved1", Self::RESERVED1_OFF));
+        }
+        if self.reserved2.iter().any(|b| *b != 0) {
+            return Some(("reserved2", Self::RESERVED2_OFF));
         }
         None
     }
@@ -4991,6 +5354,8 @@ const _: () = assert!(std::mem::offset_of!(Cqe, sl) == 34);
 const _: () = assert!(std::mem::offset_of!(Cqe, network_type) == 35);
 const _: () = assert!(std::mem::offset_of!(Cqe, pkey_index) == 36);
 const _: () = assert!(std::mem::offset_of!(Cqe, reserved1) == 38);
+const _: () = assert!(std::mem::offset_of!(Cqe, srqn) == 40);
+const _: () = assert!(std::mem::offset_of!(Cqe, reserved2) == 44);
 const _: () = assert!(std::mem::offset_of!(Cqe, owner) == 63);
 
 /// Event queue entry, written by the device.
@@ -5063,7 +5428,7 @@ const _: () = assert!(std::mem::offset_of!(Eqe, owner) == 15);
 // ---- Kernel <-> provider ABI (uverbs udata) (abi.toml) ----
 
 /// Version of the structs below.
-pub const UVERBS_ABI_VERSION: u32 = 4;
+pub const UVERBS_ABI_VERSION: u32 = 5;
 
 /// Response of ibv_open_device (alloc_ucontext).
 #[repr(C)]
@@ -5244,7 +5609,7 @@ const _: () = assert!(std::mem::offset_of!(CreateCqResp, db_page) == 12);
 const _: () = assert!(std::mem::offset_of!(CreateCqResp, db_mmap_key) == 16);
 const _: () = assert!(std::mem::offset_of!(CreateCqResp, kick_mmap_key) == 24);
 
-/// Request of create_qp.
+/// Request of create_qp. An XRC_SEND QP passes rq_buf_addr, rq_depth_log2 and rq_wqe_shift 0, as a QP with an SRQ does. An XRC_RECV QP has no rings: ib_core creates it without udata, so there is neither request nor response.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CreateQpCmd {
@@ -5513,6 +5878,55 @@ const _: () = assert!(std::mem::offset_of!(CreateSrqResp, reserved0) == 12);
 const _: () = assert!(std::mem::offset_of!(CreateSrqResp, db_mmap_key) == 16);
 const _: () = assert!(std::mem::offset_of!(CreateSrqResp, kick_mmap_key) == 24);
 
+/// Request of resize_cq (see Resizing a CQ). The kernel pins the new ring, sends RESIZE_CQ and, on success, releases the old ring; the provider then polls the new ring from index 0.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ResizeCqCmd {
+    /// User address of the new ring (page-aligned, 2^depth_log2 * CQE_SIZE bytes, zeroed).
+    pub buf_addr: Le64,
+    /// log2 of the new ring depth.
+    pub depth_log2: u8,
+    /// Reserved, must be zero.
+    pub reserved0: [u8; 3],
+    /// The provider's consumer index.
+    pub ci: Le32,
+}
+
+impl Default for ResizeCqCmd {
+    fn default() -> Self {
+        // SAFETY: the struct holds only integers and arrays of integers, for which all-zero
+        // bytes are a valid value.
+        unsafe { std::mem::zeroed() }
+    }
+}
+
+// SAFETY: repr(C), integer fields only, no padding (the asserts below check every offset
+// and the size), so every byte pattern is a valid value.
+unsafe impl ByteValued for ResizeCqCmd {}
+
+impl ResizeCqCmd {
+    pub const SIZE: usize = 16;
+    pub const BUF_ADDR_OFF: usize = 0;
+    pub const DEPTH_LOG2_OFF: usize = 8;
+    pub const RESERVED0_OFF: usize = 9;
+    pub const CI_OFF: usize = 12;
+
+    /// The first reserved field (searching nested structs too) that is not zero, as
+    /// (field name, byte offset in this struct).
+    pub fn nonzero_reserved(&self) -> Option<(&'static str, usize)> {
+        if self.reserved0.iter().any(|b| *b != 0) {
+            return Some(("reserved0", Self::RESERVED0_OFF));
+        }
+        None
+    }
+}
+
+const _: () = assert!(std::mem::size_of::<ResizeCqCmd>() == 16);
+const _: () = assert!(std::mem::offset_of!(ResizeCqCmd, buf_addr) == 0);
+const _: () = assert!(std::mem::offset_of!(ResizeCqCmd, depth_log2) == 8);
+const _: () = assert!(std::mem::offset_of!(ResizeCqCmd, reserved0) == 9);
+const _: () = assert!(std::mem::offset_of!(ResizeCqCmd, ci) == 12);
+
 /// Every struct size (`name`) and field offset (`name.field`), measured on the Rust types;
 /// the layout test compares it with the C headers.
 pub const LAYOUT: &[(&str, usize)] = &[
@@ -5743,6 +6157,10 @@ pub const LAYOUT: &[(&str, usize)] = &[
         std::mem::offset_of!(CmdCreateQp, rq_ring),
     ),
     (
+        "cmd_create_qp.xrcdn",
+        std::mem::offset_of!(CmdCreateQp, xrcdn),
+    ),
+    (
         "cmd_create_qp.reserved2",
         std::mem::offset_of!(CmdCreateQp, reserved2),
     ),
@@ -5890,16 +6308,20 @@ pub const LAYOUT: &[(&str, usize)] = &[
         std::mem::offset_of!(CmdCreateSrq, max_sge),
     ),
     (
-        "cmd_create_srq.reserved0",
-        std::mem::offset_of!(CmdCreateSrq, reserved0),
+        "cmd_create_srq.srq_type",
+        std::mem::offset_of!(CmdCreateSrq, srq_type),
     ),
     (
-        "cmd_create_srq.reserved1",
-        std::mem::offset_of!(CmdCreateSrq, reserved1),
+        "cmd_create_srq.xrcdn",
+        std::mem::offset_of!(CmdCreateSrq, xrcdn),
     ),
     (
         "cmd_create_srq.ring",
         std::mem::offset_of!(CmdCreateSrq, ring),
+    ),
+    (
+        "cmd_create_srq.cqn",
+        std::mem::offset_of!(CmdCreateSrq, cqn),
     ),
     (
         "cmd_create_srq.reserved2",
@@ -5972,6 +6394,56 @@ pub const LAYOUT: &[(&str, usize)] = &[
     (
         "cmd_alloc_mw.reserved0",
         std::mem::offset_of!(CmdAllocMw, reserved0),
+    ),
+    ("cmd_resize_cq", std::mem::size_of::<CmdResizeCq>()),
+    ("cmd_resize_cq.hdr", std::mem::offset_of!(CmdResizeCq, hdr)),
+    ("cmd_resize_cq.cqn", std::mem::offset_of!(CmdResizeCq, cqn)),
+    (
+        "cmd_resize_cq.uctx",
+        std::mem::offset_of!(CmdResizeCq, uctx),
+    ),
+    (
+        "cmd_resize_cq.depth_log2",
+        std::mem::offset_of!(CmdResizeCq, depth_log2),
+    ),
+    (
+        "cmd_resize_cq.reserved0",
+        std::mem::offset_of!(CmdResizeCq, reserved0),
+    ),
+    ("cmd_resize_cq.ci", std::mem::offset_of!(CmdResizeCq, ci)),
+    (
+        "cmd_resize_cq.ring",
+        std::mem::offset_of!(CmdResizeCq, ring),
+    ),
+    (
+        "cmd_resize_cq.reserved1",
+        std::mem::offset_of!(CmdResizeCq, reserved1),
+    ),
+    ("cmd_rereg_mr", std::mem::size_of::<CmdReregMr>()),
+    ("cmd_rereg_mr.hdr", std::mem::offset_of!(CmdReregMr, hdr)),
+    ("cmd_rereg_mr.mkey", std::mem::offset_of!(CmdReregMr, mkey)),
+    (
+        "cmd_rereg_mr.flags",
+        std::mem::offset_of!(CmdReregMr, flags),
+    ),
+    ("cmd_rereg_mr.pdn", std::mem::offset_of!(CmdReregMr, pdn)),
+    (
+        "cmd_rereg_mr.access",
+        std::mem::offset_of!(CmdReregMr, access),
+    ),
+    ("cmd_rereg_mr.iova", std::mem::offset_of!(CmdReregMr, iova)),
+    (
+        "cmd_rereg_mr.length",
+        std::mem::offset_of!(CmdReregMr, length),
+    ),
+    (
+        "cmd_rereg_mr.pages",
+        std::mem::offset_of!(CmdReregMr, pages),
+    ),
+    ("cmd_rereg_mr.uctx", std::mem::offset_of!(CmdReregMr, uctx)),
+    (
+        "cmd_rereg_mr.reserved0",
+        std::mem::offset_of!(CmdReregMr, reserved0),
     ),
     ("device_attr", std::mem::size_of::<DeviceAttr>()),
     (
@@ -6087,8 +6559,8 @@ pub const LAYOUT: &[(&str, usize)] = &[
         std::mem::offset_of!(DeviceAttr, max_mw),
     ),
     (
-        "device_attr.reserved1",
-        std::mem::offset_of!(DeviceAttr, reserved1),
+        "device_attr.max_xrcd",
+        std::mem::offset_of!(DeviceAttr, max_xrcd),
     ),
     ("port_attr", std::mem::size_of::<PortAttr>()),
     ("port_attr.state", std::mem::offset_of!(PortAttr, state)),
@@ -6237,6 +6709,13 @@ pub const LAYOUT: &[(&str, usize)] = &[
     ("ud_av.dgid", std::mem::offset_of!(UdAv, dgid)),
     ("ud_av.dmac", std::mem::offset_of!(UdAv, dmac)),
     ("ud_av.reserved1", std::mem::offset_of!(UdAv, reserved1)),
+    ("xrc_seg", std::mem::size_of::<XrcSeg>()),
+    (
+        "xrc_seg.remote_srqn",
+        std::mem::offset_of!(XrcSeg, remote_srqn),
+    ),
+    ("xrc_seg.reserved0", std::mem::offset_of!(XrcSeg, reserved0)),
+    ("xrc_seg.reserved1", std::mem::offset_of!(XrcSeg, reserved1)),
     ("recv_wqe_header", std::mem::size_of::<RecvWqeHeader>()),
     (
         "recv_wqe_header.wr_id",
@@ -6268,6 +6747,8 @@ pub const LAYOUT: &[(&str, usize)] = &[
     ("cqe.network_type", std::mem::offset_of!(Cqe, network_type)),
     ("cqe.pkey_index", std::mem::offset_of!(Cqe, pkey_index)),
     ("cqe.reserved1", std::mem::offset_of!(Cqe, reserved1)),
+    ("cqe.srqn", std::mem::offset_of!(Cqe, srqn)),
+    ("cqe.reserved2", std::mem::offset_of!(Cqe, reserved2)),
     ("cqe.owner", std::mem::offset_of!(Cqe, owner)),
     ("eqe", std::mem::size_of::<Eqe>()),
     ("eqe.event_type", std::mem::offset_of!(Eqe, event_type)),
@@ -6472,6 +6953,20 @@ pub const LAYOUT: &[(&str, usize)] = &[
         "create_srq_resp.kick_mmap_key",
         std::mem::offset_of!(CreateSrqResp, kick_mmap_key),
     ),
+    ("resize_cq_cmd", std::mem::size_of::<ResizeCqCmd>()),
+    (
+        "resize_cq_cmd.buf_addr",
+        std::mem::offset_of!(ResizeCqCmd, buf_addr),
+    ),
+    (
+        "resize_cq_cmd.depth_log2",
+        std::mem::offset_of!(ResizeCqCmd, depth_log2),
+    ),
+    (
+        "resize_cq_cmd.reserved0",
+        std::mem::offset_of!(ResizeCqCmd, reserved0),
+    ),
+    ("resize_cq_cmd.ci", std::mem::offset_of!(ResizeCqCmd, ci)),
 ];
 
 /// Every enum value's name as `vrnic_<enum>_name()` in `vrnic_names.h` returns it: (enum,
@@ -6510,6 +7005,10 @@ pub const NAMES: &[(&str, u64, &str)] = &[
     ("aq_opcode", 0x16, AqOpcode::AllocMr.name()),
     ("aq_opcode", 0x17, AqOpcode::AllocMw.name()),
     ("aq_opcode", 0x18, AqOpcode::DeallocMw.name()),
+    ("aq_opcode", 0x19, AqOpcode::AllocXrcd.name()),
+    ("aq_opcode", 0x1A, AqOpcode::DeallocXrcd.name()),
+    ("aq_opcode", 0x1B, AqOpcode::ResizeCq.name()),
+    ("aq_opcode", 0x1C, AqOpcode::ReregMr.name()),
     ("aq_opcode", 0, "UNKNOWN"),
     ("aq_status", 0, AqStatus::Success.name()),
     ("aq_status", 1, AqStatus::BadOpcode.name()),
@@ -6538,6 +7037,8 @@ pub const NAMES: &[(&str, u64, &str)] = &[
     ("qp_type", 2, QpType::Rc.name()),
     ("qp_type", 3, QpType::Uc.name()),
     ("qp_type", 4, QpType::Ud.name()),
+    ("qp_type", 9, QpType::XrcIni.name()),
+    ("qp_type", 10, QpType::XrcTgt.name()),
     ("qp_type", 0, "UNKNOWN"),
     ("qp_state", 0, QpState::Reset.name()),
     ("qp_state", 1, QpState::Init.name()),
@@ -6579,12 +7080,19 @@ pub const NAMES: &[(&str, u64, &str)] = &[
     ("gid_type", 1, GidType::RoceV1.name()),
     ("gid_type", 2, GidType::RoceV2.name()),
     ("gid_type", 3, "UNKNOWN"),
+    ("srq_type", 0, SrqType::Basic.name()),
+    ("srq_type", 1, SrqType::Xrc.name()),
+    ("srq_type", 2, "UNKNOWN"),
     ("srq_attr_mask", 1, SrqAttrMask::MaxWr.name()),
     ("srq_attr_mask", 2, SrqAttrMask::Limit.name()),
     ("srq_attr_mask", 0, "UNKNOWN"),
     ("mw_type", 1, MwType::Type1.name()),
     ("mw_type", 2, MwType::Type2.name()),
     ("mw_type", 0, "UNKNOWN"),
+    ("rereg_flags", 1, ReregFlags::ChangeTranslation.name()),
+    ("rereg_flags", 2, ReregFlags::ChangePd.name()),
+    ("rereg_flags", 4, ReregFlags::ChangeAccess.name()),
+    ("rereg_flags", 0, "UNKNOWN"),
     ("atomic_cap", 0, AtomicCap::None.name()),
     ("atomic_cap", 1, AtomicCap::Hca.name()),
     ("atomic_cap", 2, AtomicCap::Glob.name()),
@@ -6677,7 +7185,8 @@ pub const NAMES: &[(&str, u64, &str)] = &[
     ("vendor_err", 0x11, VendorErr::RemoteError.name()),
     ("vendor_err", 0x12, VendorErr::MkeyState.name()),
     ("vendor_err", 0x13, VendorErr::Misaligned.name()),
-    ("vendor_err", 20, "UNKNOWN"),
+    ("vendor_err", 0x14, VendorErr::BadSrq.name()),
+    ("vendor_err", 21, "UNKNOWN"),
     ("event_type", 0, EventType::Completion.name()),
     ("event_type", 1, EventType::QpFatal.name()),
     ("event_type", 2, EventType::QpReqErr.name()),
@@ -7370,6 +7879,7 @@ pub const VALUES: &[(&str, u64)] = &[
     ("MAX_SRQ", MAX_SRQ as u64),
     ("MAX_FAST_REG_PAGES", MAX_FAST_REG_PAGES as u64),
     ("MAX_MW", MAX_MW as u64),
+    ("MAX_XRCD", MAX_XRCD as u64),
     ("AQ_OPCODE_QUERY_DEVICE", AqOpcode::QueryDevice as u64),
     ("AQ_OPCODE_QUERY_PORT", AqOpcode::QueryPort as u64),
     ("AQ_OPCODE_ALLOC_UCTX", AqOpcode::AllocUctx as u64),
@@ -7394,6 +7904,10 @@ pub const VALUES: &[(&str, u64)] = &[
     ("AQ_OPCODE_ALLOC_MR", AqOpcode::AllocMr as u64),
     ("AQ_OPCODE_ALLOC_MW", AqOpcode::AllocMw as u64),
     ("AQ_OPCODE_DEALLOC_MW", AqOpcode::DeallocMw as u64),
+    ("AQ_OPCODE_ALLOC_XRCD", AqOpcode::AllocXrcd as u64),
+    ("AQ_OPCODE_DEALLOC_XRCD", AqOpcode::DeallocXrcd as u64),
+    ("AQ_OPCODE_RESIZE_CQ", AqOpcode::ResizeCq as u64),
+    ("AQ_OPCODE_REREG_MR", AqOpcode::ReregMr as u64),
     ("AQ_STATUS_SUCCESS", AqStatus::Success as u64),
     ("AQ_STATUS_BAD_OPCODE", AqStatus::BadOpcode as u64),
     ("AQ_STATUS_BAD_FIELD", AqStatus::BadField as u64),
@@ -7419,6 +7933,8 @@ pub const VALUES: &[(&str, u64)] = &[
     ("QP_TYPE_RC", QpType::Rc as u64),
     ("QP_TYPE_UC", QpType::Uc as u64),
     ("QP_TYPE_UD", QpType::Ud as u64),
+    ("QP_TYPE_XRC_INI", QpType::XrcIni as u64),
+    ("QP_TYPE_XRC_TGT", QpType::XrcTgt as u64),
     ("QP_STATE_RESET", QpState::Reset as u64),
     ("QP_STATE_INIT", QpState::Init as u64),
     ("QP_STATE_RTR", QpState::Rtr as u64),
@@ -7468,11 +7984,20 @@ pub const VALUES: &[(&str, u64)] = &[
     ("GID_TYPE_IB", GidType::Ib as u64),
     ("GID_TYPE_ROCE_V1", GidType::RoceV1 as u64),
     ("GID_TYPE_ROCE_V2", GidType::RoceV2 as u64),
+    ("SRQ_TYPE_BASIC", SrqType::Basic as u64),
+    ("SRQ_TYPE_XRC", SrqType::Xrc as u64),
     ("SRQ_ATTR_MASK_MAX_WR", SrqAttrMask::MaxWr as u64),
     ("SRQ_ATTR_MASK_LIMIT", SrqAttrMask::Limit as u64),
     ("SRQ_ATTR_MASK_ALL", srq_attr_mask::ALL as u64),
     ("MW_TYPE_TYPE_1", MwType::Type1 as u64),
     ("MW_TYPE_TYPE_2", MwType::Type2 as u64),
+    (
+        "REREG_FLAGS_CHANGE_TRANSLATION",
+        ReregFlags::ChangeTranslation as u64,
+    ),
+    ("REREG_FLAGS_CHANGE_PD", ReregFlags::ChangePd as u64),
+    ("REREG_FLAGS_CHANGE_ACCESS", ReregFlags::ChangeAccess as u64),
+    ("REREG_FLAGS_ALL", rereg_flags::ALL as u64),
     ("ATOMIC_CAP_NONE", AtomicCap::None as u64),
     ("ATOMIC_CAP_HCA", AtomicCap::Hca as u64),
     ("ATOMIC_CAP_GLOB", AtomicCap::Glob as u64),
@@ -7482,12 +8007,15 @@ pub const VALUES: &[(&str, u64)] = &[
     ("PORT_STATE_INIT", PortState::Init as u64),
     ("PORT_STATE_ARMED", PortState::Armed as u64),
     ("PORT_STATE_ACTIVE", PortState::Active as u64),
+    ("XRC_PAYLOAD_OFFSET", XRC_PAYLOAD_OFFSET as u64),
+    ("XRC_SEND_WQE_SHIFT_MIN", XRC_SEND_WQE_SHIFT_MIN as u64),
     ("UD_PAYLOAD_OFFSET", UD_PAYLOAD_OFFSET as u64),
     ("UD_SEND_WQE_SHIFT_MIN", UD_SEND_WQE_SHIFT_MIN as u64),
     ("GRH_SIZE", GRH_SIZE as u64),
     ("UD_MAX_PAYLOAD", UD_MAX_PAYLOAD as u64),
     ("CQE_FLAG_RECV", CQE_FLAG_RECV as u64),
     ("CQE_FLAG_SOLICITED", CQE_FLAG_SOLICITED as u64),
+    ("CQE_FLAG_SRQ", CQE_FLAG_SRQ as u64),
     ("SEND_WQE_SHIFT_MIN", SEND_WQE_SHIFT_MIN as u64),
     ("SEND_WQE_SHIFT_MAX", SEND_WQE_SHIFT_MAX as u64),
     ("RECV_WQE_SHIFT_MIN", RECV_WQE_SHIFT_MIN as u64),
@@ -7595,6 +8123,7 @@ pub const VALUES: &[(&str, u64)] = &[
     ("VENDOR_ERR_REMOTE_ERROR", VendorErr::RemoteError as u64),
     ("VENDOR_ERR_MKEY_STATE", VendorErr::MkeyState as u64),
     ("VENDOR_ERR_MISALIGNED", VendorErr::Misaligned as u64),
+    ("VENDOR_ERR_BAD_SRQ", VendorErr::BadSrq as u64),
     ("EVENT_TYPE_COMPLETION", EventType::Completion as u64),
     ("EVENT_TYPE_QP_FATAL", EventType::QpFatal as u64),
     ("EVENT_TYPE_QP_REQ_ERR", EventType::QpReqErr as u64),

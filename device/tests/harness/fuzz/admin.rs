@@ -225,6 +225,10 @@ fn build(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, h: &Handles) -> 
     let mut bytes = [0u8; 128];
     let mut put = |s: &[u8]| bytes[..s.len()].copy_from_slice(s);
     match op {
+        // Not implemented by the device yet: the header alone must fail cleanly.
+        AqOpcode::AllocXrcd | AqOpcode::DeallocXrcd | AqOpcode::ResizeCq | AqOpcode::ReregMr => {
+            put(hdr.as_slice());
+        }
         AqOpcode::QueryDevice | AqOpcode::QueryPort => {
             let size = if op == AqOpcode::QueryDevice {
                 DeviceAttr::SIZE

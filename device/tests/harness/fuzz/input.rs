@@ -149,7 +149,7 @@ impl<'a> Input<'a> {
     pub fn len_up_to(&mut self, max: u64) -> u64 {
         match self.u8() % 8 {
             0 => 0,
-            1 => 1,
+            1 => max.min(1),
             2 => max,
             3 => max.saturating_sub(1),
             4 | 5 => u64::from(self.u8()) % max.saturating_add(1),
