@@ -181,6 +181,9 @@ static struct vrnic_srq *vrnic_srq_create(struct ibv_context *ibctx,
 		pthread_spin_destroy(&srq->lock);
 		goto err_destroy;
 	}
+	/* ibv_create_srq sets these itself, ibv_create_srq_ex does not. */
+	srq->ibv_srq.srq_context = attr->srq_context;
+	srq->ibv_srq.pd = attr->pd;
 	attr->attr.max_wr = srq->depth;
 	attr->attr.max_sge = srq->max_sge;
 	return srq;
