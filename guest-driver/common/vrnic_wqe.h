@@ -133,6 +133,7 @@ struct vrnic_cqe_fields {
 	uint8_t sl;
 	uint8_t network_type;
 	uint16_t pkey_index;
+	uint32_t srqn;		/* with VRNIC_CQE_FLAG_SRQ; else 0 */
 	uint32_t invalidated_rkey; /* with VRNIC_WC_FLAGS_WITH_INV; else 0 */
 };
 
@@ -353,6 +354,7 @@ static inline void vrnic_cqe_decode(const struct vrnic_cqe *cqe,
 	f->sl = cqe->sl;
 	f->network_type = cqe->network_type;
 	f->pkey_index = vrnic_le16_to_cpu(cqe->pkey_index);
+	f->srqn = vrnic_le32_to_cpu(cqe->srqn);
 	f->invalidated_rkey = 0;
 	if (f->wc_flags & VRNIC_WC_FLAGS_WITH_INV) {
 		__le32 key;
