@@ -234,8 +234,7 @@ fn query_device_reports_limits_identity_and_capabilities() {
     assert_eq!(a.max_srq.to_native(), MAX_SRQ);
     assert_eq!(a.max_fast_reg_pages.to_native(), MAX_FAST_REG_PAGES);
     assert_eq!(a.max_mw.to_native(), MAX_MW);
-    // XRC is specified but not implemented yet: no domains offered.
-    assert_eq!(a.max_xrcd.to_native(), 0);
+    assert_eq!(a.max_xrcd.to_native(), MAX_XRCD);
     assert_eq!(a.reserved0, [0; 2]);
 }
 

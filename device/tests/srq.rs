@@ -247,7 +247,8 @@ fn sends_from_two_qps_take_srq_wqes_in_index_order_and_name_their_slot(t: Topolo
         ]
     );
     for (i, c) in cqes.iter().enumerate() {
-        assert_eq!(c.flags, CQE_FLAG_RECV as u8);
+        assert_eq!(c.flags, (CQE_FLAG_RECV | CQE_FLAG_SRQ) as u8);
+        assert_eq!(c.srqn.to_native(), s.srq.srqn, "the SRQ is named");
         let src_qp = s.senders[i % 2].qpn;
         assert_eq!(c.src_qp.to_native(), src_qp);
         let len = data[i].len() as u64;
@@ -286,6 +287,10 @@ fn write_with_imm_takes_an_srq_wqe_and_carries_the_immediate(t: Topology) {
         ),
         ([9, 8, 7, 6], u8::from(WcFlags::WithImm), 64, 0, qpn)
     );
+    assert_eq!(
+        (r.flags, r.srqn.to_native()),
+        ((CQE_FLAG_RECV | CQE_FLAG_SRQ) as u8, s.srq.srqn)
+    );
     assert_same_bytes(&s.b().mr_read(&target, 0, 64), &data, "written data");
 }
 
@@ -315,6 +320,11 @@ fn receive_sges_are_checked_against_the_srqs_pd_not_the_qps(t: Topology) {
     let r = s.recv_cqe();
     assert_cqe_status(&r, WcStatus::LocProtErr, VendorErr::PdMismatch);
     assert_eq!((r.wr_id.to_native(), r.wqe_index.to_native()), (2, 1));
+    assert_eq!(
+        (r.flags, r.srqn.to_native()),
+        ((CQE_FLAG_RECV | CQE_FLAG_SRQ) as u8, s.srq.srqn),
+        "an error completion of an SRQ WQE names its SRQ"
+    );
     let data = s.b().wait_async_event_for(EventType::QpFatal, qpn);
     assert_eq!(data, u32::from(u8::from(VendorErr::PdMismatch)));
     assert_eq!(s.receiver_state(0), QpState::Err);
@@ -550,7 +560,11 @@ fn a_qp_entering_err_flushes_its_taken_wqe_then_posts_last_wqe_reached(t: Topolo
             0x51
         )
     );
-    assert_eq!(r.flags, CQE_FLAG_RECV as u8);
+    assert_eq!(
+        (r.flags, r.srqn.to_native()),
+        ((CQE_FLAG_RECV | CQE_FLAG_SRQ) as u8, s.srq.srqn),
+        "a flushed SRQ WQE names its SRQ too"
+    );
     s.b().wait_async_event_for(EventType::QpLastWqeReached, q0);
     // A QP that took nothing: no CQE, only the event; once.
     let (d, qp) = (&mut s.d[s.ib], &mut s.receivers[1]);
@@ -628,6 +642,10 @@ fn ud_qps_sharing_an_srq_take_its_wqes_in_order(t: Topology) {
     );
     for (c, i) in got.iter().zip([1usize, 0]) {
         assert_eq!(c.src_qp.to_native(), s.senders[i].qpn);
+        assert_eq!(
+            (c.flags & CQE_FLAG_SRQ as u8, c.srqn.to_native()),
+            (CQE_FLAG_SRQ as u8, s.srq.srqn)
+        );
     }
     for b in &bufs {
         assert_same_bytes(
@@ -729,8 +747,8 @@ fn create_srq_refuses_each_bad_field_with_its_offset() {
             CmdCreateSrq::WQE_SHIFT_OFF,
         ),
         (
-            with(&|c| c.srq_type = 1),
-            AqStatus::NotSupported,
+            with(&|c| c.srq_type = 2),
+            AqStatus::BadField,
             CmdCreateSrq::SRQ_TYPE_OFF,
         ),
         (

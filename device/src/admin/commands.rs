@@ -84,10 +84,10 @@ fn run(
         AllocMr => super::memory::alloc_mr(st, &checked(cmd)?),
         AllocMw => super::mw::alloc_mw(st, &checked(cmd)?),
         DeallocMw => super::mw::dealloc_mw(st, &checked(cmd)?),
-        // Specified (SPEC "XRC", "Resizing a CQ", "Memory keys"), not implemented yet.
-        AllocXrcd | DeallocXrcd | ResizeCq | ReregMr => {
-            Err(CmdError::general(AqStatus::NotSupported))
-        }
+        AllocXrcd => super::xrcd::alloc_xrcd(rnic, st, &checked(cmd)?),
+        DeallocXrcd => super::xrcd::dealloc_xrcd(rnic, st, &checked(cmd)?),
+        // Specified (SPEC "Resizing a CQ", "Memory keys"), not implemented yet.
+        ResizeCq | ReregMr => Err(CmdError::general(AqStatus::NotSupported)),
     }
 }
 
@@ -224,6 +224,7 @@ fn query_device(rnic: &Rnic, mem: &RamSnapshot, cmd: &CmdQuery) -> CmdResult<[u3
         max_srq: MAX_SRQ.into(),
         max_fast_reg_pages: MAX_FAST_REG_PAGES.into(),
         max_mw: MAX_MW.into(),
+        max_xrcd: MAX_XRCD.into(),
         ..Default::default()
     };
     answer_query(mem, cmd, &attr)
@@ -320,7 +321,7 @@ fn dealloc_pd(st: &mut RnicState, cmd: &CmdHandle) -> CmdResult<[u32; 4]> {
     owned(pd.uctx, cmd.uctx.to_native(), CmdHandle::UCTX_OFF)?;
     let o = &st.objects;
     if o.mkeys().any(|key| key.pdn() == pdn)
-        || o.qps.iter().any(|(_, qp)| qp.pdn == pdn)
+        || o.qps.iter().any(|(_, qp)| qp.uses_pd(pdn))
         || o.srqs.iter().any(|(_, srq)| srq.pdn == pdn)
     {
         return Err(busy(CmdHandle::HANDLE_OFF));

@@ -16,6 +16,7 @@ mod prefetch;
 mod qp;
 mod queues;
 mod srq;
+mod xrcd;
 
 use crate::objects::{Uctx, KERNEL_DB_PAGE};
 use crate::rnic::notify::{post_async, publish};

@@ -1,4 +1,5 @@
-//! CREATE_QP (RC, UC, UD, GSI; with or without an SRQ), MODIFY_QP (the IBTA state machine), QUERY_QP and DESTROY_QP.
+//! CREATE_QP (RC, UC, UD, GSI, with or without an SRQ; XRC_INI and XRC_TGT), MODIFY_QP
+//! (the IBTA state machine), QUERY_QP and DESTROY_QP.
 
 use super::commands::{owned, uctx_exists, write_out};
 use super::error::{
@@ -8,7 +9,7 @@ use super::prefetch::PageListReads;
 use super::queues::{read_ring, release_slot, take_slot};
 use crate::guest_memory::RamSnapshot;
 use crate::objects::page_list::GuestPages;
-use crate::objects::qp::{mask, transition};
+use crate::objects::qp::{mask, transition, QpSrq};
 use crate::objects::{Qp, Ring, WorkQueue};
 use crate::rnic::notify::post_async;
 use crate::rnic::{Rnic, RnicState};
@@ -25,6 +26,9 @@ pub fn create_qp(
 ) -> CmdResult<[u32; 4]> {
     let uctx = cmd.uctx.to_native();
     uctx_exists(st, uctx, CmdCreateQp::UCTX_OFF)?;
+    if cmd.qp_type == u8::from(QpType::XrcTgt) {
+        return create_xrc_tgt(rnic, st, cmd);
+    }
     let pdn = cmd.pdn.to_native();
     let pd = st
         .objects
@@ -32,15 +36,34 @@ pub fn create_qp(
         .get(pdn)
         .ok_or(bad_handle(CmdCreateQp::PDN_OFF))?;
     owned(pd.uctx, uctx, CmdCreateQp::PDN_OFF)?;
-    for (cqn, off) in [
-        (cmd.send_cqn.to_native(), CmdCreateQp::SEND_CQN_OFF),
-        (cmd.recv_cqn.to_native(), CmdCreateQp::RECV_CQN_OFF),
-    ] {
+    let xrc_ini = cmd.qp_type == u8::from(QpType::XrcIni);
+    let mut cqs = vec![(cmd.send_cqn.to_native(), CmdCreateQp::SEND_CQN_OFF)];
+    if !xrc_ini {
+        cqs.push((cmd.recv_cqn.to_native(), CmdCreateQp::RECV_CQN_OFF));
+    }
+    for (cqn, off) in cqs {
         let cq = st.objects.cqs.get(cqn).ok_or(bad_handle(off))?;
         owned(cq.uctx, uctx, off)?;
     }
+    if cmd.xrcdn.to_native() != 0 {
+        return Err(bad_field(CmdCreateQp::XRCDN_OFF));
+    }
     let kind = match QpType::try_from(cmd.qp_type) {
         Ok(k @ (QpType::Rc | QpType::Uc | QpType::Ud)) => k,
+        // SPEC "XRC": an RC requester with no receive side at all.
+        Ok(QpType::XrcIni) => {
+            let unused_rq = [
+                (cmd.recv_cqn.to_native() == 0, CmdCreateQp::RECV_CQN_OFF),
+                (cmd.rq_depth_log2 == 0, CmdCreateQp::RQ_DEPTH_LOG2_OFF),
+                (cmd.rq_wqe_shift == 0, CmdCreateQp::RQ_WQE_SHIFT_OFF),
+                (cmd.max_recv_sge == 0, CmdCreateQp::MAX_RECV_SGE_OFF),
+                (cmd.rq_ring == PageList::default(), CmdCreateQp::RQ_RING_OFF),
+            ];
+            if let Some((_, at)) = unused_rq.iter().find(|(zero, _)| !zero) {
+                return Err(bad_field(*at));
+            }
+            QpType::XrcIni
+        }
         // SPEC "Link modes": one GSI QP per RoCE device, the kernel's.
         Ok(QpType::Gsi) => {
             if uctx != KERNEL_UCTX {
@@ -57,18 +80,12 @@ pub fn create_qp(
             }
             QpType::Gsi
         }
-        // SPEC "XRC": not implemented yet.
-        Ok(QpType::XrcIni | QpType::XrcTgt) => {
-            return Err(CmdError::new(
-                AqStatus::NotSupported,
-                CmdCreateQp::QP_TYPE_OFF,
-            ))
-        }
-        Err(_) => return Err(bad_field(CmdCreateQp::QP_TYPE_OFF)),
+        // Handled above.
+        Ok(QpType::XrcTgt) | Err(_) => return Err(bad_field(CmdCreateQp::QP_TYPE_OFF)),
     };
     let datagram = matches!(kind, QpType::Ud | QpType::Gsi);
     let srq = super::srq::srq_of_new_qp(st, cmd, kind)?;
-    let own_rq = srq.is_none();
+    let own_rq = srq.is_none() && !xrc_ini;
     let mut depths = vec![(cmd.sq_depth_log2, CmdCreateQp::SQ_DEPTH_LOG2_OFF)];
     if own_rq {
         depths.push((cmd.rq_depth_log2, CmdCreateQp::RQ_DEPTH_LOG2_OFF));
@@ -89,9 +106,11 @@ pub fn create_qp(
     if max_inline > bar0::MAX_INLINE_RESET {
         return Err(bad_size(CmdCreateQp::MAX_INLINE_OFF));
     }
-    // Datagram WQEs carry a ud_av before their payload.
+    // Datagram WQEs carry a ud_av before their payload, XRC_INI WQEs an xrc_seg.
     let (payload_off, min_shift) = if datagram {
         (UD_PAYLOAD_OFFSET as usize, UD_SEND_WQE_SHIFT_MIN)
+    } else if xrc_ini {
+        (XRC_PAYLOAD_OFFSET as usize, XRC_SEND_WQE_SHIFT_MIN)
     } else {
         (SendWqeHeader::SIZE, SEND_WQE_SHIFT_MIN)
     };
@@ -125,12 +144,8 @@ pub fn create_qp(
             cmd.rq_depth_log2,
             1 << rq_shift,
         )?,
-        // Receives come from the SRQ: an empty ring nothing reads.
-        false => Ring {
-            pages: GuestPages::list(Vec::new(), PAGE_SHIFT_MIN),
-            depth_log2: 0,
-            entry_shift: RECV_WQE_SHIFT_MIN as u8,
-        },
+        // Receives come from the SRQ (or there are none: XRC_INI).
+        false => no_ring(),
     };
     if st.objects.qps.free_index(0).is_none() {
         return Err(no_resources());
@@ -164,6 +179,7 @@ pub fn create_qp(
             epoch: 0,
             receive_in_flight: false,
             srq,
+            xrcdn: None,
         },
     );
     if kind == QpType::Gsi {
@@ -174,6 +190,87 @@ pub fn create_qp(
         rnic.name()
     );
     Ok([qpn, db_slot, db_page, 0])
+}
+
+/// An empty ring nothing reads (a QP without a queue of its own).
+fn no_ring() -> Ring {
+    Ring {
+        pages: GuestPages::list(Vec::new(), PAGE_SHIFT_MIN),
+        depth_log2: 0,
+        entry_shift: RECV_WQE_SHIFT_MIN as u8,
+    }
+}
+
+/// CREATE_QP of an XRC_TGT QP (SPEC "XRC"): the kernel's, in a live XRC domain, with no
+/// PD, CQ, queue or doorbell slot (results 1 and 2 are 0); every other field is zero.
+fn create_xrc_tgt(rnic: &Rnic, st: &mut RnicState, cmd: &CmdCreateQp) -> CmdResult<[u32; 4]> {
+    if cmd.uctx.to_native() != KERNEL_UCTX {
+        return Err(permission(CmdCreateQp::UCTX_OFF));
+    }
+    let unused = [
+        (cmd.pdn.to_native() == 0, CmdCreateQp::PDN_OFF),
+        (cmd.send_cqn.to_native() == 0, CmdCreateQp::SEND_CQN_OFF),
+        (cmd.recv_cqn.to_native() == 0, CmdCreateQp::RECV_CQN_OFF),
+        (cmd.sq_depth_log2 == 0, CmdCreateQp::SQ_DEPTH_LOG2_OFF),
+        (cmd.rq_depth_log2 == 0, CmdCreateQp::RQ_DEPTH_LOG2_OFF),
+        (cmd.sq_wqe_shift == 0, CmdCreateQp::SQ_WQE_SHIFT_OFF),
+        (cmd.rq_wqe_shift == 0, CmdCreateQp::RQ_WQE_SHIFT_OFF),
+        (cmd.max_send_sge == 0, CmdCreateQp::MAX_SEND_SGE_OFF),
+        (cmd.max_recv_sge == 0, CmdCreateQp::MAX_RECV_SGE_OFF),
+        (cmd.flags == 0, CmdCreateQp::FLAGS_OFF),
+        (cmd.max_inline.to_native() == 0, CmdCreateQp::MAX_INLINE_OFF),
+        (cmd.srqn.to_native() == 0, CmdCreateQp::SRQN_OFF),
+        (cmd.sq_ring == PageList::default(), CmdCreateQp::SQ_RING_OFF),
+        (cmd.rq_ring == PageList::default(), CmdCreateQp::RQ_RING_OFF),
+    ];
+    if let Some((_, at)) = unused.iter().find(|(zero, _)| !zero) {
+        return Err(bad_field(*at));
+    }
+    let xrcdn = cmd.xrcdn.to_native();
+    st.objects
+        .xrcds
+        .get(xrcdn)
+        .ok_or(bad_handle(CmdCreateQp::XRCDN_OFF))?;
+    let (index, qpn) = st.objects.next_qpn().ok_or_else(no_resources)?;
+    st.objects.insert_qp(
+        index,
+        Qp {
+            qpn,
+            kind: QpType::XrcTgt,
+            uctx: KERNEL_UCTX,
+            pdn: 0,
+            send_cqn: 0,
+            recv_cqn: 0,
+            state: QpState::Reset,
+            attr: QpAttr::default(),
+            sq: WorkQueue {
+                ring: no_ring(),
+                ci: 0,
+            },
+            rq: WorkQueue {
+                ring: no_ring(),
+                ci: 0,
+            },
+            db_page: 0,
+            db_slot: 0,
+            max_send_sge: 0,
+            max_recv_sge: 0,
+            max_inline: 0,
+            dmac: [0; 6],
+            waiting: None,
+            sq_offset: 0,
+            comm_established: false,
+            next_psn: 0,
+            expected_psn: 0,
+            epoch: 0,
+            receive_in_flight: false,
+            // Each request names the SRQ (`srqn` is set per message).
+            srq: Some(QpSrq::new(0)),
+            xrcdn: Some(xrcdn),
+        },
+    );
+    log::debug!("{}: XRC_TGT QP {qpn} created (XRCD {xrcdn})", rnic.name());
+    Ok([qpn, 0, 0, 0])
 }
 
 /// Byte offset of a qp_attr field within MODIFY_QP.
@@ -371,6 +468,7 @@ pub fn modify_qp(rnic: &Rnic, st: &mut RnicState, cmd: &CmdModifyQp) -> CmdResul
     }
     qp.state = target;
     let (page, slot, notify) = (qp.db_page, qp.db_slot, qp.attr.en_sqd_async_notify != 0);
+    let has_doorbell = qp.has_doorbell();
     match target {
         QpState::Reset => {
             qp.sq.ci = 0;
@@ -386,7 +484,9 @@ pub fn modify_qp(rnic: &Rnic, st: &mut RnicState, cmd: &CmdModifyQp) -> CmdResul
                 srq.taken = None;
                 srq.last_wqe_due = false;
             }
-            rnic.doorbells.clear_slot(page, slot);
+            if has_doorbell {
+                rnic.doorbells.clear_slot(page, slot);
+            }
         }
         QpState::Sqd if current != QpState::Sqd && notify => {
             // WQEs execute to completion as they start, so the queue is drained at once.
@@ -440,10 +540,12 @@ pub fn destroy_qp(rnic: &Rnic, st: &mut RnicState, cmd: &CmdHandle) -> CmdResult
         .qp(qpn)
         .ok_or(bad_handle(CmdHandle::HANDLE_OFF))?;
     owned(qp.uctx, cmd.uctx.to_native(), CmdHandle::UCTX_OFF)?;
-    let (uctx, page, slot) = (qp.uctx, qp.db_page, qp.db_slot);
+    let (uctx, page, slot, has_doorbell) = (qp.uctx, qp.db_page, qp.db_slot, qp.has_doorbell());
     st.objects.remove_qp(qpn);
-    release_slot(st, uctx, page, slot);
-    rnic.doorbells.clear_slot(page, slot);
+    if has_doorbell {
+        release_slot(st, uctx, page, slot);
+        rnic.doorbells.clear_slot(page, slot);
+    }
     log::debug!("{}: QP {qpn} destroyed", rnic.name());
     Ok([0; 4])
 }

@@ -116,11 +116,11 @@ pub fn destroy_cq(_rnic: &Rnic, st: &mut RnicState, cmd: &CmdHandle) -> CmdResul
         .get(cqn)
         .ok_or(bad_handle(CmdHandle::HANDLE_OFF))?;
     owned(cq.uctx, cmd.uctx.to_native(), CmdHandle::UCTX_OFF)?;
-    if st
-        .objects
-        .qps
-        .iter()
-        .any(|(_, qp)| qp.send_cqn == cqn || qp.recv_cqn == cqn)
+    let o = &st.objects;
+    if o.qps.iter().any(|(_, qp)| qp.uses_cq(cqn))
+        || o.srqs
+            .iter()
+            .any(|(_, srq)| srq.xrc.is_some_and(|x| x.cqn == cqn))
     {
         return Err(busy(CmdHandle::HANDLE_OFF));
     }

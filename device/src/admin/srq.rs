@@ -1,5 +1,5 @@
-//! CREATE_SRQ, MODIFY_SRQ, QUERY_SRQ, DESTROY_SRQ, and the SRQ fields of CREATE_QP (SPEC
-//! "Shared receive queues").
+//! CREATE_SRQ (basic and XRC), MODIFY_SRQ, QUERY_SRQ, DESTROY_SRQ, and the SRQ fields of
+//! CREATE_QP (SPEC "Shared receive queues", "XRC").
 
 use super::commands::{owned, uctx_exists, write_out};
 use super::error::{bad_field, bad_handle, bad_size, busy, no_resources, CmdError, CmdResult};
@@ -7,6 +7,7 @@ use super::prefetch::PageListReads;
 use super::queues::{read_ring, release_slot, take_slot};
 use crate::guest_memory::RamSnapshot;
 use crate::objects::qp::QpSrq;
+use crate::objects::srq::XrcSrq;
 use crate::objects::Srq;
 use crate::rnic::{Rnic, RnicState};
 use vm_memory::ByteValued;
@@ -30,19 +31,7 @@ pub fn create_srq(
         .get(pdn)
         .ok_or(bad_handle(CmdCreateSrq::PDN_OFF))?;
     owned(pd.uctx, uctx, CmdCreateSrq::PDN_OFF)?;
-    // SPEC "XRC": XRC SRQs are not implemented yet.
-    if cmd.srq_type != u8::from(SrqType::Basic) {
-        return Err(CmdError::new(
-            AqStatus::NotSupported,
-            CmdCreateSrq::SRQ_TYPE_OFF,
-        ));
-    }
-    if cmd.xrcdn.to_native() != 0 {
-        return Err(bad_field(CmdCreateSrq::XRCDN_OFF));
-    }
-    if cmd.cqn.to_native() != 0 {
-        return Err(bad_field(CmdCreateSrq::CQN_OFF));
-    }
+    let xrc = xrc_of_new_srq(st, cmd)?;
     if !(1..=MAX_WR_LOG2).contains(&cmd.depth_log2) {
         return Err(bad_size(CmdCreateSrq::DEPTH_LOG2_OFF));
     }
@@ -76,6 +65,7 @@ pub fn create_srq(
             ci: 0,
             limit: 0,
             error: false,
+            xrc,
         },
     );
     log::debug!(
@@ -84,6 +74,37 @@ pub fn create_srq(
         cmd.depth_log2
     );
     Ok([srqn as u32, db_slot, db_page, 0])
+}
+
+/// CREATE_SRQ's srq_type, xrcdn and cqn: None for a basic SRQ (both zero), else the XRC
+/// domain (any context may use the kernel's domains) and a CQ of the SRQ's context.
+fn xrc_of_new_srq(st: &RnicState, cmd: &CmdCreateSrq) -> CmdResult<Option<XrcSrq>> {
+    let (xrcdn, cqn) = (cmd.xrcdn.to_native(), cmd.cqn.to_native());
+    match SrqType::try_from(cmd.srq_type) {
+        Ok(SrqType::Basic) => {
+            if xrcdn != 0 {
+                return Err(bad_field(CmdCreateSrq::XRCDN_OFF));
+            }
+            if cqn != 0 {
+                return Err(bad_field(CmdCreateSrq::CQN_OFF));
+            }
+            Ok(None)
+        }
+        Ok(SrqType::Xrc) => {
+            st.objects
+                .xrcds
+                .get(xrcdn)
+                .ok_or(bad_handle(CmdCreateSrq::XRCDN_OFF))?;
+            let cq = st
+                .objects
+                .cqs
+                .get(cqn)
+                .ok_or(bad_handle(CmdCreateSrq::CQN_OFF))?;
+            owned(cq.uctx, cmd.uctx.to_native(), CmdCreateSrq::CQN_OFF)?;
+            Ok(Some(XrcSrq { xrcdn, cqn }))
+        }
+        Err(_) => Err(bad_field(CmdCreateSrq::SRQ_TYPE_OFF)),
+    }
 }
 
 /// Byte offset of an srq_attr field within MODIFY_SRQ / QUERY_SRQ.
@@ -167,10 +188,22 @@ pub fn destroy_srq(rnic: &Rnic, st: &mut RnicState, cmd: &CmdHandle) -> CmdResul
         .get(srqn)
         .ok_or(bad_handle(CmdHandle::HANDLE_OFF))?;
     owned(srq.uctx, cmd.uctx.to_native(), CmdHandle::UCTX_OFF)?;
-    if st.objects.qps.iter().any(|(_, qp)| uses(qp, srqn)) {
+    // An XRC SRQ does not wait for the TGT QPs that serve it (SPEC "XRC"): a WQE one of
+    // them took is lost, as on RESET, and later requests naming the SRQ fail.
+    let xrc = srq.xrc.is_some();
+    if !xrc && st.objects.qps.iter().any(|(_, qp)| uses(qp, srqn)) {
         return Err(busy(CmdHandle::HANDLE_OFF));
     }
     let (uctx, page, slot) = (srq.uctx, srq.db_page, srq.db_slot);
+    if xrc {
+        for (_, qp) in st.objects.qps.iter_mut() {
+            if let (Some(s), Some(_)) = (qp.srq.as_mut(), qp.xrcdn) {
+                if s.srqn == srqn {
+                    s.taken = None;
+                }
+            }
+        }
+    }
     st.objects.srqs.remove(srqn);
     release_slot(st, uctx, page, slot);
     rnic.doorbells.clear_slot(page, slot);
@@ -178,8 +211,9 @@ pub fn destroy_srq(rnic: &Rnic, st: &mut RnicState, cmd: &CmdHandle) -> CmdResul
     Ok([0; 4])
 }
 
+/// A QP created with QP_FLAG_SRQ on SRQ `srqn` (XRC_TGT QPs name SRQs per message).
 fn uses(qp: &crate::objects::Qp, srqn: u32) -> bool {
-    qp.srq.is_some_and(|s| s.srqn == srqn)
+    qp.xrcdn.is_none() && qp.srq.is_some_and(|s| s.srqn == srqn)
 }
 
 /// CREATE_QP's flags and srqn: the SRQ the new QP of type `kind` takes its receives from,
@@ -197,7 +231,7 @@ pub fn srq_of_new_qp(st: &RnicState, cmd: &CmdCreateQp, kind: QpType) -> CmdResu
             _ => Err(bad_field(CmdCreateQp::SRQN_OFF)),
         };
     }
-    if kind == QpType::Gsi {
+    if matches!(kind, QpType::Gsi | QpType::XrcIni | QpType::XrcTgt) {
         return Err(bad_field(CmdCreateQp::FLAGS_OFF));
     }
     let unused_rq = [
@@ -216,6 +250,10 @@ pub fn srq_of_new_qp(st: &RnicState, cmd: &CmdCreateQp, kind: QpType) -> CmdResu
         .ok_or(bad_handle(CmdCreateQp::SRQN_OFF))?;
     if srq.uctx != cmd.uctx.to_native() {
         return Err(super::error::permission(CmdCreateQp::SRQN_OFF));
+    }
+    if srq.xrc.is_some() {
+        // XRC SRQs serve XRC_TGT QPs, through each request's xrc_seg.
+        return Err(bad_field(CmdCreateQp::SRQN_OFF));
     }
     Ok(Some(QpSrq::new(srqn)))
 }

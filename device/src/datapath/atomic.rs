@@ -29,16 +29,16 @@ pub fn is_atomic(opcode: WrOpcode) -> bool {
 }
 
 /// An atomic WQE's operands and its one SGE (which receives the original value), checked
-/// for the layout SPEC requires: header, atomic_seg at 32, exactly one sge of length 8 at
-/// 48, no inline data (else LOC_QP_OP_ERR/BAD_WQE).
+/// for the layout SPEC requires: header, atomic_seg at `seg_at` (32; XRC_INI: 48), exactly
+/// one sge of length 8 after it, no inline data (else LOC_QP_OP_ERR/BAD_WQE).
 pub fn read_wqe(
     mem: &RamSnapshot,
     addr: u64,
+    seg_at: u64,
     wqe: &SendWqeHeader,
     stride: u64,
 ) -> Result<(AtomicSeg, Sge), (WcStatus, VendorErr)> {
     let bad = (WcStatus::LocQpOpErr, VendorErr::BadWqe);
-    let seg_at = SendWqeHeader::SIZE as u64;
     let sge_at = seg_at + AtomicSeg::SIZE as u64;
     if wqe.num_sge != 1
         || wqe.flags & u8::from(SendFlags::Inline) != 0

@@ -16,7 +16,7 @@ use crate::rnic::notify::{post_async, post_cqe};
 use crate::rnic::{Rnic, RnicState};
 use vrnic_hw::{
     Access, Cqe, DbQpSlot, DbSrqSlot, EventType, RecvWqeHeader, Sge, VendorErr, WcOpcode, WcStatus,
-    CQE_FLAG_RECV, KERNEL_UCTX,
+    CQE_FLAG_RECV, CQE_FLAG_SRQ, KERNEL_UCTX,
 };
 
 /// Makes sure QP `qpn` has a receive WQE for the next message: one posted to its receive
@@ -111,7 +111,8 @@ fn head_of<'a>(st: &'a RnicState, qp: &'a Qp) -> Option<Head<'a>> {
                 max_sge: srq.max_sge,
                 owner: sge::Owner {
                     pdn: srq.pdn,
-                    kernel: qp.uctx == KERNEL_UCTX,
+                    // The SRQ's context posted the WQE (an XRC SRQ's is not its TGT QP's).
+                    kernel: srq.uctx == KERNEL_UCTX,
                 },
             })
         }
@@ -196,16 +197,34 @@ pub fn complete_head(
     qpn: u32,
     mut cqe: Cqe,
 ) -> bool {
-    let Some((wqe_index, wr_id)) = retire_head(st, mem, qpn) else {
+    let Some(qp) = st.objects.qp(qpn) else {
         return false;
     };
-    let Some(cqn) = st.objects.qp(qpn).map(|qp| qp.recv_cqn) else {
+    // An XRC SRQ completes on its own CQ (the TGT QP has none), a basic one on the QP's.
+    let (cqn, srqn) = match qp.srq {
+        None => (qp.recv_cqn, None),
+        Some(s) => {
+            let xrc_cq = st
+                .objects
+                .srqs
+                .get(s.srqn)
+                .and_then(|srq| srq.xrc)
+                .map(|x| x.cqn);
+            (xrc_cq.unwrap_or(qp.recv_cqn), Some(s.srqn))
+        }
+    };
+    let Some((wqe_index, wr_id)) = retire_head(st, mem, qpn) else {
         return false;
     };
     cqe.wr_id = wr_id.into();
     cqe.qpn = qpn.into();
     cqe.wqe_index = wqe_index.into();
     cqe.flags |= CQE_FLAG_RECV as u8;
+    if let Some(srqn) = srqn {
+        // SPEC "Shared receive queues": every completion of an SRQ WQE names the SRQ.
+        cqe.flags |= CQE_FLAG_SRQ as u8;
+        cqe.srqn = srqn.into();
+    }
     post_cqe(rnic, st, mem, cqn, &cqe).is_ok()
 }
 

@@ -18,8 +18,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use vrnic_hw::{
     Access, AtomicSeg, Cqe, DbQpSlot, EventType, QpState, QpType, RecvWqeHeader, SendFlags,
-    SendWqeHeader, Sge, VendorErr, WcOpcode, WcStatus, WrOpcode, CQE_FLAG_RECV, UD_MAX_PAYLOAD,
-    UD_PAYLOAD_OFFSET,
+    SendWqeHeader, Sge, VendorErr, WcOpcode, WcStatus, WrOpcode, XrcSeg, CQE_FLAG_RECV,
+    UD_MAX_PAYLOAD, UD_PAYLOAD_OFFSET, XRC_PAYLOAD_OFFSET,
 };
 
 /// A failed WQE: its completion status and the device's reason.
@@ -43,8 +43,10 @@ pub struct Transfer {
     dest: Address,
     src_gid: Option<Gid>,
     dest_qpn: u32,
-    /// RC or UC: the transport the target must speak.
+    /// The type the target QP must have: RC, UC, or XRC_TGT for an XRC_INI requester.
     transport: QpType,
+    /// XRC_INI: the xrc_seg's SRQ of the target.
+    remote_srqn: Option<u32>,
     /// Atomics: the operands.
     atomic: Option<AtomicSeg>,
     /// UD and GSI: the resolved address vector (boxed: RC transfers stay small).
@@ -148,13 +150,21 @@ struct Rung {
 
 impl Rung {
     fn read(rnic: &Rnic, qp: &Qp) -> Self {
+        if !qp.has_doorbell() {
+            // XRC_TGT: no queues and no slot; nothing is ever posted.
+            return Rung {
+                sq_pi: qp.sq.ci,
+                rq_pi: qp.rq.ci,
+            };
+        }
         let word = |field| rnic.doorbells.slot_word(qp.db_page, qp.db_slot, field);
         Rung {
             sq_pi: word(DbQpSlot::SQ_PI_OFF),
-            // A QP with an SRQ has no receive queue: its rq_pi means nothing.
-            rq_pi: match qp.srq {
-                None => word(DbQpSlot::RQ_PI_OFF),
-                Some(_) => qp.rq.ci,
+            // A QP with an SRQ, or an XRC_INI QP, has no receive queue: its rq_pi means
+            // nothing.
+            rq_pi: match qp.has_own_rq() {
+                true => word(DbQpSlot::RQ_PI_OFF),
+                false => qp.rq.ci,
             },
         }
     }
@@ -193,6 +203,7 @@ fn plan(rnic: &Rnic, st: &mut RnicState, qpn: u32, now: Instant) -> Plan {
     };
     let rung = Rung::read(rnic, qp);
     let Rung { sq_pi, rq_pi } = rung;
+    let qp_kind = qp.kind;
     if rung.overrun(qp) && qp.state != QpState::Err {
         st.warn(
             rnic,
@@ -218,7 +229,8 @@ fn plan(rnic: &Rnic, st: &mut RnicState, qpn: u32, now: Instant) -> Plan {
                     return Plan::Worked;
                 }
             };
-            if memory_ops::is_memory_op(wqe.opcode) {
+            // XRC_INI has no memory operations (SPEC "XRC"): resolve refuses them.
+            if memory_ops::is_memory_op(wqe.opcode) && qp_kind != QpType::XrcIni {
                 return memory_op(rnic, st, &mem, qpn, addr, &wqe);
             }
             match resolve(rnic, st, &mem, qpn, addr, wqe) {
@@ -304,6 +316,26 @@ fn read_wqe(mem: &RamSnapshot, st: &RnicState, qpn: u32) -> Result<(u64, SendWqe
     Ok((addr, wqe))
 }
 
+/// The opcodes of an XRC_INI QP: those of RC but SEND_WITH_INV and the memory operations.
+fn xrc_opcode(opcode: WrOpcode) -> bool {
+    use WrOpcode::*;
+    matches!(
+        opcode,
+        RdmaWrite | RdmaWriteWithImm | Send | SendWithImm | RdmaRead
+    ) || atomic::is_atomic(opcode)
+}
+
+/// The remote_srqn of the xrc_seg at offset 32 of an XRC_INI WQE (reserved fields zero).
+fn read_xrc_seg(mem: &RamSnapshot, addr: u64) -> Result<u32, Failure> {
+    let seg: XrcSeg = mem
+        .read_obj(addr + SendWqeHeader::SIZE as u64)
+        .map_err(|_| (WcStatus::LocQpOpErr, VendorErr::DmaFault))?;
+    match seg.nonzero_reserved() {
+        Some(_) => Err((WcStatus::LocQpOpErr, VendorErr::BadWqe)),
+        None => Ok(seg.remote_srqn.to_native()),
+    }
+}
+
 /// Resolves the next chunk of the head WQE into a transfer (or the WQE's failure).
 fn resolve(
     rnic: &Rnic,
@@ -324,6 +356,9 @@ fn resolve(
     if qp.kind == QpType::Uc && no_response {
         return Err(fail(bad_opcode));
     }
+    if qp.kind == QpType::XrcIni && !xrc_opcode(opcode) {
+        return Err(fail(bad_opcode));
+    }
     let known_flags = SendFlags::ALL.iter().fold(0u8, |acc, f| acc | u8::from(*f));
     if wqe.flags & !known_flags != 0 || wqe.nonzero_reserved().is_some() {
         return Err(fail(bad));
@@ -334,17 +369,23 @@ fn resolve(
         )),
         false => None,
     };
-    // Datagram WQEs carry their payload after the ud_av.
-    let payload_off = match datagram {
-        Some(_) => u64::from(UD_PAYLOAD_OFFSET),
-        None => SendWqeHeader::SIZE as u64,
-    };
     let stride = 1u64 << qp.sq.ring.entry_shift;
+    // XRC_INI WQEs name the target's SRQ in an xrc_seg (SPEC "XRC").
+    let remote_srqn = match qp.kind {
+        QpType::XrcIni => Some(read_xrc_seg(mem, addr).map_err(fail)?),
+        _ => None,
+    };
+    // Datagram WQEs carry their payload after the ud_av, XRC_INI ones after the xrc_seg.
+    let payload_off = match (&datagram, remote_srqn) {
+        (Some(_), _) => u64::from(UD_PAYLOAD_OFFSET),
+        (None, Some(_)) => u64::from(XRC_PAYLOAD_OFFSET),
+        (None, None) => SendWqeHeader::SIZE as u64,
+    };
     let payload = addr + payload_off;
     let offset = qp.sq_offset;
     let mut atomic_seg = None;
     let (len, pieces) = if atomic::is_atomic(opcode) && datagram.is_none() {
-        let (seg, sge) = atomic::read_wqe(mem, addr, &wqe, stride).map_err(fail)?;
+        let (seg, sge) = atomic::read_wqe(mem, addr, payload_off, &wqe, stride).map_err(fail)?;
         atomic_seg = Some(seg);
         let sges = [sge];
         let access = u32::from(Access::LocalWrite);
@@ -426,7 +467,11 @@ fn resolve(
         dest,
         src_gid,
         dest_qpn: qp.attr.dest_qp_num.to_native(),
-        transport: qp.kind,
+        transport: match qp.kind {
+            QpType::XrcIni => QpType::XrcTgt,
+            kind => kind,
+        },
+        remote_srqn,
         atomic: atomic_seg,
         datagram,
         mem: mem.clone(),
@@ -464,6 +509,7 @@ fn carry_out(peers: &dyn Peers, rnic: &Rnic, t: &Transfer) -> Response {
         src_qpn: t.qpn,
         dest_qpn: t.dest_qpn,
         transport: t.transport,
+        remote_srqn: t.remote_srqn,
         atomic: t.atomic,
         psn: t.psn,
         packets: t.packets,

@@ -24,8 +24,10 @@ pub struct Request<'a> {
     pub src_gid: Option<Gid>,
     pub src_qpn: u32,
     pub dest_qpn: u32,
-    /// RC or UC: a target QP of another type does not answer.
+    /// RC, UC or XRC_TGT: a target QP of another type does not answer.
     pub transport: QpType,
+    /// XRC: the SRQ of the target's XRC domain the request is for (SPEC "XRC").
+    pub remote_srqn: Option<u32>,
     /// Atomics: the operands (SPEC "Atomics").
     pub atomic: Option<AtomicSeg>,
     /// PSN of the request's first packet, and how many packets it takes.
@@ -150,9 +152,14 @@ fn accept(rnic: &Rnic, st: &mut RnicState, req: &Request) -> Result<Accepted, Re
         }
         post_async(rnic, st, EventType::CommEst, req.dest_qpn, 0);
     }
+    // Remote keys are checked against the QP's PD, or for XRC the named SRQ's.
+    let pdn = match req.remote_srqn {
+        Some(srqn) => xrc_srq(rnic, st, req, srqn)?,
+        None => qp_pdn,
+    };
     let pieces = match req.opcode {
         WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm => {
-            let dst = remote_access(rnic, st, req, Access::RemoteWrite)?;
+            let dst = remote_access(rnic, st, req, Access::RemoteWrite, pdn)?;
             if req.imm.is_some() && !receive::claim(rnic, st, req.dest_qpn) {
                 return Err(rnr(st, req.dest_qpn));
             }
@@ -161,7 +168,7 @@ fn accept(rnic: &Rnic, st: &mut RnicState, req: &Request) -> Result<Accepted, Re
         WrOpcode::Send | WrOpcode::SendWithImm => send_buffers(rnic, st, &mem, req)?,
         WrOpcode::SendWithInv => {
             let pieces = send_buffers(rnic, st, &mem, req)?;
-            if !memory_ops::can_invalidate_remotely(&st.objects, req.rkey, req.dest_qpn, qp_pdn) {
+            if !memory_ops::can_invalidate_remotely(&st.objects, req.rkey, req.dest_qpn, pdn) {
                 return Err(refuse_invalidation(rnic, st, &mem, req));
             }
             pieces
@@ -181,9 +188,11 @@ fn accept(rnic: &Rnic, st: &mut RnicState, req: &Request) -> Result<Accepted, Re
                     VendorErr::RemoteAccess,
                 ));
             }
-            remote_access(rnic, st, req, Access::RemoteRead)?
+            remote_access(rnic, st, req, Access::RemoteRead, pdn)?
         }
-        WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd => atomic_target(rnic, st, req)?,
+        WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd => {
+            atomic_target(rnic, st, req, pdn)?
+        }
         WrOpcode::LocalInv | WrOpcode::BindMw | WrOpcode::RegMr => {
             return Err(fail(
                 rnic,
@@ -207,6 +216,34 @@ fn accept(rnic: &Rnic, st: &mut RnicState, req: &Request) -> Result<Accepted, Re
         epoch: qp.epoch,
         _in_flight: rnic.fence.enter(),
     })
+}
+
+/// The PD of the XRC SRQ `srqn` a request to an XRC_TGT QP names, which the QP then takes
+/// its receive WQE from. An SRQ that is not an XRC SRQ of the QP's domain: the TGT QP moves
+/// to ERR with QP_REQ_ERR, the requester gets REM_INV_REQ_ERR (BAD_SRQ).
+fn xrc_srq(rnic: &Rnic, st: &mut RnicState, req: &Request, srqn: u32) -> Result<u32, Response> {
+    let qpn = req.dest_qpn;
+    let xrcdn = st.objects.qp(qpn).and_then(|qp| qp.xrcdn);
+    let pdn = st
+        .objects
+        .srqs
+        .get(srqn)
+        .filter(|srq| srq.xrc.is_some_and(|x| Some(x.xrcdn) == xrcdn))
+        .map(|srq| srq.pdn);
+    let taker = st.objects.qp_mut(qpn).and_then(|qp| qp.srq.as_mut());
+    match (pdn, taker) {
+        // A message keeps the WQE it took; a new one names its SRQ.
+        (Some(pdn), Some(s)) if s.taken.is_none() || s.srqn == srqn => {
+            s.srqn = srqn;
+            Ok(pdn)
+        }
+        // No such SRQ, or one other than that of the WQE the QP holds for an unfinished
+        // message (its requester restarted mid-message).
+        _ => {
+            let (event, status) = (EventType::QpReqErr, WcStatus::RemInvReqErr);
+            Err(fail(rnic, st, qpn, event, status, VendorErr::BadSrq))
+        }
+    }
 }
 
 /// After the copy: advance the PSN and complete the receive, or report the fault.
@@ -268,7 +305,12 @@ fn complete(
 /// The target word of an atomic: the responder takes atomics (max_dest_rd_atomic), the
 /// address is 8-byte aligned (MISALIGNED), and rkey, PD, bounds and REMOTE_ATOMIC of the
 /// MR and the QP allow it (SPEC "Atomics").
-fn atomic_target(rnic: &Rnic, st: &mut RnicState, req: &Request) -> Result<Pieces, Response> {
+fn atomic_target(
+    rnic: &Rnic,
+    st: &mut RnicState,
+    req: &Request,
+    pdn: u32,
+) -> Result<Pieces, Response> {
     let takes_atomics = st
         .objects
         .qp(req.dest_qpn)
@@ -282,7 +324,7 @@ fn atomic_target(rnic: &Rnic, st: &mut RnicState, req: &Request) -> Result<Piece
         let (event, status) = (EventType::QpReqErr, WcStatus::RemInvReqErr);
         return Err(fail(rnic, st, req.dest_qpn, event, status, why));
     }
-    remote_access(rnic, st, req, Access::RemoteAtomic)
+    remote_access(rnic, st, req, Access::RemoteAtomic, pdn)
 }
 
 /// The target QP moves to ERR with an async event; the requester gets `status`. A UC
@@ -317,8 +359,13 @@ fn fail(
 }
 
 /// The pieces of the target MR (or window) range named by rkey, checked for `access`
-/// (SPEC: key, PD, access of MR or window and QP, bounds).
-fn remote_range(st: &RnicState, req: &Request, access: Access) -> Result<Pieces, VendorErr> {
+/// (SPEC: key, PD `pdn` (the QP's, or an XRC SRQ's), access of MR or window and QP, bounds).
+fn remote_range(
+    st: &RnicState,
+    req: &Request,
+    access: Access,
+    pdn: u32,
+) -> Result<Pieces, VendorErr> {
     let qp = st.objects.qp(req.dest_qpn).ok_or(VendorErr::Unreachable)?;
     let bit = u32::from(access);
     if req.len == 0 {
@@ -332,7 +379,7 @@ fn remote_range(st: &RnicState, req: &Request, access: Access) -> Result<Pieces,
     }
     // An MR, a VALID fast-registration MR or a bound window (objects::keys).
     let key = st.objects.remote_key(req.rkey, req.dest_qpn)?;
-    if key.pdn() != qp.pdn {
+    if key.pdn() != pdn {
         return Err(VendorErr::PdMismatch);
     }
     if !key.allows(bit) || qp.attr.qp_access_flags.to_native() & bit == 0 {
@@ -367,8 +414,9 @@ fn remote_access(
     st: &mut RnicState,
     req: &Request,
     access: Access,
+    pdn: u32,
 ) -> Result<Pieces, Response> {
-    remote_range(st, req, access).map_err(|why| {
+    remote_range(st, req, access, pdn).map_err(|why| {
         fail(
             rnic,
             st,

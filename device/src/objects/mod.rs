@@ -12,6 +12,7 @@ pub mod qp;
 pub mod queues;
 pub mod srq;
 pub mod table;
+pub mod xrcd;
 
 use std::collections::{BTreeSet, HashMap};
 use table::Table;
@@ -22,6 +23,7 @@ pub use mr::Mr;
 pub use qp::Qp;
 pub use queues::{Cq, Eq, Ring, WorkQueue};
 pub use srq::Srq;
+pub use xrcd::Xrcd;
 
 /// Most page-list entries all MRs of one device may hold together (16M entries: 128 MiB of
 /// host memory, 64 GiB of 4 KiB pages). Contiguous lists hold none.
@@ -244,6 +246,8 @@ pub struct Objects {
     pub qps: Table<Qp>,
     /// SRQs by srqn.
     pub srqs: Table<Srq>,
+    /// XRC domains by xrcdn.
+    pub xrcds: Table<Xrcd>,
     /// The QP whose doorbell is at (page, slot), for a scan of the slot flags.
     qp_slots: HashMap<(u32, u32), u32>,
     /// QPs that may have work for the data path: a flagged doorbell, a state change, a
@@ -268,6 +272,7 @@ impl Objects {
             eqs: Table::new(bar0::MAX_EQ_RESET as usize),
             qps: Table::new((bar0::MAX_QP_RESET as usize).min(1 << QPN_INDEX_BITS)),
             srqs: Table::new(vrnic_hw::MAX_SRQ as usize),
+            xrcds: Table::new(vrnic_hw::MAX_XRCD as usize),
             qp_slots: HashMap::new(),
             active: BTreeSet::new(),
             gsi_qpn: None,
@@ -307,16 +312,21 @@ impl Objects {
         ))
     }
 
-    /// Stores a QP at `index` (from `next_qpn`) and remembers where its doorbell is.
+    /// Stores a QP at `index` (from `next_qpn`) and remembers where its doorbell is (an
+    /// XRC_TGT QP has none).
     pub fn insert_qp(&mut self, index: usize, qp: Qp) {
-        self.qp_slots.insert((qp.db_page, qp.db_slot), qp.qpn);
+        if qp.has_doorbell() {
+            self.qp_slots.insert((qp.db_page, qp.db_slot), qp.qpn);
+        }
         self.qps.insert_at(index, qp);
     }
 
     pub fn remove_qp(&mut self, qpn: u32) -> Option<Qp> {
         self.qp(qpn)?;
         let qp = self.qps.remove(qpn & QPN_INDEX_MASK)?;
-        self.qp_slots.remove(&(qp.db_page, qp.db_slot));
+        if qp.has_doorbell() {
+            self.qp_slots.remove(&(qp.db_page, qp.db_slot));
+        }
         self.active.remove(&qpn);
         if self.gsi_qpn == Some(qpn) {
             self.gsi_qpn = None;
@@ -470,6 +480,7 @@ mod tests {
             epoch: 0,
             receive_in_flight: false,
             srq: None,
+            xrcdn: None,
         }
     }
 

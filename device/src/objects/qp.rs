@@ -1,5 +1,5 @@
-//! Queue pairs (RC, UC, and the datagram types UD and GSI) and the IBTA state machine of
-//! MODIFY_QP.
+//! Queue pairs (RC, UC, XRC_INI, XRC_TGT, and the datagram types UD and GSI) and the IBTA
+//! state machine of MODIFY_QP.
 
 use super::queues::WorkQueue;
 use std::time::Instant;
@@ -62,8 +62,12 @@ pub struct Qp {
     /// A request into this QP's receive queue is being placed outside the device lock: the
     /// head receive WQE must not be flushed until it ends.
     pub receive_in_flight: bool,
-    /// QP_FLAG_SRQ: the SRQ receives come from (the QP's own `rq` is then unused).
+    /// QP_FLAG_SRQ: the SRQ receives come from (the QP's own `rq` is then unused). An
+    /// XRC_TGT QP has one too: `srqn` is that of the message it is receiving, named by the
+    /// request (SPEC "XRC").
     pub srq: Option<QpSrq>,
+    /// XRC_TGT: its XRC domain.
+    pub xrcdn: Option<u32>,
 }
 
 /// A QP's part of the SRQ it takes receive WQEs from.
@@ -72,6 +76,7 @@ pub struct QpSrq {
     pub srqn: u32,
     /// The SRQ WQE (free-running index) this QP took for the message it is receiving; a
     /// message of several chunks keeps it until it completes.
+    /// (An XRC_TGT QP names its SRQ per message: `srqn` is only meaningful with `taken`.)
     pub taken: Option<u32>,
     /// The QP entered ERR: flush `taken`, then post QP_LAST_WQE_REACHED.
     pub last_wqe_due: bool,
@@ -111,8 +116,38 @@ pub fn transition(kind: QpType, from: QpState, to: QpState) -> Option<(u32, u32)
     match kind {
         QpType::Ud | QpType::Gsi => datagram_transition(kind == QpType::Gsi, from, to),
         QpType::Uc => uc_transition(from, to),
-        _ => rc_transition(from, to),
+        QpType::XrcIni => xrc_ini_transition(from, to),
+        QpType::XrcTgt => xrc_tgt_transition(from, to),
+        QpType::Rc => rc_transition(from, to),
     }
+}
+
+/// XRC_INI: an RC requester without a receive side, so none of the responder's attributes
+/// (MAX_DEST_RD_ATOMIC, MIN_RNR_TIMER) anywhere (ib_modify_qp_is_ok's XRC_INI column).
+fn xrc_ini_transition(from: QpState, to: QpState) -> Option<(u32, u32)> {
+    use mask::*;
+    use QpState::*;
+    let responder = MAX_DEST_RD_ATOMIC | MIN_RNR_TIMER;
+    let (required, optional) = rc_transition(from, to)?;
+    Some(match (from, to) {
+        (Init, Rtr) => (required & !responder, optional),
+        (Sqe, Rts) => return None,
+        _ => (required, optional & !responder),
+    })
+}
+
+/// XRC_TGT: an RC responder that never sends, so RTS needs only SQ_PSN and TIMEOUT and
+/// no requester retry or READ attributes are taken (ib_modify_qp_is_ok's XRC_TGT column).
+fn xrc_tgt_transition(from: QpState, to: QpState) -> Option<(u32, u32)> {
+    use mask::*;
+    use QpState::*;
+    let requester = RETRY_CNT | RNR_RETRY | MAX_QP_RD_ATOMIC;
+    let (required, optional) = rc_transition(from, to)?;
+    Some(match (from, to) {
+        (Rtr, Rts) => (SQ_PSN | TIMEOUT, optional),
+        (Sqe, Rts) => return None,
+        _ => (required, optional & !requester),
+    })
 }
 
 /// UD and GSI: a Q_Key instead of a connection. The GSI QP needs no port (ib_mad gives
@@ -190,6 +225,31 @@ fn rc_transition(from: QpState, to: QpState) -> Option<(u32, u32)> {
 }
 
 impl Qp {
+    /// Every QP but an XRC_TGT one has a doorbell slot (and rings).
+    pub fn has_doorbell(&self) -> bool {
+        self.kind != QpType::XrcTgt
+    }
+
+    /// Whether the QP has a receive queue of its own (not with an SRQ, not XRC).
+    pub fn has_own_rq(&self) -> bool {
+        self.srq.is_none() && !matches!(self.kind, QpType::XrcIni | QpType::XrcTgt)
+    }
+
+    /// Whether the QP's completions go to CQ `cqn` (an XRC_INI QP has no receive CQ, an
+    /// XRC_TGT QP no CQ at all: its SRQs have them).
+    pub fn uses_cq(&self, cqn: u32) -> bool {
+        match self.kind {
+            QpType::XrcTgt => false,
+            QpType::XrcIni => self.send_cqn == cqn,
+            _ => self.send_cqn == cqn || self.recv_cqn == cqn,
+        }
+    }
+
+    /// Whether the QP is in PD `pdn` (an XRC_TGT QP has no PD).
+    pub fn uses_pd(&self, pdn: u32) -> bool {
+        self.kind != QpType::XrcTgt && self.pdn == pdn
+    }
+
     /// A UD or GSI QP: sends carry an address vector, receives get a GRH.
     pub fn is_datagram(&self) -> bool {
         matches!(self.kind, QpType::Ud | QpType::Gsi)
@@ -267,6 +327,45 @@ mod tests {
             Some(0)
         );
         assert!(uc(Reset, Rtr).is_none());
+    }
+
+    #[test]
+    fn xrc_transitions_follow_the_xrc_columns_of_ib_modify_qp_is_ok() {
+        use mask::*;
+        use QpState::*;
+        let ini = |from, to| transition(QpType::XrcIni, from, to);
+        let tgt = |from, to| transition(QpType::XrcTgt, from, to);
+        assert_eq!(
+            ini(Init, Rtr).map(|t| t.0),
+            Some(AV | PATH_MTU | DEST_QPN | RQ_PSN)
+        );
+        assert_eq!(
+            tgt(Init, Rtr).map(|t| t.0),
+            Some(AV | PATH_MTU | DEST_QPN | RQ_PSN | MAX_DEST_RD_ATOMIC | MIN_RNR_TIMER)
+        );
+        assert_eq!(
+            ini(Rtr, Rts).map(|t| t.0),
+            Some(SQ_PSN | TIMEOUT | RETRY_CNT | RNR_RETRY | MAX_QP_RD_ATOMIC)
+        );
+        assert_eq!(ini(Rtr, Rts).map(|t| t.1 & MIN_RNR_TIMER), Some(0));
+        assert_eq!(
+            tgt(Rtr, Rts),
+            Some((SQ_PSN | TIMEOUT, CUR_STATE | ACCESS_FLAGS | MIN_RNR_TIMER))
+        );
+        assert_eq!(
+            tgt(Sqd, Sqd).map(|t| t.1 & (RETRY_CNT | RNR_RETRY | MAX_QP_RD_ATOMIC)),
+            Some(0)
+        );
+        assert_eq!(
+            ini(Sqd, Sqd).map(|t| t.1 & (MAX_DEST_RD_ATOMIC | MIN_RNR_TIMER)),
+            Some(0)
+        );
+        assert_eq!(
+            ini(Reset, Init),
+            Some((PKEY_INDEX | PORT | ACCESS_FLAGS, 0))
+        );
+        assert!(ini(Sqe, Rts).is_none() && tgt(Sqe, Rts).is_none());
+        assert!(tgt(Init, Rts).is_none());
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //! with its srqn take their receive WQEs from, in index order.
 //!
 //! An SRQ lives in its device's object tables like every other object, and only QPs of that
-//! device use it, so taking a WQE needs nothing but that device's lock.
+//! device use it, so taking a WQE needs nothing but that device's lock. An XRC SRQ (SPEC
+//! "XRC") is served by the XRC_TGT QPs of its domain, each request naming it, and completes
+//! on a CQ of its own.
 
 use super::queues::Ring;
 
@@ -22,6 +24,16 @@ pub struct Srq {
     pub limit: u32,
     /// A doorbell overflowed: the SRQ takes no more WQEs (SRQ_ERR was posted).
     pub error: bool,
+    /// XRC SRQs: their domain and CQ. None for a basic SRQ.
+    pub xrc: Option<XrcSrq>,
+}
+
+/// What makes an SRQ an XRC SRQ: the XRC domain whose TGT QPs serve it, and the CQ its
+/// completions go to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct XrcSrq {
+    pub xrcdn: u32,
+    pub cqn: u32,
 }
 
 /// What taking a WQE from an SRQ found.
@@ -89,6 +101,7 @@ mod tests {
             ci: 0,
             limit: 0,
             error: false,
+            xrc: None,
         }
     }
 

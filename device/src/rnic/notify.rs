@@ -77,7 +77,7 @@ pub fn post_cqe(
             .objects
             .qps
             .iter()
-            .filter(|(_, qp)| qp.send_cqn == cqn || qp.recv_cqn == cqn)
+            .filter(|(_, qp)| qp.uses_cq(cqn))
             .map(|(_, qp)| qp.qpn)
             .collect();
         for qpn in hit {

@@ -761,6 +761,10 @@ impl FakeDriver {
                 RnrRetry,
                 MaxQpRdAtomic,
             ]),
+            // XRC (ib_modify_qp_is_ok's XRC columns): an initiator has no responder
+            // attributes, a target no requester ones.
+            QpType::XrcIni => !mask(&[MaxDestRdAtomic, MinRnrTimer]),
+            QpType::XrcTgt => !mask(&[RetryCnt, RnrRetry, MaxQpRdAtomic]),
             _ => u32::MAX,
         };
         self.qp_to_init(qp, o.access).ok();

@@ -21,7 +21,8 @@
 //! - `queues`: work requests, posting (SPEC doorbell protocol), CQ/EQ polling and arming;
 //! - `pair`: two connected QPs, on two devices or on one (loopback), for data-path tests;
 //! - `srq`: shared receive queues and the QPs that take their receives from them;
-//! - `ud`: datagram QPs (UD, GSI) brought to RTS, and their address vectors.
+//! - `ud`: datagram QPs (UD, GSI) brought to RTS, and their address vectors;
+//! - `xrc`: XRC domains, XRC SRQs, XRC_INI and XRC_TGT QPs.
 //!
 //! Every wait has a deadline (`TIMEOUT`): a broken device fails a test, never hangs it.
 #![allow(dead_code, unused_imports, unused_macros)]
@@ -37,6 +38,7 @@ pub mod srq;
 pub mod test_model;
 pub mod ud;
 pub mod vfio;
+pub mod xrc;
 
 pub use commands::*;
 pub use devices::TestDevices;
@@ -48,6 +50,7 @@ pub use pair::{Pair, Topology, Which};
 pub use queues::*;
 pub use srq::*;
 pub use ud::*;
+pub use xrc::*;
 
 use std::fs::File;
 use std::os::fd::FromRawFd;

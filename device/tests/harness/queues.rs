@@ -122,16 +122,23 @@ impl QpCaps {
     pub fn payload_offset(&self) -> usize {
         if self.is_datagram() {
             UD_PAYLOAD_OFFSET as usize
+        } else if self.qp_type == QpType::XrcIni {
+            XRC_PAYLOAD_OFFSET as usize
         } else {
             SendWqeHeader::SIZE
         }
     }
 
-    /// The smallest send WQE holding the header (and ud_av) and max(SGEs, inline data).
+    /// The smallest send WQE holding the header (and ud_av or xrc_seg) and max(SGEs,
+    /// inline data).
     pub fn sq_wqe_shift(&self) -> u32 {
         let need = self.payload_offset()
             + (Sge::SIZE * usize::from(self.max_send_sge)).max(self.max_inline as usize);
-        (SEND_WQE_SHIFT_MIN..=SEND_WQE_SHIFT_MAX)
+        let min = match self.qp_type {
+            QpType::XrcIni => XRC_SEND_WQE_SHIFT_MIN,
+            _ => SEND_WQE_SHIFT_MIN,
+        };
+        (min..=SEND_WQE_SHIFT_MAX)
             .find(|s| need <= 1 << s)
             .expect("send WQE too large")
     }
@@ -226,6 +233,8 @@ pub struct SendWr {
     pub av: Option<UdAv>,
     /// Atomics: the operands (an atomic_seg between the header and the SGE).
     pub atomic: Option<AtomicSeg>,
+    /// XRC_INI: the target's SRQ (an xrc_seg after the header).
+    pub xrc_srqn: Option<u32>,
 }
 
 impl SendWr {
@@ -241,7 +250,14 @@ impl SendWr {
             imm: [0; 4],
             av: None,
             atomic: None,
+            xrc_srqn: None,
         }
+    }
+
+    /// For an XRC_INI QP: the request is for XRC SRQ `srqn` of the target.
+    pub fn for_srq(mut self, srqn: u32) -> Self {
+        self.xrc_srqn = Some(srqn);
+        self
     }
 
     /// ATOMIC_CMP_AND_SWP of the word at `remote`'s byte `remote_offset`: stores `swap` if
@@ -372,6 +388,13 @@ impl SendWr {
         let mut out = hdr.as_slice().to_vec();
         if let Some(av) = &self.av {
             out.extend_from_slice(av.as_slice());
+        }
+        if let Some(srqn) = self.xrc_srqn {
+            let seg = XrcSeg {
+                remote_srqn: srqn.into(),
+                ..Default::default()
+            };
+            out.extend_from_slice(seg.as_slice());
         }
         if let Some(seg) = &self.atomic {
             out.extend_from_slice(seg.as_slice());

@@ -57,9 +57,9 @@ enum vrnic_cq_arm {
 #define VRNIC_BAR0_VERSION_READABLE_MASK 0xFFFFFFFFu
 #define VRNIC_BAR0_VERSION_RESERVED_MASK 0x0u
 
-/* Capability flags. (ro, reset 0x3FF) */
+/* Capability flags. (ro, reset 0x7FF) */
 #define VRNIC_BAR0_CAPS_OFF 0x004
-#define VRNIC_BAR0_CAPS_RESET 0x3FFu
+#define VRNIC_BAR0_CAPS_RESET 0x7FFu
 #define VRNIC_BAR0_CAPS_POLLED_DOORBELLS_SHIFT 0 /* ro: Doorbells are polled from the doorbell BAR; kicks follow the POLL_STATE protocol. */
 #define VRNIC_BAR0_CAPS_POLLED_DOORBELLS_MASK 0x1u
 #define VRNIC_BAR0_CAPS_INLINE_SHIFT 1 /* ro: Send WQEs may carry inline data. */
@@ -80,7 +80,7 @@ enum vrnic_cq_arm {
 #define VRNIC_BAR0_CAPS_MW_MASK 0x100u
 #define VRNIC_BAR0_CAPS_UC_SHIFT 9 /* ro: UC QPs. */
 #define VRNIC_BAR0_CAPS_UC_MASK 0x200u
-#define VRNIC_BAR0_CAPS_XRC_SHIFT 10 /* ro: XRC: XRC domains, XRC SRQs, XRC_INI and XRC_TGT QPs (see XRC; 0 until the device implements them). */
+#define VRNIC_BAR0_CAPS_XRC_SHIFT 10 /* ro: XRC: XRC domains, XRC SRQs, XRC_INI and XRC_TGT QPs (see XRC). */
 #define VRNIC_BAR0_CAPS_XRC_MASK 0x400u
 #define VRNIC_BAR0_CAPS_WRITABLE_MASK 0x0u
 #define VRNIC_BAR0_CAPS_W1C_MASK 0x0u

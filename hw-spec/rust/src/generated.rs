@@ -286,7 +286,7 @@ pub mod bar0 {
     };
     /// Capability flags.
     pub const CAPS: u64 = 4;
-    pub const CAPS_RESET: u32 = 0x3FF;
+    pub const CAPS_RESET: u32 = 0x7FF;
     /// Doorbells are polled from the doorbell BAR; kicks follow the POLL_STATE protocol. (ro)
     pub const CAPS_POLLED_DOORBELLS_SHIFT: u32 = 0;
     pub const CAPS_POLLED_DOORBELLS_MASK: u32 = 0x1;
@@ -317,7 +317,7 @@ pub mod bar0 {
     /// UC QPs. (ro)
     pub const CAPS_UC_SHIFT: u32 = 9;
     pub const CAPS_UC_MASK: u32 = 0x200;
-    /// XRC: XRC domains, XRC SRQs, XRC_INI and XRC_TGT QPs (see XRC; 0 until the device implements them). (ro)
+    /// XRC: XRC domains, XRC SRQs, XRC_INI and XRC_TGT QPs (see XRC). (ro)
     pub const CAPS_XRC_SHIFT: u32 = 10;
     pub const CAPS_XRC_MASK: u32 = 0x400;
     pub const CAPS_WRITABLE_MASK: u32 = 0x0;
