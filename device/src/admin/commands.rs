@@ -86,8 +86,9 @@ fn run(
         DeallocMw => super::mw::dealloc_mw(st, &checked(cmd)?),
         AllocXrcd => super::xrcd::alloc_xrcd(rnic, st, &checked(cmd)?),
         DeallocXrcd => super::xrcd::dealloc_xrcd(rnic, st, &checked(cmd)?),
-        // Specified (SPEC "Resizing a CQ", "Memory keys"), not implemented yet.
-        ResizeCq | ReregMr => Err(CmdError::general(AqStatus::NotSupported)),
+        ResizeCq => super::queues::resize_cq(rnic, st, mem, reads, &checked(cmd)?),
+        // Specified (SPEC "Memory keys"), not implemented yet.
+        ReregMr => Err(CmdError::general(AqStatus::NotSupported)),
     }
 }
 
@@ -124,7 +125,9 @@ reserved!(
     CmdModifyQp,
     CmdSetGid,
     CmdCreateSrq,
-    CmdModifySrq
+    CmdModifySrq,
+    CmdResizeCq,
+    CmdReregMr
 );
 
 /// Decodes a command, refusing non-zero reserved fields.

@@ -529,6 +529,31 @@ impl FakeDriver {
         self.create_cq_with(uctx, depth_log2, Layout::Contiguous)
     }
 
+    /// RESIZE_CQ of `cq` to a new ring of 2^depth_log2 entries, from the driver's ci.
+    pub fn resize_cq_cmd(&mut self, cq: &Cq, depth_log2: u32) -> (CmdResizeCq, Ring) {
+        let ring = self.alloc_ring(depth_log2, Cqe::SIZE.trailing_zeros(), Layout::Scattered);
+        let cmd = CmdResizeCq {
+            hdr: header(AqOpcode::ResizeCq),
+            cqn: cq.cqn.into(),
+            uctx: cq.uctx.into(),
+            depth_log2: depth_log2 as u8,
+            ci: cq.ci.into(),
+            ring: ring.page_list,
+            ..Default::default()
+        };
+        (cmd, ring)
+    }
+
+    /// Resizes `cq` as a driver does (SPEC "Resizing a CQ"): on success it continues at
+    /// ci 0 in the new ring. Returns the number of CQEs the device moved.
+    pub fn resize_cq(&mut self, cq: &mut Cq, depth_log2: u32) -> u32 {
+        let (cmd, ring) = self.resize_cq_cmd(cq, depth_log2);
+        let moved = self.admin(&cmd).ok()[0];
+        cq.ring = ring;
+        cq.ci = 0;
+        moved
+    }
+
     pub fn destroy_cq(&mut self, cq: &Cq) -> AdminResult {
         self.admin(&cmd_handle(AqOpcode::DestroyCq, cq.cqn, cq.uctx))
     }
