@@ -42,7 +42,11 @@ pub fn execute(
     let revokes = outcome.is_ok()
         && matches!(
             opcode,
-            Ok(AqOpcode::DeregMr | AqOpcode::DeallocMw | AqOpcode::DestroyQp | AqOpcode::ModifyQp)
+            Ok(AqOpcode::DeregMr
+                | AqOpcode::ReregMr
+                | AqOpcode::DeallocMw
+                | AqOpcode::DestroyQp
+                | AqOpcode::ModifyQp)
         );
     (
         super::completion(hdr.cmd_id.to_native(), hdr.opcode, outcome),
@@ -87,8 +91,7 @@ fn run(
         AllocXrcd => super::xrcd::alloc_xrcd(rnic, st, &checked(cmd)?),
         DeallocXrcd => super::xrcd::dealloc_xrcd(rnic, st, &checked(cmd)?),
         ResizeCq => super::queues::resize_cq(rnic, st, mem, reads, &checked(cmd)?),
-        // Specified (SPEC "Memory keys"), not implemented yet.
-        ReregMr => Err(CmdError::general(AqStatus::NotSupported)),
+        ReregMr => super::memory::rereg_mr(st, mem, reads, &checked(cmd)?),
     }
 }
 

@@ -374,6 +374,44 @@ impl FakeDriver {
         (cmd, mr)
     }
 
+    /// REREG_MR of `mr` with `flags`: CHANGE_PD to `pd`, CHANGE_ACCESS to `access`,
+    /// CHANGE_TRANSLATION onto new pages of `len` bytes (allocated here). Returns the
+    /// command and the MR as it will be once the command succeeds (same key).
+    pub fn rereg_mr_cmd(
+        &mut self,
+        mr: &Mr,
+        flags: u32,
+        pd: u32,
+        access: u32,
+        len: u64,
+    ) -> (CmdReregMr, Mr) {
+        let mut cmd = CmdReregMr {
+            hdr: header(AqOpcode::ReregMr),
+            mkey: mr.key.into(),
+            flags: flags.into(),
+            uctx: mr.uctx.into(),
+            ..Default::default()
+        };
+        let mut new = mr.clone();
+        if flags & rereg_flags::CHANGE_PD != 0 {
+            cmd.pdn = pd.into();
+            new.pd = pd;
+        }
+        if flags & rereg_flags::CHANGE_ACCESS != 0 {
+            cmd.access = access.into();
+            new.access = access;
+        }
+        if flags & rereg_flags::CHANGE_TRANSLATION != 0 {
+            let (reg, fresh) = self.reg_mr_cmd(MrSpec::new(mr.uctx, new.pd, len, new.access));
+            (cmd.iova, cmd.length, cmd.pages) = (reg.iova, reg.length, reg.pages);
+            new = Mr {
+                key: mr.key,
+                ..fresh
+            };
+        }
+        (cmd, new)
+    }
+
     pub fn reg_mr_with(&mut self, spec: MrSpec) -> Mr {
         let (cmd, mut mr) = self.reg_mr_cmd(spec);
         mr.key = self.admin(&cmd).ok()[0];
