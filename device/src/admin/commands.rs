@@ -42,7 +42,11 @@ pub fn execute(
     let revokes = outcome.is_ok()
         && matches!(
             opcode,
-            Ok(AqOpcode::DeregMr | AqOpcode::DeallocMw | AqOpcode::DestroyQp | AqOpcode::ModifyQp)
+            Ok(AqOpcode::DeregMr
+                | AqOpcode::ReregMr
+                | AqOpcode::DeallocMw
+                | AqOpcode::DestroyQp
+                | AqOpcode::ModifyQp)
         );
     (
         super::completion(hdr.cmd_id.to_native(), hdr.opcode, outcome),
@@ -86,8 +90,8 @@ fn run(
         DeallocMw => super::mw::dealloc_mw(st, &checked(cmd)?),
         AllocXrcd => super::xrcd::alloc_xrcd(rnic, st, &checked(cmd)?),
         DeallocXrcd => super::xrcd::dealloc_xrcd(rnic, st, &checked(cmd)?),
-        // Specified (SPEC "Resizing a CQ", "Memory keys"), not implemented yet.
-        ResizeCq | ReregMr => Err(CmdError::general(AqStatus::NotSupported)),
+        ResizeCq => super::queues::resize_cq(rnic, st, mem, reads, &checked(cmd)?),
+        ReregMr => super::memory::rereg_mr(st, mem, reads, &checked(cmd)?),
     }
 }
 
@@ -124,7 +128,9 @@ reserved!(
     CmdModifyQp,
     CmdSetGid,
     CmdCreateSrq,
-    CmdModifySrq
+    CmdModifySrq,
+    CmdResizeCq,
+    CmdReregMr
 );
 
 /// Decodes a command, refusing non-zero reserved fields.

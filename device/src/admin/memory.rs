@@ -1,14 +1,15 @@
-//! REG_MR, ALLOC_MR (fast-registration MRs) and DEREG_MR of either.
+//! REG_MR, REREG_MR, ALLOC_MR (fast-registration MRs) and DEREG_MR of either.
 
 use super::commands::owned;
 use super::error::{bad_field, bad_handle, bad_size, busy, no_resources, permission, CmdResult};
 use super::prefetch::PageListReads;
 use crate::guest_memory::RamSnapshot;
-use crate::objects::keys::FastRegMr;
+use crate::objects::keys::{index_of, FastRegMr};
 use crate::objects::{mr, Mkey, Mr};
 use crate::rnic::RnicState;
 use vrnic_hw::{
-    bar0, CmdAllocMr, CmdHandle, CmdRegMr, PageListMode, KERNEL_UCTX, MAX_FAST_REG_PAGES,
+    bar0, rereg_flags, CmdAllocMr, CmdHandle, CmdRegMr, CmdReregMr, PageList, PageListMode,
+    KERNEL_UCTX, MAX_FAST_REG_PAGES,
 };
 
 fn max_mr_size() -> u64 {
@@ -42,10 +43,7 @@ pub fn reg_mr(
     }
     // Page lists are copied into host memory: bound their total so no guest can make the
     // device allocate without limit (objects::MAX_MTT_ENTRIES). Contiguous lists take none.
-    let listed = match PageListMode::try_from(cmd.pages.mode) {
-        Ok(PageListMode::Contiguous) => 0,
-        _ => cmd.pages.npages.to_native() as usize,
-    };
+    let listed = listed_entries(&cmd.pages);
     if !st.objects.mtt_room_for(listed) {
         return Err(no_resources());
     }
@@ -66,6 +64,117 @@ pub fn reg_mr(
             first_offset,
         },
     );
+    Ok([key, 0, 0, 0])
+}
+
+/// Page-list entries a list holds against the device's budget (contiguous lists none).
+fn listed_entries(pages: &PageList) -> usize {
+    match PageListMode::try_from(pages.mode) {
+        Ok(PageListMode::Contiguous) => 0,
+        _ => pages.npages.to_native() as usize,
+    }
+}
+
+/// REREG_MR (SPEC "Memory keys"): the translation, PD and access of a REG_MR region change
+/// in place under the same key, all at once, once every check passed. A transfer resolves
+/// its pieces under the device lock, so it sees the old region or the new one; the command
+/// completes after the DMA fence (`commands::execute`), so no transfer still uses the old
+/// translation when the driver learns it is done.
+pub fn rereg_mr(
+    st: &mut RnicState,
+    mem: &RamSnapshot,
+    reads: &mut PageListReads,
+    cmd: &CmdReregMr,
+) -> CmdResult<[u32; 4]> {
+    let key = cmd.mkey.to_native();
+    let Some(Mkey::Mr(mr)) = st.objects.mkey(key) else {
+        return Err(bad_handle(CmdReregMr::MKEY_OFF));
+    };
+    owned(mr.uctx, cmd.uctx.to_native(), CmdReregMr::UCTX_OFF)?;
+    let flags = cmd.flags.to_native();
+    if flags == 0 || flags & !rereg_flags::ALL != 0 {
+        return Err(bad_field(CmdReregMr::FLAGS_OFF));
+    }
+    let (pd, access, translation) = (
+        flags & rereg_flags::CHANGE_PD != 0,
+        flags & rereg_flags::CHANGE_ACCESS != 0,
+        flags & rereg_flags::CHANGE_TRANSLATION != 0,
+    );
+    let unnamed = [
+        (!pd && cmd.pdn.to_native() != 0, CmdReregMr::PDN_OFF),
+        (
+            !access && cmd.access.to_native() != 0,
+            CmdReregMr::ACCESS_OFF,
+        ),
+        (
+            !translation && cmd.iova.to_native() != 0,
+            CmdReregMr::IOVA_OFF,
+        ),
+        (
+            !translation && cmd.length.to_native() != 0,
+            CmdReregMr::LENGTH_OFF,
+        ),
+        (
+            !translation && cmd.pages != PageList::default(),
+            CmdReregMr::PAGES_OFF,
+        ),
+    ];
+    if let Some((_, at)) = unnamed.iter().find(|(set, _)| *set) {
+        return Err(bad_field(*at));
+    }
+    let (uctx, held) = (mr.uctx, mr.pages.entries_held());
+    let mut new_pdn = mr.pdn;
+    if pd {
+        new_pdn = cmd.pdn.to_native();
+        let pd = st
+            .objects
+            .pds
+            .get(new_pdn)
+            .ok_or(bad_handle(CmdReregMr::PDN_OFF))?;
+        if pd.uctx != uctx {
+            return Err(permission(CmdReregMr::PDN_OFF));
+        }
+    }
+    let new_access = cmd.access.to_native();
+    if access && !mr::valid_access(new_access) {
+        return Err(bad_field(CmdReregMr::ACCESS_OFF));
+    }
+    let translation = match translation {
+        false => None,
+        true => {
+            let (iova, length) = (cmd.iova.to_native(), cmd.length.to_native());
+            if length == 0 || length > max_mr_size() {
+                return Err(bad_size(CmdReregMr::LENGTH_OFF));
+            }
+            if iova.checked_add(length).is_none() {
+                return Err(bad_field(CmdReregMr::IOVA_OFF));
+            }
+            // The new list replaces the old one in the budget.
+            let listed = listed_entries(&cmd.pages);
+            if !st.objects.mtt_room_for(listed.saturating_sub(held)) {
+                return Err(no_resources());
+            }
+            let shift = u32::from(cmd.pages.page_shift).min(63);
+            let first_offset = iova & ((1u64 << shift) - 1);
+            let pages = reads.read(mem, &cmd.pages, CmdReregMr::PAGES_OFF, first_offset, length)?;
+            Some((iova, length, pages, first_offset))
+        }
+    };
+    if st.objects.mkeys().any(|e| e.binds(key)) {
+        return Err(busy(CmdReregMr::MKEY_OFF));
+    }
+    // Every check passed: the new region replaces the old one under the same key.
+    let Some(Mkey::Mr(mut mr)) = st.objects.remove_key(key) else {
+        return Err(bad_handle(CmdReregMr::MKEY_OFF));
+    };
+    mr.pdn = new_pdn;
+    if access {
+        mr.access = new_access;
+    }
+    if let Some((iova, length, pages, first_offset)) = translation {
+        (mr.iova, mr.length, mr.pages, mr.first_offset) = (iova, length, pages, first_offset);
+    }
+    st.objects.insert_mr(index_of(key) as usize, mr);
     Ok([key, 0, 0, 0])
 }
 

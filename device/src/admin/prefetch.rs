@@ -12,8 +12,8 @@ use super::queues::{ring_bytes, MAX_DEPTH_LOG2};
 use crate::guest_memory::RamSnapshot;
 use crate::objects::page_list::{self, GuestPages, PageListError};
 use vrnic_hw::{
-    AqHeader, AqOpcode, CmdCreateCq, CmdCreateEq, CmdCreateQp, CmdCreateSrq, CmdRegMr, Cqe, Eqe,
-    PageList,
+    AqHeader, AqOpcode, CmdCreateCq, CmdCreateEq, CmdCreateQp, CmdCreateSrq, CmdRegMr, CmdReregMr,
+    CmdResizeCq, Cqe, Eqe, PageList,
 };
 
 /// Which list of which command, covering what.
@@ -55,6 +55,10 @@ impl PageListReads {
             Ok(AqOpcode::CreateCq) => {
                 let c: CmdCreateCq = parse(cmd);
                 ring(&c.ring, CmdCreateCq::RING_OFF, c.depth_log2, Cqe::SIZE);
+            }
+            Ok(AqOpcode::ResizeCq) => {
+                let c: CmdResizeCq = parse(cmd);
+                ring(&c.ring, CmdResizeCq::RING_OFF, c.depth_log2, Cqe::SIZE);
             }
             Ok(AqOpcode::CreateEq) => {
                 let c: CmdCreateEq = parse(cmd);
@@ -100,6 +104,18 @@ impl PageListReads {
                     mem,
                     &c.pages,
                     CmdRegMr::PAGES_OFF,
+                    first_offset,
+                    c.length.to_native(),
+                );
+            }
+            Ok(AqOpcode::ReregMr) => {
+                let c: CmdReregMr = parse(cmd);
+                let shift = u32::from(c.pages.page_shift).min(63);
+                let first_offset = c.iova.to_native() & ((1u64 << shift) - 1);
+                reads.fetch(
+                    mem,
+                    &c.pages,
+                    CmdReregMr::PAGES_OFF,
                     first_offset,
                     c.length.to_native(),
                 );

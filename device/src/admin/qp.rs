@@ -173,6 +173,8 @@ pub fn create_qp(
             dmac: [0; 6],
             waiting: None,
             sq_offset: 0,
+            sq_started: false,
+            sq_drained_due: false,
             comm_established: false,
             next_psn: 0,
             expected_psn: 0,
@@ -259,6 +261,8 @@ fn create_xrc_tgt(rnic: &Rnic, st: &mut RnicState, cmd: &CmdCreateQp) -> CmdResu
             dmac: [0; 6],
             waiting: None,
             sq_offset: 0,
+            sq_started: false,
+            sq_drained_due: false,
             comm_established: false,
             next_psn: 0,
             expected_psn: 0,
@@ -427,10 +431,12 @@ pub fn modify_qp(rnic: &Rnic, st: &mut RnicState, cmd: &CmdModifyQp) -> CmdResul
     } else {
         current
     };
-    let (required, optional) = transition(kind, current, target).ok_or(CmdError::new(
-        AqStatus::BadState,
-        attr_off(QpAttr::QP_STATE_OFF),
-    ))?;
+    let bad_state = CmdError::new(AqStatus::BadState, attr_off(QpAttr::QP_STATE_OFF));
+    let (required, optional) = transition(kind, current, target).ok_or(bad_state)?;
+    if current == QpState::Sqd && target == QpState::Sqd && qp.sq_draining() {
+        // SPEC "Send queue drain": attributes change only once the queue has drained.
+        return Err(bad_state);
+    }
     let given = m & !(mask::STATE | mask::CUR_STATE);
     if given & required != required || given & !(required | optional) != 0 {
         return Err(bad_field(CmdModifyQp::ATTR_MASK_OFF));
@@ -467,7 +473,9 @@ pub fn modify_qp(rnic: &Rnic, st: &mut RnicState, cmd: &CmdModifyQp) -> CmdResul
         qp.enter_error();
     }
     qp.state = target;
-    let (page, slot, notify) = (qp.db_page, qp.db_slot, qp.attr.en_sqd_async_notify != 0);
+    let (page, slot) = (qp.db_page, qp.db_slot);
+    // SQ_DRAINED is owed only if this move to SQD asks for it.
+    let notify = m & mask::EN_SQD_ASYNC_NOTIFY != 0 && attr.en_sqd_async_notify != 0;
     let has_doorbell = qp.has_doorbell();
     match target {
         QpState::Reset => {
@@ -488,10 +496,15 @@ pub fn modify_qp(rnic: &Rnic, st: &mut RnicState, cmd: &CmdModifyQp) -> CmdResul
                 rnic.doorbells.clear_slot(page, slot);
             }
         }
-        QpState::Sqd if current != QpState::Sqd && notify => {
-            // WQEs execute to completion as they start, so the queue is drained at once.
-            post_async(rnic, st, EventType::SqDrained, qpn, 0);
+        QpState::Sqd if current != QpState::Sqd => {
+            // A started WQE runs to its completion, which posts the event (requester);
+            // with none started the queue has drained now.
+            qp.sq_drained_due = notify && qp.sq_started;
+            if notify && !qp.sq_started {
+                post_async(rnic, st, EventType::SqDrained, qpn, 0);
+            }
         }
+        QpState::Rts => qp.sq_drained_due = false,
         _ => {}
     }
     // WQEs posted in a state that does not run them, or a queue to flush, wait for this.
@@ -521,7 +534,7 @@ pub fn query_qp(st: &mut RnicState, mem: &RamSnapshot, cmd: &CmdModifyQp) -> Cmd
     attr.rq_psn = qp.expected_psn.into();
     attr.qp_state = qp.state.into();
     attr.cur_qp_state = qp.state.into();
-    attr.sq_draining = 0;
+    attr.sq_draining = u8::from(qp.sq_draining());
     write_out(
         mem,
         cmd.out_addr.to_native(),

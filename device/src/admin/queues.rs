@@ -1,14 +1,17 @@
-//! CREATE/DESTROY of completion queues and event queues.
+//! CREATE/DESTROY of completion queues and event queues, and RESIZE_CQ.
 
 use super::commands::{owned, uctx_exists};
-use super::error::{bad_field, bad_handle, bad_size, busy, no_resources, CmdResult};
+use super::error::{
+    bad_address, bad_field, bad_handle, bad_size, busy, no_resources, CmdError, CmdResult,
+};
 use super::prefetch::PageListReads;
 use crate::guest_memory::RamSnapshot;
 use crate::objects::{Cq, Eq, Ring};
+use crate::rnic::notify::publish;
 use crate::rnic::{Rnic, RnicState};
 use vrnic_hw::{
-    bar0, CmdCreateCq, CmdCreateEq, CmdHandle, Cqe, Eqe, PageList, EQ_FLAG_ASYNC, KERNEL_UCTX,
-    MSIX_VECTORS,
+    bar0, AqStatus, CmdCreateCq, CmdCreateEq, CmdHandle, CmdResizeCq, Cqe, DbCqSlot, Eqe, PageList,
+    EQ_FLAG_ASYNC, KERNEL_UCTX, MSIX_VECTORS,
 };
 
 /// Largest log2 depth of a CQ or EQ (also bounds QP rings: MAX_QP_WR is smaller).
@@ -128,6 +131,75 @@ pub fn destroy_cq(_rnic: &Rnic, st: &mut RnicState, cmd: &CmdHandle) -> CmdResul
     st.objects.cqs.remove(cqn);
     release_slot(st, uctx, page, slot);
     Ok([0; 4])
+}
+
+/// RESIZE_CQ (SPEC "Resizing a CQ"): the CQEs from the driver's `ci` to the producer index
+/// move, in order, to entries 0.. of the new ring with its first-pass phase, and the CQ goes
+/// on there; its slot's `ci` word becomes 0, `arm` and the event sequence stay. All of it
+/// happens under the device lock, which every CQE write takes, so no CQE lands in the old
+/// ring after the copy and none is lost. A failure changes nothing of the CQ.
+pub fn resize_cq(
+    rnic: &Rnic,
+    st: &mut RnicState,
+    mem: &RamSnapshot,
+    reads: &mut PageListReads,
+    cmd: &CmdResizeCq,
+) -> CmdResult<[u32; 4]> {
+    let cqn = cmd.cqn.to_native();
+    let cq = st
+        .objects
+        .cqs
+        .get(cqn)
+        .ok_or(bad_handle(CmdResizeCq::CQN_OFF))?;
+    owned(cq.uctx, cmd.uctx.to_native(), CmdResizeCq::UCTX_OFF)?;
+    if !(1..=MAX_DEPTH_LOG2).contains(&cmd.depth_log2) {
+        return Err(bad_size(CmdResizeCq::DEPTH_LOG2_OFF));
+    }
+    if cq.error {
+        return Err(CmdError::general(AqStatus::BadState));
+    }
+    // A ci ahead of the producer index wraps to a count beyond the old depth too.
+    let moved = cq.pi.wrapping_sub(cmd.ci.to_native());
+    if moved > cq.ring.depth() {
+        return Err(bad_field(CmdResizeCq::CI_OFF));
+    }
+    if moved > 1 << cmd.depth_log2 {
+        return Err(bad_size(CmdResizeCq::DEPTH_LOG2_OFF));
+    }
+    let ring = read_ring(
+        reads,
+        mem,
+        &cmd.ring,
+        CmdResizeCq::RING_OFF,
+        cmd.depth_log2,
+        Cqe::SIZE,
+    )?;
+    let old = &cq.ring;
+    for i in 0..moved {
+        let from = old.entry_addr(cmd.ci.to_native().wrapping_add(i));
+        let mut cqe: Cqe = from
+            .and_then(|a| mem.read_obj(a).ok())
+            .ok_or(bad_address(CmdResizeCq::RING_OFF))?;
+        cqe.owner = 0;
+        let to = ring
+            .entry_addr(i)
+            .ok_or(bad_address(CmdResizeCq::RING_OFF))?;
+        publish(mem, to, &cqe, Cqe::OWNER_OFF, ring.phase(i))
+            .map_err(|_| bad_address(CmdResizeCq::RING_OFF))?;
+    }
+    let Some(cq) = st.objects.cqs.get_mut(cqn) else {
+        return Err(bad_handle(CmdResizeCq::CQN_OFF));
+    };
+    cq.ring = ring;
+    cq.pi = moved;
+    rnic.doorbells
+        .set_slot_word(cq.db_page, cq.db_slot, DbCqSlot::CI_OFF, 0);
+    log::debug!(
+        "{}: CQ {cqn} resized to 2^{}, {moved} CQEs moved",
+        rnic.name(),
+        cmd.depth_log2
+    );
+    Ok([moved, 0, 0, 0])
 }
 
 pub fn create_eq(

@@ -185,7 +185,7 @@ pub fn look(rnic: &Rnic, qp: &Qp, now: Instant) -> Look {
         }
         QpState::Err => Look::Idle,
         _ if rung.overrun(qp) => Look::Work,
-        QpState::Rts if sq_pending => match qp.waiting {
+        QpState::Rts | QpState::Sqd if sq_pending && qp.sends_allowed() => match qp.waiting {
             Some(w) if now < w.retry_at => Look::WaitUntil(w.retry_at),
             _ => Look::Work,
         },
@@ -218,7 +218,8 @@ fn plan(rnic: &Rnic, st: &mut RnicState, qpn: u32, now: Instant) -> Plan {
             true => Plan::Worked,
             false => Plan::Idle,
         },
-        QpState::Rts if qp.sq.ci != sq_pi => {
+        // SQD: only the started head WQE goes on (SPEC "Send queue drain").
+        QpState::Rts | QpState::Sqd if qp.sq.ci != sq_pi && qp.sends_allowed() => {
             if let Some(w) = qp.waiting.filter(|w| now < w.retry_at) {
                 return Plan::Wait(w.retry_at);
             }
@@ -234,7 +235,10 @@ fn plan(rnic: &Rnic, st: &mut RnicState, qpn: u32, now: Instant) -> Plan {
                 return memory_op(rnic, st, &mem, qpn, addr, &wqe);
             }
             match resolve(rnic, st, &mem, qpn, addr, wqe) {
-                Ok(t) => Plan::Transfer(Box::new(t)),
+                Ok(t) => {
+                    started(st, qpn);
+                    Plan::Transfer(Box::new(t))
+                }
                 Err((wqe, failure)) => {
                     complete_send(rnic, st, &mem, qpn, &wqe, Err(failure));
                     Plan::Worked
@@ -248,6 +252,13 @@ fn plan(rnic: &Rnic, st: &mut RnicState, qpn: u32, now: Instant) -> Plan {
             Plan::Worked
         }
         _ => Plan::Idle,
+    }
+}
+
+/// The head send WQE of QP `qpn` has started: in SQD it runs to its completion.
+fn started(st: &mut RnicState, qpn: u32) {
+    if let Some(qp) = st.objects.qp_mut(qpn) {
+        qp.sq_started = true;
     }
 }
 
@@ -269,11 +280,14 @@ fn memory_op(
             complete_send(rnic, st, mem, qpn, wqe, Ok(0));
             Plan::Executed
         }
-        Ok(memory_ops::Done::AfterFence) => Plan::AfterFence(Fenced {
-            epoch,
-            index,
-            wqe: *wqe,
-        }),
+        Ok(memory_ops::Done::AfterFence) => {
+            started(st, qpn);
+            Plan::AfterFence(Fenced {
+                epoch,
+                index,
+                wqe: *wqe,
+            })
+        }
         Err(failure) => {
             complete_send(rnic, st, mem, qpn, wqe, Err(failure));
             Plan::Worked
@@ -289,7 +303,7 @@ fn complete_fenced(rnic: &Rnic, st: &mut RnicState, qpn: u32, f: &Fenced) {
     let still_head = st
         .objects
         .qp(qpn)
-        .is_some_and(|qp| qp.epoch == f.epoch && qp.sq.ci == f.index && qp.state == QpState::Rts);
+        .is_some_and(|qp| qp.epoch == f.epoch && qp.sq.ci == f.index && qp.sends_allowed());
     if still_head {
         complete_send(rnic, st, &mem, qpn, &f.wqe, Ok(0));
     }
@@ -541,7 +555,7 @@ fn finish(rnic: &Rnic, st: &mut RnicState, t: Transfer, response: Response, now:
     let Some(qp) = st.objects.qp_mut(t.qpn) else {
         return Step::Failed;
     };
-    if qp.epoch != t.epoch || qp.sq.ci != t.index || qp.state != QpState::Rts {
+    if qp.epoch != t.epoch || qp.sq.ci != t.index || !qp.sends_allowed() {
         // Moved to ERR or RESET (or destroyed and recreated) while the chunk was moving:
         // the WQE is flushed or forgotten, as SPEC says for those transitions.
         return Step::Failed;
@@ -650,6 +664,7 @@ fn complete_send(
     let index = qp.sq.ci;
     qp.sq.ci = index.wrapping_add(1);
     qp.sq_offset = 0;
+    qp.sq_started = false;
     let signaled = wqe.flags & u8::from(SendFlags::Signaled) != 0;
     let (status, why, len) = match outcome {
         Ok(len) => (WcStatus::Success, VendorErr::None, len),
@@ -663,23 +678,28 @@ fn complete_send(
             (status, why, 0)
         }
     };
-    if status == WcStatus::Success && !signaled {
-        return;
+    // SQD: this was the WQE the drain waited for (an error moved the QP to ERR instead).
+    let drained = qp.state == QpState::Sqd && std::mem::take(&mut qp.sq_drained_due);
+    if status != WcStatus::Success || signaled {
+        let cqe = Cqe {
+            wr_id: wqe.wr_id,
+            byte_len: u32::try_from(len).unwrap_or(u32::MAX).into(),
+            qpn: qpn.into(),
+            wqe_index: ((index & (qp.sq.ring.depth() - 1)) as u16).into(),
+            opcode: wc_opcode(wqe.opcode).into(),
+            status: status.into(),
+            vendor_err: why.into(),
+            ..Default::default()
+        };
+        let cqn = qp.send_cqn;
+        if post_cqe(rnic, st, mem, cqn, &cqe).is_err() {
+            to_error(st, qpn);
+            post_async(rnic, st, EventType::QpFatal, qpn, 0);
+            return;
+        }
     }
-    let cqe = Cqe {
-        wr_id: wqe.wr_id,
-        byte_len: u32::try_from(len).unwrap_or(u32::MAX).into(),
-        qpn: qpn.into(),
-        wqe_index: ((index & (qp.sq.ring.depth() - 1)) as u16).into(),
-        opcode: wc_opcode(wqe.opcode).into(),
-        status: status.into(),
-        vendor_err: why.into(),
-        ..Default::default()
-    };
-    let cqn = qp.send_cqn;
-    if post_cqe(rnic, st, mem, cqn, &cqe).is_err() {
-        to_error(st, qpn);
-        post_async(rnic, st, EventType::QpFatal, qpn, 0);
+    if drained {
+        post_async(rnic, st, EventType::SqDrained, qpn, 0);
     }
 }
 

@@ -474,6 +474,8 @@ mod tests {
             dmac: [0; 6],
             waiting: None,
             sq_offset: 0,
+            sq_started: false,
+            sq_drained_due: false,
             comm_established: false,
             next_psn: 0,
             expected_psn: 0,

@@ -50,6 +50,12 @@ pub struct Qp {
     /// Bytes of the head send WQE already transferred: long messages move in chunks so one
     /// QP cannot hold the data path for the length of a huge transfer.
     pub sq_offset: u64,
+    /// The head send WQE has started (a transfer resolved, a retry or RNR wait, a memory
+    /// operation waiting for the DMA fence) and not completed: in SQD it still runs to its
+    /// completion, while no other WQE starts (SPEC "Send queue drain").
+    pub sq_started: bool,
+    /// The move to SQD asked for SQ_DRAINED, and it is owed once the started WQE completes.
+    pub sq_drained_due: bool,
     /// COMM_EST has been reported (first message received in RTR).
     pub comm_established: bool,
     /// PSN of the next request packet this QP sends (IBTA 9.7.1; 24 bits).
@@ -271,6 +277,8 @@ impl Qp {
     pub fn forget_work(&mut self) {
         self.waiting = None;
         self.sq_offset = 0;
+        self.sq_started = false;
+        self.sq_drained_due = false;
         self.epoch = self.epoch.wrapping_add(1);
     }
 
@@ -282,9 +290,19 @@ impl Qp {
         }
     }
 
-    /// Whether the send queue is processed in this state.
+    /// Whether the send queue's head WQE may run: in RTS, and in SQD only the one that has
+    /// started (SPEC "Send queue drain").
     pub fn sends_allowed(&self) -> bool {
-        matches!(self.state, QpState::Rts | QpState::Sqd)
+        match self.state {
+            QpState::Rts => true,
+            QpState::Sqd => self.sq_started,
+            _ => false,
+        }
+    }
+
+    /// SQD with a started send WQE: QUERY_QP's sq_draining.
+    pub fn sq_draining(&self) -> bool {
+        self.state == QpState::Sqd && self.sq_started
     }
 
     /// Whether incoming requests are accepted in this state.

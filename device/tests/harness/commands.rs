@@ -374,6 +374,44 @@ impl FakeDriver {
         (cmd, mr)
     }
 
+    /// REREG_MR of `mr` with `flags`: CHANGE_PD to `pd`, CHANGE_ACCESS to `access`,
+    /// CHANGE_TRANSLATION onto new pages of `len` bytes (allocated here). Returns the
+    /// command and the MR as it will be once the command succeeds (same key).
+    pub fn rereg_mr_cmd(
+        &mut self,
+        mr: &Mr,
+        flags: u32,
+        pd: u32,
+        access: u32,
+        len: u64,
+    ) -> (CmdReregMr, Mr) {
+        let mut cmd = CmdReregMr {
+            hdr: header(AqOpcode::ReregMr),
+            mkey: mr.key.into(),
+            flags: flags.into(),
+            uctx: mr.uctx.into(),
+            ..Default::default()
+        };
+        let mut new = mr.clone();
+        if flags & rereg_flags::CHANGE_PD != 0 {
+            cmd.pdn = pd.into();
+            new.pd = pd;
+        }
+        if flags & rereg_flags::CHANGE_ACCESS != 0 {
+            cmd.access = access.into();
+            new.access = access;
+        }
+        if flags & rereg_flags::CHANGE_TRANSLATION != 0 {
+            let (reg, fresh) = self.reg_mr_cmd(MrSpec::new(mr.uctx, new.pd, len, new.access));
+            (cmd.iova, cmd.length, cmd.pages) = (reg.iova, reg.length, reg.pages);
+            new = Mr {
+                key: mr.key,
+                ..fresh
+            };
+        }
+        (cmd, new)
+    }
+
     pub fn reg_mr_with(&mut self, spec: MrSpec) -> Mr {
         let (cmd, mut mr) = self.reg_mr_cmd(spec);
         mr.key = self.admin(&cmd).ok()[0];
@@ -527,6 +565,31 @@ impl FakeDriver {
 
     pub fn create_cq(&mut self, uctx: u32, depth_log2: u32) -> Cq {
         self.create_cq_with(uctx, depth_log2, Layout::Contiguous)
+    }
+
+    /// RESIZE_CQ of `cq` to a new ring of 2^depth_log2 entries, from the driver's ci.
+    pub fn resize_cq_cmd(&mut self, cq: &Cq, depth_log2: u32) -> (CmdResizeCq, Ring) {
+        let ring = self.alloc_ring(depth_log2, Cqe::SIZE.trailing_zeros(), Layout::Scattered);
+        let cmd = CmdResizeCq {
+            hdr: header(AqOpcode::ResizeCq),
+            cqn: cq.cqn.into(),
+            uctx: cq.uctx.into(),
+            depth_log2: depth_log2 as u8,
+            ci: cq.ci.into(),
+            ring: ring.page_list,
+            ..Default::default()
+        };
+        (cmd, ring)
+    }
+
+    /// Resizes `cq` as a driver does (SPEC "Resizing a CQ"): on success it continues at
+    /// ci 0 in the new ring. Returns the number of CQEs the device moved.
+    pub fn resize_cq(&mut self, cq: &mut Cq, depth_log2: u32) -> u32 {
+        let (cmd, ring) = self.resize_cq_cmd(cq, depth_log2);
+        let moved = self.admin(&cmd).ok()[0];
+        cq.ring = ring;
+        cq.ci = 0;
+        moved
     }
 
     pub fn destroy_cq(&mut self, cq: &Cq) -> AdminResult {
