@@ -5,6 +5,7 @@
  * 2^32, and a fake device that reads WQEs and writes CQEs by the SPEC.md
  * rules. Built and run by `build.sh --test` inside the build root.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1255,20 +1256,60 @@ static void test_xrc_send(void)
 	CHECK(poll_one().wr_id == 0x23 && xrc_qp.sq.ci == xrc_qp.sq.pi);
 }
 
-/* An XRC_RECV QP (the kernel's, no rings) refuses posting. */
+/* The fake kernel of OPEN_QP and MODIFY_QP: the QP as libibverbs makes it. */
+int ibv_cmd_open_qp(struct ibv_context *context, struct verbs_qp *qp,
+		    int vqp_sz, struct ibv_qp_open_attr *attr,
+		    struct ibv_open_qp *cmd, size_t cmd_size,
+		    struct ib_uverbs_create_qp_resp *resp, size_t resp_size)
+{
+	qp->qp.context = context;
+	qp->qp.qp_num = attr->qp_num;
+	qp->qp.qp_type = attr->qp_type;
+	return 0;
+}
+
+int ibv_cmd_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
+		      int attr_mask, struct ibv_modify_qp *cmd, size_t cmd_size)
+{
+	return 0;
+}
+
+/*
+ * An XRC_RECV QP (the kernel's, no rings, no slot), here one opened with
+ * ibv_open_qp: posting fails, and moving it to RESET touches no doorbell
+ * and no CQ. Only XRC_RECV QPs can be opened.
+ */
 static void test_xrc_recv_qp_posts_nothing(void)
 {
-	struct vrnic_qp tgt = { .state = IBV_QPS_RTS };
+	struct ibv_qp_open_attr oattr = {
+		.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_TYPE |
+			     IBV_QP_OPEN_ATTR_XRCD,
+		.qp_num = TGT_QPN, .qp_type = IBV_QPT_XRC_RECV,
+	};
 	struct ibv_send_wr wr = { .opcode = IBV_WR_SEND }, *bad;
 	struct ibv_recv_wr rwr = {}, *rbad;
+	struct ibv_qp_attr attr = {};
+	struct vrnic_qp *tgt;
+	struct ibv_qp *ibqp;
 
-	tgt.ibv_qp.qp_type = IBV_QPT_XRC_RECV;
-	tgt.ibv_qp.qp_num = TGT_QPN;
-	pthread_spin_init(&tgt.sq.lock, PTHREAD_PROCESS_PRIVATE);
-	pthread_spin_init(&tgt.rq.lock, PTHREAD_PROCESS_PRIVATE);
-	CHECK(vrnic_post_send(&tgt.ibv_qp, &wr, &bad) == EINVAL && bad == &wr);
-	CHECK(vrnic_post_recv(&tgt.ibv_qp, &rwr, &rbad) == EINVAL &&
-	      rbad == &rwr);
+	ibqp = vrnic_open_qp(&ctx->ibv_ctx.context, &oattr);
+	CHECK(ibqp != NULL);
+	if (!ibqp)
+		return;
+	tgt = to_vqp(ibqp);
+	CHECK(ibqp->qp_num == TGT_QPN && vrnic_qp_is_xrc_tgt(tgt));
+	CHECK(!tgt->sq.ring && !tgt->rq.ring && !tgt->sq.db);
+	attr.qp_state = IBV_QPS_RTR;
+	CHECK(vrnic_modify_qp(ibqp, &attr, IBV_QP_STATE) == 0);
+	CHECK(vrnic_post_send(ibqp, &wr, &bad) == EINVAL && bad == &wr);
+	CHECK(vrnic_post_recv(ibqp, &rwr, &rbad) == EINVAL && rbad == &rwr);
+	attr.qp_state = IBV_QPS_RESET;
+	CHECK(vrnic_modify_qp(ibqp, &attr, IBV_QP_STATE) == 0);
+	free(tgt);
+
+	oattr.qp_type = IBV_QPT_RC;
+	errno = 0;
+	CHECK(!vrnic_open_qp(&ctx->ibv_ctx.context, &oattr) && errno == EINVAL);
 }
 
 /*
