@@ -44,6 +44,7 @@ static void setup(void)
 	ctx->max_sge = 16;
 	ctx->max_inline = 256;
 	pthread_mutex_init(&ctx->qp_table_mutex, NULL);
+	pthread_mutex_init(&ctx->srq_table_mutex, NULL);
 	pd.context = &ctx->ibv_ctx.context;
 }
 
@@ -619,10 +620,10 @@ static void dev_cqe(const struct vrnic_cqe *img)
 }
 
 /* CQEs of every kind the device writes (QPNs the table does not hold, so
- * nothing is retired). */
+ * nothing is retired), and an SRQ completion of no SRQ of ours. */
 static void dev_cqes(void)
 {
-	struct vrnic_cqe img[6] = {
+	struct vrnic_cqe img[7] = {
 		{ .wr_id = htole64(1), .byte_len = htole32(4096),
 		  .qpn = htole32(0x42), .opcode = VRNIC_WC_OPCODE_RDMA_READ },
 		{ .wr_id = htole64(2), .byte_len = htole32(12),
@@ -646,10 +647,14 @@ static void dev_cqes(void)
 		  .opcode = VRNIC_WC_OPCODE_COMP_SWAP,
 		  .status = VRNIC_WC_STATUS_REM_INV_REQ_ERR,
 		  .vendor_err = VRNIC_VENDOR_ERR_MISALIGNED },
+		{ .wr_id = htole64(7), .qpn = htole32(0x44),
+		  .opcode = VRNIC_WC_OPCODE_RECV, .wqe_index = htole16(1),
+		  .flags = VRNIC_CQE_FLAG_RECV | VRNIC_CQE_FLAG_SRQ,
+		  .srqn = htole32(0x55) },
 	};
 	int i;
 
-	for (i = 0; i < 6; i++)
+	for (i = 0; i < 7; i++)
 		dev_cqe(&img[i]);
 }
 
@@ -683,7 +688,7 @@ static void test_poll_cq_ex_equals_poll_cq(void)
 
 	dev_cqes();
 	n = vrnic_poll_cq(&cq.ibv_cq, 8, wc);
-	CHECK(n == 5);
+	CHECK(n == 6);
 	CHECK(db_read(cq.db_ci) == dev_cq_pi);
 	/* What the decoder makes of them (so equal is also right). */
 	CHECK(wc[0].opcode == IBV_WC_RDMA_READ && wc[0].byte_len == 4096);
@@ -698,6 +703,8 @@ static void test_poll_cq_ex_equals_poll_cq(void)
 	CHECK(wc[4].status == IBV_WC_REM_INV_REQ_ERR &&
 	      wc[4].vendor_err == VRNIC_VENDOR_ERR_MISALIGNED &&
 	      wc[4].opcode == IBV_WC_COMP_SWAP);
+	CHECK(wc[5].wr_id == 7 && wc[5].status == IBV_WC_GENERAL_ERR &&
+	      wc[5].qp_num == 0x44);
 
 	dev_cqes();
 	CHECK(ibv_start_poll(cqx, &attr) == 0);
@@ -708,7 +715,7 @@ static void test_poll_cq_ex_equals_poll_cq(void)
 	}
 	CHECK(ibv_next_poll(cqx) == ENOENT);
 	/* Entries go back to the device at end_poll. */
-	CHECK(db_read(cq.db_ci) == dev_cq_pi - 6);
+	CHECK(db_read(cq.db_ci) == dev_cq_pi - 7);
 	ibv_end_poll(cqx);
 	CHECK(db_read(cq.db_ci) == dev_cq_pi && cq.ci == dev_cq_pi);
 	CHECK(ibv_start_poll(cqx, &attr) == ENOENT);
