@@ -154,8 +154,8 @@ static struct vrnic_srq *vrnic_srq_create(struct ibv_context *ibctx,
 
 	srq->srqn = le32toh(resp.srqn);
 	slot = le32toh(resp.db_slot);
-	/* Peers name an XRC SRQ by the number ibv_get_srq_num reports, the
-	 * kernel's; the device names it in CQEs by ours. */
+	/* Peers name an XRC SRQ by what ibv_get_srq_num reports (the
+	 * device's srqn, as in CQEs); the kernel's srq_num must agree. */
 	if (attr->srq_type == IBV_SRQT_XRC && srq->vsrq.srq_num != srq->srqn) {
 		verbs_err(&ctx->ibv_ctx,
 			  "vrnic: bad create_srq response (srqn %u, srq_num %u)\n",
