@@ -203,15 +203,12 @@ pub fn complete_head(
     // An XRC SRQ completes on its own CQ (the TGT QP has none), a basic one on the QP's.
     let (cqn, srqn) = match qp.srq {
         None => (qp.recv_cqn, None),
-        Some(s) => {
-            let xrc_cq = st
-                .objects
-                .srqs
-                .get(s.srqn)
-                .and_then(|srq| srq.xrc)
-                .map(|x| x.cqn);
-            (xrc_cq.unwrap_or(qp.recv_cqn), Some(s.srqn))
-        }
+        Some(s) => match st.objects.srqs.get(s.srqn).map(|srq| srq.xrc) {
+            Some(Some(xrc)) => (xrc.cqn, Some(s.srqn)),
+            Some(None) => (qp.recv_cqn, Some(s.srqn)),
+            // The SRQ is gone (an XRC SRQ is destroyed without waiting): nothing to complete.
+            None => return false,
+        },
     };
     let Some((wqe_index, wr_id)) = retire_head(st, mem, qpn) else {
         return false;
