@@ -5,7 +5,8 @@
 //!
 //! A QP with an SRQ takes the SRQ's next WQE when a message needs one and keeps it until
 //! the message completes, so a message of several chunks fills one WQE while other QPs
-//! take the WQEs after it. The SRQ is in the same device's state as its QPs: the device
+//! take the WQEs after it. An XRC_TGT QP works the same way with the XRC SRQ each request
+//! names (the responder sets it), and completes on that SRQ's CQ. The SRQ is in the same device's state as its QPs: the device
 //! lock the caller holds covers it.
 
 use super::sge;
