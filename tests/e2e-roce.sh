@@ -42,9 +42,11 @@ ROCE_TESTS=(
 	"roce-ib_write_bw-x|pair|$(bw_row 65536)|ib_write_bw -d \$ROCE -x \$GIDX $BW_N $PF|ib_write_bw -d \$ROCE -x \$GIDX $BW_N $PF \$PEER"
 	"roce-ib_send_bw-UD|pair|$udp_row;;s:$udp_row;;s!:Did not get Message|ib_send_bw -d \$ROCE -c UD -x \$GIDX $UD_N $PF|ib_send_bw -d \$ROCE -c UD -x \$GIDX $UD_N $PF \$PEER"
 	"roce-ibv_ud_pingpong|pair|bytes in [0-9.]+ seconds|ibv_ud_pingpong -d \$ROCE -g \$GIDX -s 1024 -n 200 -p \$PORT|ibv_ud_pingpong -d \$ROCE -g \$GIDX -s 1024 -n 200 -p \$PORT \$PEER"
-	# SRQ and UC over RoCE v2, GID-addressed (no rdma_cm); the atomics follow the list
+	# SRQ, UC and XRC over RoCE v2, GID-addressed (no rdma_cm); the atomics follow the list
 	"roce-ibv_srq_pingpong|pair|bytes in [0-9.]+ seconds;;s:bytes in [0-9.]+ seconds|ibv_srq_pingpong -d \$ROCE -g \$GIDX -c -n 50 -p \$PORT|ibv_srq_pingpong -d \$ROCE -g \$GIDX -c -n 50 -p \$PORT \$PEER"
 	"roce-ibv_uc_pingpong|pair|bytes in [0-9.]+ seconds;;s:bytes in [0-9.]+ seconds|ibv_uc_pingpong -d \$ROCE -g \$GIDX -c -n 200 -p \$PORT|ibv_uc_pingpong -d \$ROCE -g \$GIDX -c -n 200 -p \$PORT \$PEER"
+	# XRC over RoCE v2 (see ibv_xsrq_pingpong in tests/e2e.sh)
+	"roce-ibv_xsrq_pingpong|pair|$XSRQ_CHECKS|ibv_xsrq_pingpong -d \$ROCE -g \$GIDX -n 50 -p \$PORT|ibv_xsrq_pingpong -d \$ROCE -g \$GIDX -n 50 -p \$PORT \$PEER"
 	# UD in IB mode (LID-routed)
 	"ib_send_bw-UD|pair|$udp_row;;s:$udp_row;;s!:Did not get Message|ib_send_bw -d \$IB0 -c UD $UD_N $PF|ib_send_bw -d \$IB0 -c UD $UD_N $PF \$PEER"
 	"ibv_ud_pingpong|pair|bytes in [0-9.]+ seconds|ibv_ud_pingpong -d \$IB0 -s 1024 -n 200 -p \$PORT|ibv_ud_pingpong -d \$IB0 -s 1024 -n 200 -p \$PORT \$PEER"

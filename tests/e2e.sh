@@ -24,6 +24,9 @@ BW_N='-n 2000'
 LAT_N='-n 1000'
 bw_row() { echo "^ *$1 +[0-9]+ +[0-9.]+ +[0-9.]+"; }
 lat_row() { echo "^ *$1 +[0-9]+ +[0-9.]+ +[0-9.]+"; }
+# ibv_xsrq_pingpong prints the peer's QPNs and SRQN, then "success" once it has polled every
+# completion (it exits 1 on an error completion).
+XSRQ_CHECKS='remote: LID [0-9a-f]{4}, QPN RECV [0-9a-f]{6} SEND [0-9a-f]{6}, PSN [0-9a-f]{6}, SRQN [0-9a-f]{6};;^success$;;s:^success$'
 
 # NAME|WHERE|CHECKS|SERVER|CLIENT (WHERE and the commands: tests/guest/suite.sh). CHECKS are
 # ';;'-separated extended regexes the client's output must match; "s:" marks one for the
@@ -36,9 +39,11 @@ TESTS=(
 	# 16 RC QPs whose receives come from one shared receive queue; -c checks the payloads
 	"ibv_srq_pingpong|pair|bytes in [0-9.]+ seconds;;s:bytes in [0-9.]+ seconds|ibv_srq_pingpong -d \$IB0 -c -n 50 -p \$PORT|ibv_srq_pingpong -d \$IB0 -c -n 50 -p \$PORT \$PEER"
 	"ibv_uc_pingpong|pair|bytes in [0-9.]+ seconds;;s:bytes in [0-9.]+ seconds|ibv_uc_pingpong -d \$IB0 -c -n 200 -p \$PORT|ibv_uc_pingpong -d \$IB0 -c -n 200 -p \$PORT \$PEER"
+	# XRC: each side sends through an XRC_SEND QP to the other's XRC SRQ (named in every
+	# WQE) via an XRC_RECV QP of an XRC domain; 50 round trips of 4 KiB at MTU 1024
+	"ibv_xsrq_pingpong|pair|$XSRQ_CHECKS|ibv_xsrq_pingpong -d \$IB0 -n 50 -p \$PORT|ibv_xsrq_pingpong -d \$IB0 -n 50 -p \$PORT \$PEER"
 )
-# Atomics (8-byte compare-and-swap and fetch-and-add on the server's memory). XRC is not
-# implemented, so ibv_xsrq_pingpong is not here.
+# Atomics (8-byte compare-and-swap and fetch-and-add on the server's memory).
 for op in CMP_AND_SWAP FETCH_AND_ADD; do
 	TESTS+=("ib_atomic_bw-$op|pair|$(bw_row 8)|ib_atomic_bw -d \$IB0 -A $op $BW_N $PF|ib_atomic_bw -d \$IB0 -A $op $BW_N $PF \$PEER")
 	TESTS+=("ib_atomic_lat-$op|pair|$(lat_row 8)|ib_atomic_lat -d \$IB0 -A $op $LAT_N $PF|ib_atomic_lat -d \$IB0 -A $op $LAT_N $PF \$PEER")

@@ -133,6 +133,7 @@ struct vrnic_cqe_fields {
 	uint8_t sl;
 	uint8_t network_type;
 	uint16_t pkey_index;
+	uint32_t srqn;		/* with VRNIC_CQE_FLAG_SRQ; else 0 */
 	uint32_t invalidated_rkey; /* with VRNIC_WC_FLAGS_WITH_INV; else 0 */
 };
 
@@ -144,6 +145,22 @@ static inline void *vrnic_send_wqe_payload(void *wqe, bool datagram)
 {
 	return (uint8_t *)wqe + (datagram ? VRNIC_UD_PAYLOAD_OFFSET :
 				 VRNIC_SEND_WQE_HEADER_SIZE);
+}
+
+/*
+ * Where an XRC_INI send WQE's SGEs, inline bytes or atomic_seg start: after
+ * the header and its xrc_seg (SPEC "XRC").
+ */
+static inline void *vrnic_xrc_send_wqe_payload(void *wqe)
+{
+	return (uint8_t *)wqe + VRNIC_XRC_PAYLOAD_OFFSET;
+}
+
+/* The xrc_seg of an XRC_INI send WQE, after its header. */
+static inline struct vrnic_xrc_seg *vrnic_send_wqe_xrc_seg(void *wqe)
+{
+	return (struct vrnic_xrc_seg *)((uint8_t *)wqe +
+					VRNIC_SEND_WQE_HEADER_SIZE);
 }
 
 /* The ud_av of a UD/GSI send WQE. */
@@ -165,6 +182,12 @@ static inline uint32_t vrnic_send_wqe_room(uint32_t wqe_shift, bool datagram)
 {
 	return (1u << wqe_shift) - (datagram ? VRNIC_UD_PAYLOAD_OFFSET :
 				    VRNIC_SEND_WQE_HEADER_SIZE);
+}
+
+/* Bytes an XRC_INI send WQE of 2^wqe_shift bytes holds after its xrc_seg. */
+static inline uint32_t vrnic_xrc_send_wqe_room(uint32_t wqe_shift)
+{
+	return (1u << wqe_shift) - VRNIC_XRC_PAYLOAD_OFFSET;
 }
 
 static inline void vrnic_set_send_wqe_header(struct vrnic_send_wqe_header *hdr,
@@ -209,6 +232,28 @@ static inline void vrnic_set_atomic_seg(struct vrnic_atomic_seg *seg,
 	seg->swap = vrnic_cpu_to_le64(swap);
 }
 
+/* The target SRQ of an XRC_INI request. */
+static inline void vrnic_set_xrc_seg(struct vrnic_xrc_seg *seg,
+				     uint32_t remote_srqn)
+{
+	seg->remote_srqn = vrnic_cpu_to_le32(remote_srqn);
+	seg->reserved0 = 0;
+	seg->reserved1 = 0;
+}
+
+/*
+ * An atomic's atomic_seg and its one SGE, from @payload on: after the
+ * header (vrnic_send_wqe_seg()) or, for XRC_INI, after the xrc_seg.
+ */
+static inline void vrnic_set_atomic_payload(void *payload,
+					    const struct vrnic_atomic_fields *a)
+{
+	vrnic_set_atomic_seg(payload, a->compare_add, a->swap);
+	vrnic_set_sge((struct vrnic_sge *)((uint8_t *)payload +
+					   VRNIC_ATOMIC_SEG_SIZE),
+		      a->addr, a->length, a->lkey);
+}
+
 static inline void vrnic_set_reg_mr_seg(struct vrnic_reg_mr_seg *seg,
 					const struct vrnic_reg_mr_fields *f)
 {
@@ -245,8 +290,26 @@ static inline void vrnic_set_atomic_wqe(void *wqe, uint8_t opcode,
 	};
 
 	vrnic_set_send_wqe_header(wqe, &f);
-	vrnic_set_atomic_seg(vrnic_send_wqe_seg(wqe), a->compare_add, a->swap);
-	vrnic_set_sge(vrnic_atomic_wqe_sge(wqe), a->addr, a->length, a->lkey);
+	vrnic_set_atomic_payload(vrnic_send_wqe_seg(wqe), a);
+}
+
+/*
+ * A whole XRC_INI atomic WQE: as vrnic_set_atomic_wqe(), with the xrc_seg
+ * naming @remote_srqn between the header and the atomic_seg.
+ */
+static inline void vrnic_set_xrc_atomic_wqe(void *wqe, uint8_t opcode,
+					    uint8_t flags, uint64_t wr_id,
+					    uint32_t remote_srqn,
+					    const struct vrnic_atomic_fields *a)
+{
+	struct vrnic_send_fields f = {
+		.opcode = opcode, .flags = flags, .num_sge = 1, .wr_id = wr_id,
+		.remote_addr = a->remote_addr, .rkey = a->rkey,
+	};
+
+	vrnic_set_send_wqe_header(wqe, &f);
+	vrnic_set_xrc_seg(vrnic_send_wqe_xrc_seg(wqe), remote_srqn);
+	vrnic_set_atomic_payload(vrnic_xrc_send_wqe_payload(wqe), a);
 }
 
 /* A whole REG_MR WQE: header with the MR's new @key, reg_mr_seg. */
@@ -353,6 +416,7 @@ static inline void vrnic_cqe_decode(const struct vrnic_cqe *cqe,
 	f->sl = cqe->sl;
 	f->network_type = cqe->network_type;
 	f->pkey_index = vrnic_le16_to_cpu(cqe->pkey_index);
+	f->srqn = vrnic_le32_to_cpu(cqe->srqn);
 	f->invalidated_rkey = 0;
 	if (f->wc_flags & VRNIC_WC_FLAGS_WITH_INV) {
 		__le32 key;

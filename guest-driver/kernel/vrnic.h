@@ -9,7 +9,7 @@
  * vrnic_eq.c (event queues, interrupts), vrnic_kdb.c (the kernel context's
  * doorbell pages) -> vrnic_pbl.c (page lists), vrnic_kring.c (kernel rings)
  * -> vrnic_verbs.c, vrnic_mr.c, vrnic_cq.c, vrnic_srq.c, vrnic_qp.c,
- * vrnic_ah.c (verbs),
+ * vrnic_xrcd.c, vrnic_ah.c (verbs),
  * vrnic_poll.c, vrnic_post.c (kernel data path), vrnic_netdev.c,
  * vrnic_gid.c (RoCE: the paired net_device, GIDs) -> vrnic_main.c (PCI
  * probe/remove, ib_device registration).
@@ -82,6 +82,7 @@ struct vrnic_limits {
 	u32 max_srq;		/* CAPS.SRQ */
 	u32 max_fast_reg_pages;	/* CAPS.MEM_MGT */
 	u32 max_mw;		/* CAPS.MW */
+	u32 max_xrcd;		/* CAPS.XRC (and CAPS.SRQ) */
 };
 
 /* Where an object's doorbell is: a page of the doorbell BAR and a slot in it. */
@@ -211,6 +212,7 @@ struct vrnic_mr {
 	struct ib_mr ibmr;
 	struct ib_umem *umem;
 	u32 uctx;
+	int access;			/* user MR: its verbs access flags */
 
 	/*
 	 * Fast-registration MR (alloc_mr, pages != NULL): the page list that
@@ -238,8 +240,15 @@ struct vrnic_cq {
 	struct vrnic_db_loc db;
 	u32 uctx;
 
+	/*
+	 * lock: poll_cq, req_notify_cq and resizing. While resizing (set and
+	 * cleared under it; one resize at a time) a kernel CQ's pollers are
+	 * turned away: RESIZE_CQ sleeps, so the lock cannot be held across it.
+	 */
+	spinlock_t lock;
+	bool resizing;
+
 	/* Kernel CQ (umem == NULL): polled by vrnic_poll.c. */
-	spinlock_t lock;		/* poll_cq and req_notify_cq */
 	struct vrnic_kring ring;
 	void __iomem *slot;		/* its struct vrnic_db_cq_slot */
 	u32 depth_log2;
@@ -262,6 +271,12 @@ struct vrnic_srq {
 	void __iomem *slot;		/* its struct vrnic_db_srq_slot */
 	u32 pi;				/* free-running producer index (lock) */
 	unsigned long *busy;		/* slots posted and not yet polled */
+};
+
+/* An XRC domain: the kernel context's, shared by processes (vrnic_xrcd.c). */
+struct vrnic_xrcd {
+	struct ib_xrcd ibxrcd;
+	u32 xrcdn;
 };
 
 /* A send or receive queue of a kernel QP. */
@@ -336,6 +351,11 @@ static inline struct vrnic_srq *to_vsrq(struct ib_srq *ibsrq)
 	return container_of(ibsrq, struct vrnic_srq, ibsrq);
 }
 
+static inline struct vrnic_xrcd *to_vxrcd(struct ib_xrcd *ibxrcd)
+{
+	return container_of(ibxrcd, struct vrnic_xrcd, ibxrcd);
+}
+
 static inline struct vrnic_qp *to_vqp(struct ib_qp *ibqp)
 {
 	return container_of(ibqp, struct vrnic_qp, ibqp);
@@ -402,6 +422,30 @@ struct vrnic_create_qp_params {
 	u32 srqn;			/* with VRNIC_QP_FLAG_SRQ */
 	struct vrnic_page_list sq_ring;
 	struct vrnic_page_list rq_ring;
+	u32 xrcdn;			/* XRC_TGT */
+};
+
+struct vrnic_create_srq_params {
+	u32 uctx;
+	u32 pdn;
+	u8 depth_log2;
+	u8 wqe_shift;
+	u8 max_sge;
+	u8 srq_type;			/* enum vrnic_srq_type */
+	u32 xrcdn;			/* XRC */
+	u32 cqn;			/* XRC */
+	struct vrnic_page_list ring;
+};
+
+struct vrnic_rereg_mr_params {
+	u32 uctx;
+	u32 mkey;
+	u32 flags;			/* enum vrnic_rereg_flags */
+	u32 pdn;			/* CHANGE_PD */
+	u32 access;			/* CHANGE_ACCESS */
+	u64 iova;			/* CHANGE_TRANSLATION */
+	u64 length;
+	struct vrnic_page_list pages;
 };
 
 int vrnic_cmd_query_device(struct vrnic_dev *dev, struct vrnic_device_attr *out);
@@ -418,6 +462,12 @@ int vrnic_cmd_create_cq(struct vrnic_dev *dev, u32 uctx, u32 eqn, u8 depth_log2,
 			const struct vrnic_page_list *ring, u32 *cqn,
 			struct vrnic_db_loc *db);
 int vrnic_cmd_destroy_cq(struct vrnic_dev *dev, u32 uctx, u32 cqn);
+int vrnic_cmd_resize_cq(struct vrnic_dev *dev, u32 uctx, u32 cqn, u8 depth_log2,
+			u32 ci, const struct vrnic_page_list *ring, u32 *moved);
+int vrnic_cmd_rereg_mr(struct vrnic_dev *dev,
+		       const struct vrnic_rereg_mr_params *p);
+int vrnic_cmd_alloc_xrcd(struct vrnic_dev *dev, u32 *xrcdn);
+int vrnic_cmd_dealloc_xrcd(struct vrnic_dev *dev, u32 xrcdn);
 int vrnic_cmd_create_eq(struct vrnic_dev *dev, u8 depth_log2, u8 flags,
 			u16 vector, const struct vrnic_page_list *ring,
 			u32 *eqn, struct vrnic_db_loc *db);
@@ -436,9 +486,8 @@ int vrnic_cmd_alloc_mr(struct vrnic_dev *dev, u32 pdn, u32 max_pages, u32 *mkey)
 int vrnic_cmd_alloc_mw(struct vrnic_dev *dev, u32 uctx, u32 pdn, u8 mw_type,
 		       u32 *rkey);
 int vrnic_cmd_dealloc_mw(struct vrnic_dev *dev, u32 uctx, u32 rkey);
-int vrnic_cmd_create_srq(struct vrnic_dev *dev, u32 uctx, u32 pdn,
-			 u8 depth_log2, u8 wqe_shift, u8 max_sge,
-			 const struct vrnic_page_list *ring, u32 *srqn,
+int vrnic_cmd_create_srq(struct vrnic_dev *dev,
+			 const struct vrnic_create_srq_params *p, u32 *srqn,
 			 struct vrnic_db_loc *db);
 int vrnic_cmd_modify_srq(struct vrnic_dev *dev, u32 uctx, u32 srqn,
 			 u32 attr_mask, u32 srq_limit);
@@ -545,6 +594,9 @@ int vrnic_av_from_ah_attr(struct vrnic_dev *dev, const struct rdma_ah_attr *a,
 struct ib_mr *vrnic_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 				u64 virt_addr, int access_flags,
 				struct ib_udata *udata);
+struct ib_mr *vrnic_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
+				  u64 length, u64 virt_addr, int access_flags,
+				  struct ib_pd *ibpd, struct ib_udata *udata);
 int vrnic_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata);
 struct ib_mr *vrnic_get_dma_mr(struct ib_pd *ibpd, int access_flags);
 struct ib_mr *vrnic_alloc_mr(struct ib_pd *ibpd, enum ib_mr_type mr_type,
@@ -559,6 +611,7 @@ int vrnic_dealloc_mw(struct ib_mw *ibmw);
 int vrnic_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 		    struct uverbs_attr_bundle *attrs);
 int vrnic_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata);
+int vrnic_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata);
 void vrnic_cq_event(struct vrnic_dev *dev, u32 cqn, bool completion);
 
 /* vrnic_poll.c: kernel CQs */
@@ -582,6 +635,10 @@ int vrnic_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
 			const struct ib_recv_wr **bad_wr);
 void vrnic_srq_event(struct vrnic_dev *dev, u32 srqn, enum ib_event_type type);
 void vrnic_srq_retire(struct vrnic_srq *srq, u16 wqe_index);
+
+/* vrnic_xrcd.c */
+int vrnic_alloc_xrcd(struct ib_xrcd *ibxrcd, struct ib_udata *udata);
+int vrnic_dealloc_xrcd(struct ib_xrcd *ibxrcd, struct ib_udata *udata);
 
 /* vrnic_qp.c */
 int vrnic_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init_attr,

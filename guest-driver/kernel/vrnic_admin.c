@@ -449,6 +449,36 @@ int vrnic_cmd_dereg_mr(struct vrnic_dev *dev, u32 uctx, u32 mkey)
 	return vrnic_cmd_handle(dev, VRNIC_AQ_OPCODE_DEREG_MR, uctx, mkey, NULL);
 }
 
+/* Only the fields @p->flags names are sent; the others must be zero. */
+int vrnic_cmd_rereg_mr(struct vrnic_dev *dev,
+		       const struct vrnic_rereg_mr_params *p)
+{
+	struct vrnic_aq_completion comp;
+	struct vrnic_cmd_rereg_mr cmd;
+	int err;
+
+	vrnic_cmd_init(&cmd, VRNIC_AQ_OPCODE_REREG_MR);
+	cmd.mkey = cpu_to_le32(p->mkey);
+	cmd.flags = cpu_to_le32(p->flags);
+	cmd.uctx = cpu_to_le32(p->uctx);
+	if (p->flags & VRNIC_REREG_FLAGS_CHANGE_PD)
+		cmd.pdn = cpu_to_le32(p->pdn);
+	if (p->flags & VRNIC_REREG_FLAGS_CHANGE_ACCESS)
+		cmd.access = cpu_to_le32(p->access);
+	if (p->flags & VRNIC_REREG_FLAGS_CHANGE_TRANSLATION) {
+		cmd.iova = cpu_to_le64(p->iova);
+		cmd.length = cpu_to_le64(p->length);
+		cmd.pages = p->pages;
+	}
+	err = vrnic_aq_exec(dev, &cmd, &comp);
+	/* The key stays; a device that says otherwise is only logged. */
+	if (!err && le32_to_cpu(comp.result0) != p->mkey)
+		dev_warn_ratelimited(&dev->pdev->dev,
+				     "REREG_MR %#x answered key %#x\n", p->mkey,
+				     le32_to_cpu(comp.result0));
+	return err;
+}
+
 int vrnic_cmd_create_cq(struct vrnic_dev *dev, u32 uctx, u32 eqn, u8 depth_log2,
 			const struct vrnic_page_list *ring, u32 *cqn,
 			struct vrnic_db_loc *db)
@@ -474,6 +504,26 @@ int vrnic_cmd_create_cq(struct vrnic_dev *dev, u32 uctx, u32 eqn, u8 depth_log2,
 int vrnic_cmd_destroy_cq(struct vrnic_dev *dev, u32 uctx, u32 cqn)
 {
 	return vrnic_cmd_handle(dev, VRNIC_AQ_OPCODE_DESTROY_CQ, uctx, cqn, NULL);
+}
+
+/* @moved: the number of CQEs the device moved to the new ring. */
+int vrnic_cmd_resize_cq(struct vrnic_dev *dev, u32 uctx, u32 cqn, u8 depth_log2,
+			u32 ci, const struct vrnic_page_list *ring, u32 *moved)
+{
+	struct vrnic_aq_completion comp;
+	struct vrnic_cmd_resize_cq cmd;
+	int err;
+
+	vrnic_cmd_init(&cmd, VRNIC_AQ_OPCODE_RESIZE_CQ);
+	cmd.cqn = cpu_to_le32(cqn);
+	cmd.uctx = cpu_to_le32(uctx);
+	cmd.depth_log2 = depth_log2;
+	cmd.ci = cpu_to_le32(ci);
+	cmd.ring = *ring;
+	err = vrnic_aq_exec(dev, &cmd, &comp);
+	if (!err)
+		*moved = le32_to_cpu(comp.result0);
+	return err;
 }
 
 int vrnic_cmd_create_eq(struct vrnic_dev *dev, u8 depth_log2, u8 flags,
@@ -529,6 +579,7 @@ int vrnic_cmd_create_qp(struct vrnic_dev *dev,
 	cmd.srqn = cpu_to_le32(p->srqn);
 	cmd.sq_ring = p->sq_ring;
 	cmd.rq_ring = p->rq_ring;
+	cmd.xrcdn = cpu_to_le32(p->xrcdn);
 	err = vrnic_aq_exec(dev, &cmd, &comp);
 	if (!err) {
 		*qpn = le32_to_cpu(comp.result0);
@@ -629,9 +680,8 @@ int vrnic_cmd_dealloc_mw(struct vrnic_dev *dev, u32 uctx, u32 rkey)
 	return vrnic_cmd_handle(dev, VRNIC_AQ_OPCODE_DEALLOC_MW, uctx, rkey, NULL);
 }
 
-int vrnic_cmd_create_srq(struct vrnic_dev *dev, u32 uctx, u32 pdn,
-			 u8 depth_log2, u8 wqe_shift, u8 max_sge,
-			 const struct vrnic_page_list *ring, u32 *srqn,
+int vrnic_cmd_create_srq(struct vrnic_dev *dev,
+			 const struct vrnic_create_srq_params *p, u32 *srqn,
 			 struct vrnic_db_loc *db)
 {
 	struct vrnic_aq_completion comp;
@@ -639,12 +689,15 @@ int vrnic_cmd_create_srq(struct vrnic_dev *dev, u32 uctx, u32 pdn,
 	int err;
 
 	vrnic_cmd_init(&cmd, VRNIC_AQ_OPCODE_CREATE_SRQ);
-	cmd.uctx = cpu_to_le32(uctx);
-	cmd.pdn = cpu_to_le32(pdn);
-	cmd.depth_log2 = depth_log2;
-	cmd.wqe_shift = wqe_shift;
-	cmd.max_sge = max_sge;
-	cmd.ring = *ring;
+	cmd.uctx = cpu_to_le32(p->uctx);
+	cmd.pdn = cpu_to_le32(p->pdn);
+	cmd.depth_log2 = p->depth_log2;
+	cmd.wqe_shift = p->wqe_shift;
+	cmd.max_sge = p->max_sge;
+	cmd.srq_type = p->srq_type;
+	cmd.xrcdn = cpu_to_le32(p->xrcdn);
+	cmd.cqn = cpu_to_le32(p->cqn);
+	cmd.ring = p->ring;
 	err = vrnic_aq_exec(dev, &cmd, &comp);
 	if (!err) {
 		*srqn = le32_to_cpu(comp.result0);
@@ -683,4 +736,17 @@ int vrnic_cmd_query_srq(struct vrnic_dev *dev, u32 uctx, u32 srqn,
 int vrnic_cmd_destroy_srq(struct vrnic_dev *dev, u32 uctx, u32 srqn)
 {
 	return vrnic_cmd_handle(dev, VRNIC_AQ_OPCODE_DESTROY_SRQ, uctx, srqn, NULL);
+}
+
+/* XRC domains belong to the kernel context, whoever opens them (SPEC "XRC"). */
+int vrnic_cmd_alloc_xrcd(struct vrnic_dev *dev, u32 *xrcdn)
+{
+	return vrnic_cmd_handle(dev, VRNIC_AQ_OPCODE_ALLOC_XRCD,
+				VRNIC_KERNEL_UCTX, 0, xrcdn);
+}
+
+int vrnic_cmd_dealloc_xrcd(struct vrnic_dev *dev, u32 xrcdn)
+{
+	return vrnic_cmd_handle(dev, VRNIC_AQ_OPCODE_DEALLOC_XRCD,
+				VRNIC_KERNEL_UCTX, xrcdn, NULL);
 }

@@ -5,6 +5,13 @@
  * kernel memory (vrnic_kring.c), polled by vrnic_poll.c; RoCE mode only,
  * where the kernel data path exists. Either is created on the EQ of the
  * requested completion vector, which routes COMPLETION/CQ_ERR events.
+ *
+ * resize_cq (SPEC "Resizing a CQ") gives the CQ a new ring: the device moves
+ * the CQEs not yet polled to its first entries and polling continues at ci
+ * 0 there. A user CQ's new ring and ci come from the provider (which does
+ * not poll meanwhile); a kernel CQ's pollers are turned away while the
+ * command runs. Either way the old ring goes once the device has let it go,
+ * and a failed resize keeps it.
  */
 #include <linux/interrupt.h>
 #include <linux/log2.h>
@@ -65,7 +72,6 @@ static int vrnic_create_kernel_cq(struct vrnic_dev *dev, struct vrnic_cq *cq,
 	cq->depth_log2 = order_base_2(max_t(u32, attr->cqe, 2));
 	cq->uctx = VRNIC_KERNEL_UCTX;
 	cq->eq = &dev->comp_eqs[attr->comp_vector];
-	spin_lock_init(&cq->lock);
 	BUILD_BUG_ON(sizeof(struct vrnic_cqe) != VRNIC_CQE_SIZE);
 	err = vrnic_kring_alloc(dev, &cq->ring, cq->depth_log2,
 				ilog2(VRNIC_CQE_SIZE));
@@ -133,6 +139,7 @@ int vrnic_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 		return -EOPNOTSUPP;
 	if (attr->comp_vector >= dev->num_comp_eqs)
 		return -EINVAL;
+	spin_lock_init(&cq->lock);
 	/* Kernel CQs need the kernel data path: RoCE mode only. */
 	if (!udata)
 		return dev->roce ? vrnic_create_kernel_cq(dev, cq, attr) :
@@ -215,6 +222,133 @@ err_destroy:
 	}
 err_release:
 	ib_umem_release(cq->umem);
+	return err;
+}
+
+/* One resize at a time; a kernel CQ's pollers stay away until the end. */
+static bool vrnic_cq_begin_resize(struct vrnic_cq *cq, u32 *ci)
+{
+	unsigned long flags;
+	bool busy;
+
+	spin_lock_irqsave(&cq->lock, flags);
+	busy = cq->resizing;
+	cq->resizing = true;
+	*ci = cq->ci;
+	spin_unlock_irqrestore(&cq->lock, flags);
+	return !busy;
+}
+
+static void vrnic_cq_end_resize(struct vrnic_cq *cq)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&cq->lock, flags);
+	cq->resizing = false;
+	spin_unlock_irqrestore(&cq->lock, flags);
+}
+
+static int vrnic_resize_user_cq(struct vrnic_dev *dev, struct vrnic_cq *cq,
+				int cqe, struct ib_udata *udata)
+{
+	struct vrnic_resize_cq_cmd cmd;
+	struct ib_umem *umem;
+	struct vrnic_pbl pbl;
+	u64 buf_addr;
+	u32 moved;
+	int err;
+
+	err = vrnic_copy_cmd_from_udata(&cmd, sizeof(cmd), sizeof(cmd), udata);
+	if (err)
+		return err;
+	buf_addr = le64_to_cpu(cmd.buf_addr);
+	if (memchr_inv(cmd.reserved0, 0, sizeof(cmd.reserved0)) ||
+	    cmd.depth_log2 < 1 || cmd.depth_log2 > ilog2(dev->lim.max_cqe) ||
+	    (u32)cqe > (1U << cmd.depth_log2) || !PAGE_ALIGNED(buf_addr))
+		return -EINVAL;
+
+	/* The device writes CQEs: pin writable. depth_log2 <= 31: no overflow. */
+	umem = ib_umem_get(cq->ibcq.device, buf_addr,
+			   (size_t)VRNIC_CQE_SIZE << cmd.depth_log2,
+			   IB_ACCESS_LOCAL_WRITE);
+	if (IS_ERR(umem))
+		return PTR_ERR(umem);
+	err = vrnic_pbl_from_umem(dev, &pbl, umem, PAGE_SIZE);
+	if (err)
+		goto err_release;
+	err = vrnic_cmd_resize_cq(dev, cq->uctx, cq->cqn, cmd.depth_log2,
+				  le32_to_cpu(cmd.ci), &pbl.desc, &moved);
+	vrnic_pbl_free(dev, &pbl);
+	if (err)
+		goto err_release;
+
+	ib_umem_release(cq->umem);
+	cq->umem = umem;
+	cq->ibcq.cqe = 1U << cmd.depth_log2;
+	ibdev_dbg(&dev->ibdev, "uctx %u: CQ %u resized to %u, %u CQEs moved\n",
+		  cq->uctx, cq->cqn, cq->ibcq.cqe, moved);
+	return 0;
+
+err_release:
+	ib_umem_release(umem);
+	return err;
+}
+
+/* @ci: the CQ's consumer index, which no poller can move meanwhile. */
+static int vrnic_resize_kernel_cq(struct vrnic_dev *dev, struct vrnic_cq *cq,
+				  int cqe, u32 ci)
+{
+	u32 depth_log2 = order_base_2(max(cqe, 2));
+	struct vrnic_kring ring;
+	struct vrnic_pbl pbl;
+	unsigned long flags;
+	u32 moved;
+	int err;
+
+	err = vrnic_kring_alloc(dev, &ring, depth_log2, ilog2(VRNIC_CQE_SIZE));
+	if (err)
+		return err;
+	err = vrnic_kring_pbl(dev, &ring, &pbl);
+	if (err)
+		goto err_free;
+	err = vrnic_cmd_resize_cq(dev, cq->uctx, cq->cqn, depth_log2, ci,
+				  &pbl.desc, &moved);
+	vrnic_pbl_free(dev, &pbl);
+	if (err)
+		goto err_free;
+
+	/* The device zeroed the slot's ci: continue at 0 in the new ring. */
+	spin_lock_irqsave(&cq->lock, flags);
+	swap(cq->ring, ring);
+	cq->depth_log2 = depth_log2;
+	cq->ci = 0;
+	cq->ibcq.cqe = 1U << depth_log2;
+	spin_unlock_irqrestore(&cq->lock, flags);
+	ibdev_dbg(&dev->ibdev, "kernel CQ %u resized to %u, %u CQEs moved\n",
+		  cq->cqn, cq->ibcq.cqe, moved);
+	/* The old ring: the device never touches it again. */
+err_free:
+	vrnic_kring_free(dev, &ring);
+	return err;
+}
+
+/* @cqe: at least this many entries; ibcq->cqe becomes the new depth. */
+int vrnic_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
+{
+	struct vrnic_dev *dev = to_vdev(ibcq->device);
+	struct vrnic_cq *cq = to_vcq(ibcq);
+	u32 ci;
+	int err;
+
+	if (cqe < 1 || (u32)cqe > dev->lim.max_cqe || !udata != !cq->umem)
+		return -EINVAL;
+	if (!vrnic_cq_begin_resize(cq, &ci))
+		return -EBUSY;
+	if (cq->umem)
+		err = vrnic_resize_user_cq(dev, cq, cqe, udata);
+	else
+		err = vrnic_resize_kernel_cq(dev, cq, cqe, ci);
+	vrnic_cq_end_resize(cq);
 	return err;
 }
 

@@ -145,6 +145,12 @@ static void vrnic_set_ext_attrs(struct vrnic_dev *dev,
 			a->device_cap_flags |= IB_DEVICE_MEM_WINDOW |
 					       IB_DEVICE_MEM_WINDOW_TYPE_2B;
 	}
+	/* XRC receives through XRC SRQs: nothing without SRQs. */
+	if (vrnic_has_cap(dev, VRNIC_BAR0_CAPS_XRC_MASK) && lim->max_srq) {
+		lim->max_xrcd = min_t(u32, le32_to_cpu(da->max_xrcd), VRNIC_MAX_XRCD);
+		if (lim->max_xrcd)
+			a->device_cap_flags |= IB_DEVICE_XRC;
+	}
 }
 
 /* Build the cached ib_device_attr: identity from QUERY_DEVICE, limits from BAR0. */
@@ -272,6 +278,7 @@ static const struct ib_device_ops vrnic_dev_ops = {
 	.alloc_mw = vrnic_alloc_mw,
 	.alloc_pd = vrnic_alloc_pd,
 	.alloc_ucontext = vrnic_alloc_ucontext,
+	.alloc_xrcd = vrnic_alloc_xrcd,
 	.create_ah = vrnic_create_ah,
 	.create_cq = vrnic_create_cq,
 	.create_qp = vrnic_create_qp,
@@ -281,6 +288,7 @@ static const struct ib_device_ops vrnic_dev_ops = {
 	.dealloc_mw = vrnic_dealloc_mw,
 	.dealloc_pd = vrnic_dealloc_pd,
 	.dealloc_ucontext = vrnic_dealloc_ucontext,
+	.dealloc_xrcd = vrnic_dealloc_xrcd,
 	.dereg_mr = vrnic_dereg_mr,
 	.destroy_ah = vrnic_destroy_ah,
 	.destroy_cq = vrnic_destroy_cq,
@@ -300,6 +308,8 @@ static const struct ib_device_ops vrnic_dev_ops = {
 	.query_qp = vrnic_query_qp,
 	.query_srq = vrnic_query_srq,
 	.reg_user_mr = vrnic_reg_user_mr,
+	.rereg_user_mr = vrnic_rereg_user_mr,
+	.resize_cq = vrnic_resize_cq,
 
 	INIT_RDMA_OBJ_SIZE(ib_ah, vrnic_ah, ibah),
 	INIT_RDMA_OBJ_SIZE(ib_cq, vrnic_cq, ibcq),
@@ -308,6 +318,7 @@ static const struct ib_device_ops vrnic_dev_ops = {
 	INIT_RDMA_OBJ_SIZE(ib_qp, vrnic_qp, ibqp),
 	INIT_RDMA_OBJ_SIZE(ib_srq, vrnic_srq, ibsrq),
 	INIT_RDMA_OBJ_SIZE(ib_ucontext, vrnic_ucontext, ibuctx),
+	INIT_RDMA_OBJ_SIZE(ib_xrcd, vrnic_xrcd, ibxrcd),
 };
 
 /* IB mode: one fixed GID, from QUERY_PORT. */

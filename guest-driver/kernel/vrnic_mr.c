@@ -7,6 +7,11 @@
  * kernel verbs provider), and fast-registration MRs (alloc_mr, map_mr_sg;
  * vrnic_post.c posts their REG_MR work requests). User memory windows are
  * allocated here and bound by the provider.
+ *
+ * rereg_user_mr changes a user MR in place with REREG_MR (SPEC "Memory
+ * keys"): new pages (pinned like reg_user_mr's), PD or access, any of them at
+ * once, same key; a failure changes nothing, so the old pages are released
+ * only after the device has taken the new ones.
  */
 #include <linux/dma-mapping.h>
 #include <linux/overflow.h>
@@ -36,6 +41,36 @@ static int vrnic_mr_access(struct vrnic_dev *dev, int ib_access, u32 *access)
 	return 0;
 }
 
+/*
+ * Pin [start, start + length) of the process for an MR at @virt_addr and
+ * list its pages in the largest page size the device supports for that
+ * layout (@pgsz), for REG_MR or REREG_MR.
+ */
+static struct ib_umem *vrnic_mr_pin(struct vrnic_dev *dev, u64 start,
+				    u64 length, u64 virt_addr, int access_flags,
+				    struct vrnic_pbl *pbl, unsigned long *pgsz)
+{
+	struct ib_umem *umem;
+	u64 end;
+	int err;
+
+	if (!length || length > dev->lim.max_mr_size ||
+	    check_add_overflow(virt_addr, length, &end) ||
+	    check_add_overflow(start, length, &end))
+		return ERR_PTR(-EINVAL);
+	umem = ib_umem_get(&dev->ibdev, start, length, access_flags);
+	if (IS_ERR(umem))
+		return umem;
+	/* Also sets umem->iova = virt_addr, which the block count is based on. */
+	*pgsz = ib_umem_find_best_pgsz(umem, dev->lim.page_size_cap, virt_addr);
+	err = *pgsz ? vrnic_pbl_from_umem(dev, pbl, umem, *pgsz) : -EINVAL;
+	if (err) {
+		ib_umem_release(umem);
+		return ERR_PTR(err);
+	}
+	return umem;
+}
+
 struct ib_mr *vrnic_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 				u64 virt_addr, int access_flags,
 				struct ib_udata *udata)
@@ -45,7 +80,6 @@ struct ib_mr *vrnic_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 	struct vrnic_pbl pbl;
 	struct vrnic_mr *mr;
 	unsigned long pgsz;
-	u64 end;
 	u32 access, mkey;
 	int err;
 
@@ -54,33 +88,19 @@ struct ib_mr *vrnic_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 	err = vrnic_mr_access(dev, access_flags, &access);
 	if (err)
 		return ERR_PTR(err);
-	if (!length || length > dev->lim.max_mr_size ||
-	    check_add_overflow(virt_addr, length, &end) ||
-	    check_add_overflow(start, length, &end))
-		return ERR_PTR(-EINVAL);
 
 	mr = kzalloc(sizeof(*mr), GFP_KERNEL);
 	if (!mr)
 		return ERR_PTR(-ENOMEM);
 	mr->uctx = pd->uctx;
+	mr->access = access_flags;
 
-	mr->umem = ib_umem_get(ibpd->device, start, length, access_flags);
+	mr->umem = vrnic_mr_pin(dev, start, length, virt_addr, access_flags,
+				&pbl, &pgsz);
 	if (IS_ERR(mr->umem)) {
 		err = PTR_ERR(mr->umem);
 		goto err_free;
 	}
-
-	/* Also sets umem->iova = virt_addr, which the block count is based on. */
-	pgsz = ib_umem_find_best_pgsz(mr->umem, dev->lim.page_size_cap,
-				      virt_addr);
-	if (!pgsz) {
-		err = -EINVAL;
-		goto err_release;
-	}
-
-	err = vrnic_pbl_from_umem(dev, &pbl, mr->umem, pgsz);
-	if (err)
-		goto err_release;
 	err = vrnic_cmd_reg_mr(dev, pd->uctx, pd->pdn, access, virt_addr, length,
 			       &pbl.desc, &mkey);
 	vrnic_pbl_free(dev, &pbl);
@@ -100,6 +120,85 @@ err_release:
 err_free:
 	kfree(mr);
 	return ERR_PTR(err);
+}
+
+/*
+ * The MR stays the same object (NULL: changed in place); ib_core then sets
+ * its pd, iova and length. Pages pinned read-only cannot take writes, so a
+ * change of access to a writable one pins them again, as a new translation
+ * of the same range.
+ */
+struct ib_mr *vrnic_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
+				  u64 length, u64 virt_addr, int access_flags,
+				  struct ib_pd *ibpd, struct ib_udata *udata)
+{
+	struct vrnic_dev *dev = to_vdev(ibmr->device);
+	struct vrnic_mr *mr = to_vmr(ibmr);
+	struct vrnic_rereg_mr_params p = {
+		.uctx = mr->uctx,
+		.mkey = ibmr->lkey,
+	};
+	int access = mr->access;
+	struct ib_umem *umem = NULL;
+	struct vrnic_pbl pbl;
+	unsigned long pgsz;
+	int err;
+
+	/* Only a user MR (not the DMA MR, not a fast-registration MR). */
+	if (!mr->umem || !udata)
+		return ERR_PTR(-EINVAL);
+	if (!flags || (flags & ~IB_MR_REREG_SUPPORTED))
+		return ERR_PTR(-EOPNOTSUPP);
+	if (udata->inlen && !ib_is_udata_cleared(udata, 0, udata->inlen))
+		return ERR_PTR(-EOPNOTSUPP);
+
+	if (flags & IB_MR_REREG_ACCESS) {
+		access = access_flags;
+		err = vrnic_mr_access(dev, access, &p.access);
+		if (err)
+			return ERR_PTR(err);
+		p.flags |= VRNIC_REREG_FLAGS_CHANGE_ACCESS;
+	}
+	if (flags & IB_MR_REREG_PD) {
+		if (!ibpd || to_vpd(ibpd)->uctx != mr->uctx)
+			return ERR_PTR(-EINVAL);
+		p.pdn = to_vpd(ibpd)->pdn;
+		p.flags |= VRNIC_REREG_FLAGS_CHANGE_PD;
+	}
+	if (!(flags & IB_MR_REREG_TRANS) && ib_access_writable(access) &&
+	    !mr->umem->writable) {
+		start = mr->umem->address;
+		length = ibmr->length;
+		virt_addr = ibmr->iova;
+		flags |= IB_MR_REREG_TRANS;
+	}
+	if (flags & IB_MR_REREG_TRANS) {
+		umem = vrnic_mr_pin(dev, start, length, virt_addr, access, &pbl,
+				    &pgsz);
+		if (IS_ERR(umem))
+			return ERR_CAST(umem);
+		p.iova = virt_addr;
+		p.length = length;
+		p.pages = pbl.desc;
+		p.flags |= VRNIC_REREG_FLAGS_CHANGE_TRANSLATION;
+	}
+
+	err = vrnic_cmd_rereg_mr(dev, &p);
+	if (umem)
+		vrnic_pbl_free(dev, &pbl);
+	if (err) {
+		/* The device kept the old region: keep its pages. */
+		ib_umem_release(umem);
+		return ERR_PTR(err);
+	}
+	if (umem) {
+		ib_umem_release(mr->umem);
+		mr->umem = umem;
+	}
+	mr->access = access;
+	ibdev_dbg(&dev->ibdev, "uctx %u: MR %#x reregistered (flags %#x)\n",
+		  mr->uctx, ibmr->lkey, p.flags);
+	return NULL;
 }
 
 struct ib_mr *vrnic_get_dma_mr(struct ib_pd *ibpd, int access_flags)

@@ -5,11 +5,15 @@
  * provider. cq->lock serializes polling and arming of one CQ; a CQE's QP is
  * found by its device QPN in dev->qps, and destroy_qp takes the locks of the
  * QP's CQs after erasing it, so a poller never uses a QP being freed. A
- * receive of a QP with an SRQ frees its slot in the SRQ (vrnic_srq.c); the
- * SRQ outlives its QPs (ib_core counts them).
+ * receive of a QP with an SRQ frees the slot the CQE names in the SRQ the
+ * CQE names (CQE_FLAG_SRQ, srqn; vrnic_srq.c), which must be the QP's: the
+ * SRQ outlives its QPs (ib_core counts them). While a kernel CQ is being
+ * resized (vrnic_cq.c) its pollers find nothing and arming reports a missed
+ * event, so that ib_cq's pollers come back.
  *
- * CQE fields are the device's: indices are reduced modulo the queue's depth,
- * the QPN only looked up, an unknown opcode becomes a failed completion.
+ * CQE fields are the device's: indices are reduced modulo the queue's depth
+ * (an SRQ slot must be in range), the QPN only looked up, the SRQ compared;
+ * an unknown opcode or a bad SRQ becomes a failed completion.
  */
 #include "vrnic.h"
 
@@ -75,8 +79,40 @@ static bool vrnic_cqe_opcode_valid(const struct vrnic_cqe_fields *f)
 	}
 }
 
+/*
+ * Retire the WQE a CQE completes; false when the CQE cannot be the QP's:
+ * a receive of a QP with an SRQ must name that SRQ and a slot of it, other
+ * CQEs must not name an SRQ.
+ */
+static bool vrnic_cqe_retire(struct vrnic_qp *qp,
+			     const struct vrnic_cqe_fields *f)
+{
+	bool from_srq = f->flags & VRNIC_CQE_FLAG_SRQ;
+	struct vrnic_srq *srq;
+
+	if (!(f->flags & VRNIC_CQE_FLAG_RECV)) {
+		if (from_srq)
+			return false;
+		vrnic_wq_retire(&qp->sq, f->wqe_index);
+		return true;
+	}
+	if (!qp->ibqp.srq) {
+		if (from_srq)
+			return false;
+		vrnic_wq_retire(&qp->rq, f->wqe_index);
+		return true;
+	}
+	srq = to_vsrq(qp->ibqp.srq);
+	if (!from_srq || f->srqn != srq->srqn ||
+	    f->wqe_index >= (1U << srq->depth_log2))
+		return false;
+	vrnic_srq_retire(srq, f->wqe_index);
+	return true;
+}
+
+/* @valid: vrnic_cqe_retire() accepted the CQE. */
 static void vrnic_fill_wc(struct vrnic_qp *qp, const struct vrnic_cqe_fields *f,
-			  struct ib_wc *wc)
+			  bool valid, struct ib_wc *wc)
 {
 	bool recv = f->flags & VRNIC_CQE_FLAG_RECV;
 
@@ -86,10 +122,11 @@ static void vrnic_fill_wc(struct vrnic_qp *qp, const struct vrnic_cqe_fields *f,
 	wc->vendor_err = f->vendor_err;
 	wc->byte_len = f->byte_len;
 	wc->qp = &qp->ibqp;
-	if (!vrnic_cqe_opcode_valid(f)) {
+	if (!valid || !vrnic_cqe_opcode_valid(f)) {
 		dev_warn_ratelimited(&to_vdev(qp->ibqp.device)->pdev->dev,
-				     "QP %u: CQE with opcode %#x wc_flags %#x\n",
-				     qp->qpn, f->opcode, f->wc_flags);
+				     "QP %u: CQE with opcode %#x wc_flags %#x flags %#x srqn %u wqe_index %u\n",
+				     qp->qpn, f->opcode, f->wc_flags, f->flags,
+				     f->srqn, f->wqe_index);
 		wc->status = IB_WC_GENERAL_ERR;
 		wc->opcode = recv ? IB_WC_RECV : IB_WC_SEND;
 		return;
@@ -123,10 +160,18 @@ int vrnic_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc)
 	struct vrnic_cqe_fields f;
 	struct vrnic_qp *qp;
 	unsigned long flags;
+	bool valid;
 	u32 start;
 	int n = 0;
 
+	/* A user CQ's ring is the provider's (uverbs may still call here). */
+	if (cq->umem)
+		return -EINVAL;
 	spin_lock_irqsave(&cq->lock, flags);
+	if (cq->resizing) {
+		spin_unlock_irqrestore(&cq->lock, flags);
+		return 0;
+	}
 	start = cq->ci;
 	while (n < num_entries && (cqe = vrnic_cq_next(cq))) {
 		vrnic_cqe_decode(cqe, &f);
@@ -138,13 +183,8 @@ int vrnic_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc)
 				  cq->cqn, f.qpn);
 			continue;
 		}
-		if (!(f.flags & VRNIC_CQE_FLAG_RECV))
-			vrnic_wq_retire(&qp->sq, f.wqe_index);
-		else if (qp->ibqp.srq)
-			vrnic_srq_retire(to_vsrq(qp->ibqp.srq), f.wqe_index);
-		else
-			vrnic_wq_retire(&qp->rq, f.wqe_index);
-		vrnic_fill_wc(qp, &f, &wc[n++]);
+		valid = vrnic_cqe_retire(qp, &f);
+		vrnic_fill_wc(qp, &f, valid, &wc[n++]);
 	}
 	if (cq->ci != start) {
 		/* Every CQE read before the device may reuse its entry. */
@@ -168,6 +208,8 @@ int vrnic_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags)
 	unsigned long irqflags;
 	int ret = 0;
 
+	if (cq->umem)
+		return -EINVAL;
 	spin_lock_irqsave(&cq->lock, irqflags);
 	cq->arm_seq++;
 	writel(cq->arm_seq << VRNIC_CQ_ARM_SEQ_SHIFT | cmd,
@@ -175,7 +217,7 @@ int vrnic_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags)
 	if (flags & IB_CQ_REPORT_MISSED_EVENTS) {
 		/* The arm store before the look at the next CQE. */
 		mb();
-		ret = vrnic_cq_next(cq) ? 1 : 0;
+		ret = cq->resizing || vrnic_cq_next(cq) ? 1 : 0;
 	}
 	spin_unlock_irqrestore(&cq->lock, irqflags);
 	return ret;

@@ -212,6 +212,12 @@ int vrnic_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 	u32 start;
 	int err = 0;
 
+	/* A user QP's rings are the provider's; an XRC_TGT QP has none. */
+	if (!qp->kernel) {
+		*bad_wr = wr;
+		return -EINVAL;
+	}
+
 	spin_lock_irqsave(&sq->lock, flags);
 	start = sq->pi;
 	for (; wr; wr = wr->next) {
@@ -244,8 +250,11 @@ int vrnic_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 	u32 start;
 	int err = 0, i;
 
-	/* Its receives come from the SRQ (ib_post_srq_recv()). */
-	if (ibqp->srq) {
+	/*
+	 * Not a kernel QP (see post_send), or its receives come from the SRQ
+	 * (ib_post_srq_recv()).
+	 */
+	if (!qp->kernel || ibqp->srq) {
 		*bad_wr = wr;
 		return -EINVAL;
 	}

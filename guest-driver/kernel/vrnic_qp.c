@@ -6,6 +6,14 @@
  * with rings in kernel memory (posted to by vrnic_post.c). MODIFY_QP drives
  * the state machine of both.
  *
+ * XRC (SPEC "XRC", with CAPS.XRC): an XRC_INI QP is a user QP with a send
+ * ring only. An XRC_TGT QP has no rings, no doorbell, no PD and no CQs: ib_core
+ * creates it without udata even for a process, since the processes of its
+ * XRC domain share it and it may outlive its creator, so it belongs to the
+ * kernel context. Only modify, query and destroy reach it; its events go to
+ * ib_core's shared-QP handler, which passes them to every process that
+ * opened it.
+ *
  * The GSI QP is QP1 to ib_core and to peers (ibqp->qp_num = 1) while the
  * device knows it by the QPN it returned, which admin commands and CQEs
  * carry (qp->qpn; dev->qps is keyed by it).
@@ -88,16 +96,17 @@ void vrnic_qp_event(struct vrnic_dev *dev, u32 qpn, enum ib_event_type type)
 }
 
 /*
- * With an SRQ the QP has no receive queue: the provider sends a zero
- * receive geometry and the receive caps are ignored (ib_core reports 0).
+ * With an SRQ, and for XRC_INI, the QP has no receive queue: the provider
+ * sends a zero receive geometry and the receive caps are ignored (ib_core
+ * reports 0).
  */
 static int vrnic_qp_check_recv_geometry(const struct vrnic_limits *lim,
 					struct ib_qp_cap *cap,
 					const struct vrnic_create_qp_cmd *cmd,
 					struct vrnic_create_qp_params *p,
-					bool srq)
+					bool no_rq)
 {
-	if (srq) {
+	if (no_rq) {
 		if (cmd->rq_depth_log2 || cmd->rq_wqe_shift || cmd->rq_buf_addr)
 			return -EINVAL;
 		cap->max_recv_wr = 0;
@@ -122,12 +131,43 @@ static int vrnic_qp_check_recv_geometry(const struct vrnic_limits *lim,
 	return 0;
 }
 
-/* Check the provider's ring geometry against the verbs caps and the device. */
+/* Where the SGEs or inline data of a send WQE of @qp_type start. */
+static u32 vrnic_send_payload_offset(u8 qp_type)
+{
+	switch (qp_type) {
+	case VRNIC_QP_TYPE_UD:
+	case VRNIC_QP_TYPE_GSI:
+		return VRNIC_UD_PAYLOAD_OFFSET;
+	case VRNIC_QP_TYPE_XRC_INI:
+		return VRNIC_XRC_PAYLOAD_OFFSET;
+	default:
+		return VRNIC_SEND_WQE_HEADER_SIZE;
+	}
+}
+
+/* The smallest send WQE of @qp_type (log2). */
+static u32 vrnic_send_wqe_shift_min(u8 qp_type)
+{
+	switch (qp_type) {
+	case VRNIC_QP_TYPE_UD:
+	case VRNIC_QP_TYPE_GSI:
+		return VRNIC_UD_SEND_WQE_SHIFT_MIN;
+	case VRNIC_QP_TYPE_XRC_INI:
+		return VRNIC_XRC_SEND_WQE_SHIFT_MIN;
+	default:
+		return VRNIC_SEND_WQE_SHIFT_MIN;
+	}
+}
+
+/*
+ * Check the provider's ring geometry against the verbs caps and the device.
+ * @no_rq: a QP with an SRQ, or XRC_INI: no receive queue of its own.
+ */
 static int vrnic_qp_check_geometry(struct vrnic_dev *dev,
 				   struct ib_qp_cap *cap,
 				   const struct vrnic_create_qp_cmd *cmd,
 				   struct vrnic_create_qp_params *p,
-				   bool datagram, bool srq)
+				   bool no_rq)
 {
 	const struct vrnic_limits *lim = &dev->lim;
 	u32 max_depth_log2 = ilog2(lim->max_qp_wr);
@@ -145,7 +185,7 @@ static int vrnic_qp_check_geometry(struct vrnic_dev *dev,
 	if (cmd->sq_wqe_shift < VRNIC_SEND_WQE_SHIFT_MIN ||
 	    cmd->sq_wqe_shift > VRNIC_SEND_WQE_SHIFT_MAX)
 		return -EINVAL;
-	err = vrnic_qp_check_recv_geometry(lim, cap, cmd, p, srq);
+	err = vrnic_qp_check_recv_geometry(lim, cap, cmd, p, no_rq);
 	if (err)
 		return err;
 
@@ -158,11 +198,10 @@ static int vrnic_qp_check_geometry(struct vrnic_dev *dev,
 	p->max_send_sge = max_t(u32, cap->max_send_sge, 1);
 
 	/* All operands are small (checked above): no overflow. */
-	send_bytes = (datagram ? VRNIC_UD_PAYLOAD_OFFSET :
-				 VRNIC_SEND_WQE_HEADER_SIZE) +
+	send_bytes = vrnic_send_payload_offset(p->qp_type) +
 		     max_t(u32, p->max_send_sge * VRNIC_SGE_SIZE, p->max_inline);
 	if (send_bytes > (1U << cmd->sq_wqe_shift) ||
-	    (datagram && cmd->sq_wqe_shift < VRNIC_UD_SEND_WQE_SHIFT_MIN))
+	    cmd->sq_wqe_shift < vrnic_send_wqe_shift_min(p->qp_type))
 		return -EINVAL;
 
 	p->sq_depth_log2 = cmd->sq_depth_log2;
@@ -247,6 +286,9 @@ static int vrnic_qp_type(struct vrnic_dev *dev, enum ib_qp_type type, u8 *out)
 		/* The device has one, in RoCE mode (IB mode has no SA). */
 		*out = VRNIC_QP_TYPE_GSI;
 		return dev->roce ? 0 : -EOPNOTSUPP;
+	case IB_QPT_XRC_INI:
+		*out = VRNIC_QP_TYPE_XRC_INI;
+		return dev->lim.max_xrcd ? 0 : -EOPNOTSUPP;
 	default:
 		return -EOPNOTSUPP;
 	}
@@ -264,6 +306,9 @@ static int vrnic_create_kernel_qp(struct vrnic_dev *dev, struct vrnic_qp *qp,
 	/* No inline data: kernel ULPs send from DMA-mapped buffers. */
 	if (cap->max_inline_data)
 		return -EINVAL;
+	/* No kernel ULP uses XRC: kernel XRC_INI QPs are not offered. */
+	if (init_attr->qp_type == IB_QPT_XRC_INI)
+		return -EOPNOTSUPP;
 	err = vrnic_qp_type(dev, init_attr->qp_type, &p.qp_type);
 	if (err)
 		return err;
@@ -271,10 +316,8 @@ static int vrnic_create_kernel_qp(struct vrnic_dev *dev, struct vrnic_qp *qp,
 	qp->datagram = p.qp_type == VRNIC_QP_TYPE_UD ||
 		       p.qp_type == VRNIC_QP_TYPE_GSI;
 	err = vrnic_wq_setup(dev, &qp->sq, &cap->max_send_wr, &cap->max_send_sge,
-			     qp->datagram ? VRNIC_UD_PAYLOAD_OFFSET :
-					    VRNIC_SEND_WQE_HEADER_SIZE,
-			     qp->datagram ? VRNIC_UD_SEND_WQE_SHIFT_MIN :
-					    VRNIC_SEND_WQE_SHIFT_MIN,
+			     vrnic_send_payload_offset(p.qp_type),
+			     vrnic_send_wqe_shift_min(p.qp_type),
 			     &p.sq_depth_log2, &p.sq_wqe_shift);
 	if (err)
 		goto err_free;
@@ -347,6 +390,37 @@ err_free:
 	return err;
 }
 
+/* An XRC_TGT QP: the kernel context's, with no rings (see the top). */
+static int vrnic_create_xrc_tgt_qp(struct vrnic_dev *dev, struct vrnic_qp *qp,
+				   struct ib_qp_init_attr *init_attr)
+{
+	struct vrnic_create_qp_params p = {
+		.qp_type = VRNIC_QP_TYPE_XRC_TGT,
+		.uctx = VRNIC_KERNEL_UCTX,
+	};
+	int err;
+
+	if (!dev->lim.max_xrcd)
+		return -EOPNOTSUPP;
+	if (!init_attr->xrcd || init_attr->srq)
+		return -EINVAL;
+	p.xrcdn = to_vxrcd(init_attr->xrcd)->xrcdn;
+	qp->uctx = VRNIC_KERNEL_UCTX;
+	err = vrnic_cmd_create_qp(dev, &p, &qp->qpn, &qp->db);
+	if (err)
+		return err;
+	err = vrnic_qp_insert(dev, qp);
+	if (err) {
+		/* No memory of ours behind it: nothing to keep on failure. */
+		vrnic_cmd_destroy_qp(dev, qp->uctx, qp->qpn);
+		return err;
+	}
+	qp->ibqp.qp_num = qp->qpn;
+	memset(&init_attr->cap, 0, sizeof(init_attr->cap));
+	ibdev_dbg(&dev->ibdev, "XRC_TGT QP %u in XRCD %u\n", qp->qpn, p.xrcdn);
+	return 0;
+}
+
 int vrnic_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init_attr,
 		    struct ib_udata *udata)
 {
@@ -357,19 +431,29 @@ int vrnic_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init_attr,
 	struct vrnic_create_qp_cmd cmd;
 	struct vrnic_pbl sq_pbl, rq_pbl;
 	u64 db_key, kick_key;
+	bool no_rq;
 	int err;
 
 	if (init_attr->create_flags || init_attr->rwq_ind_tbl)
 		return -EOPNOTSUPP;
-	if (!init_attr->send_cq || !init_attr->recv_cq)
+	if (init_attr->qp_type != IB_QPT_XRC_TGT &&
+	    (!init_attr->send_cq ||
+	     (!init_attr->recv_cq && init_attr->qp_type != IB_QPT_XRC_INI)))
 		return -EINVAL;
-	/* GSI QPs cannot use an SRQ (SPEC cmd_create_qp). */
-	if (init_attr->srq && init_attr->qp_type == IB_QPT_GSI)
+	/* GSI and XRC_INI QPs cannot use an SRQ (SPEC cmd_create_qp). */
+	if (init_attr->srq && (init_attr->qp_type == IB_QPT_GSI ||
+			       init_attr->qp_type == IB_QPT_XRC_INI))
 		return -EINVAL;
 
 	mutex_init(&qp->lock);
 	qp->state = IB_QPS_RESET;
 	qp->sq_sig_type = init_attr->sq_sig_type;
+	if (init_attr->qp_type == IB_QPT_XRC_TGT) {
+		err = vrnic_create_xrc_tgt_qp(dev, qp, init_attr);
+		if (err)
+			mutex_destroy(&qp->lock);
+		return err;
+	}
 	if (!udata) {
 		/* Kernel QPs need the kernel data path: RoCE mode only. */
 		err = dev->roce ? vrnic_create_kernel_qp(dev, qp, init_attr) :
@@ -396,9 +480,8 @@ int vrnic_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init_attr,
 		err = -EINVAL;
 		goto err_mutex;
 	}
-	err = vrnic_qp_check_geometry(dev, &init_attr->cap, &cmd, &p,
-				      p.qp_type == VRNIC_QP_TYPE_UD,
-				      init_attr->srq);
+	no_rq = init_attr->srq || p.qp_type == VRNIC_QP_TYPE_XRC_INI;
+	err = vrnic_qp_check_geometry(dev, &init_attr->cap, &cmd, &p, no_rq);
 	if (err)
 		goto err_mutex;
 	vrnic_qp_use_srq(&p, init_attr->srq);
@@ -407,7 +490,9 @@ int vrnic_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init_attr,
 	p.uctx = qp->uctx;
 	p.pdn = to_vpd(ibqp->pd)->pdn;
 	p.send_cqn = to_vcq(init_attr->send_cq)->cqn;
-	p.recv_cqn = to_vcq(init_attr->recv_cq)->cqn;
+	/* XRC_INI: no receive CQ (ib_core passes none). */
+	if (p.qp_type != VRNIC_QP_TYPE_XRC_INI)
+		p.recv_cqn = to_vcq(init_attr->recv_cq)->cqn;
 
 	qp->sq_umem = vrnic_qp_pin_ring(ibqp->device, le64_to_cpu(cmd.sq_buf_addr),
 					p.sq_depth_log2 + p.sq_wqe_shift);
@@ -415,7 +500,7 @@ int vrnic_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init_attr,
 		err = PTR_ERR(qp->sq_umem);
 		goto err_mutex;
 	}
-	if (!init_attr->srq) {
+	if (!no_rq) {
 		qp->rq_umem = vrnic_qp_pin_ring(ibqp->device,
 						le64_to_cpu(cmd.rq_buf_addr),
 						p.rq_depth_log2 + p.rq_wqe_shift);
@@ -454,7 +539,7 @@ int vrnic_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init_attr,
 
 	/* Report what was actually created. */
 	init_attr->cap.max_send_wr = 1U << p.sq_depth_log2;
-	init_attr->cap.max_recv_wr = init_attr->srq ? 0 : 1U << p.rq_depth_log2;
+	init_attr->cap.max_recv_wr = no_rq ? 0 : 1U << p.rq_depth_log2;
 	init_attr->cap.max_send_sge = p.max_send_sge;
 	init_attr->cap.max_recv_sge = p.max_recv_sge;
 	init_attr->cap.max_inline_data = p.max_inline;
@@ -660,7 +745,7 @@ static void vrnic_qp_attr_to_ib(const struct vrnic_qp *qp,
 	attr->max_rd_atomic = va->max_rd_atomic;
 	attr->max_dest_rd_atomic = va->max_dest_rd_atomic;
 	attr->port_num = va->port_num;
-	attr->sq_draining = va->sq_draining;
+	attr->sq_draining = !!va->sq_draining;
 	attr->en_sqd_async_notify = va->en_sqd_async_notify;
 	attr->qp_access_flags = le32_to_cpu(va->qp_access_flags) &
 				VRNIC_ACCESS_SUPPORTED_MASK;
@@ -723,6 +808,7 @@ int vrnic_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int attr_mask,
 	init_attr->send_cq = ibqp->send_cq;
 	init_attr->recv_cq = ibqp->recv_cq;
 	init_attr->srq = ibqp->srq;
+	init_attr->xrcd = ibqp->xrcd;
 	init_attr->cap = qp->cap;
 	init_attr->sq_sig_type = qp->sq_sig_type;
 	init_attr->port_num = VRNIC_PORT_NUM;

@@ -2,8 +2,9 @@
 /*
  * Shared receive queues (SPEC "Shared receive queues"). A user SRQ's ring
  * lives in the process (the provider posts to it; the kernel checks its
- * geometry and pins it). A kernel SRQ (RoCE mode) has a ring of kernel
- * pages, posted to by vrnic_post_srq_recv().
+ * geometry and pins it); it is basic or XRC (SPEC "XRC": it names its XRC
+ * domain and the CQ of its completions). A kernel SRQ (RoCE mode, basic
+ * only) has a ring of kernel pages, posted to by vrnic_post_srq_recv().
  *
  * The device takes WQEs in index order but messages complete out of that
  * order, so a kernel SRQ keeps a bit per slot: set when a WQE is posted into
@@ -92,6 +93,7 @@ static void vrnic_srq_free_kernel(struct vrnic_dev *dev, struct vrnic_srq *srq)
 static int vrnic_create_kernel_srq(struct vrnic_dev *dev, struct vrnic_srq *srq,
 				   struct ib_srq_attr *attr)
 {
+	struct vrnic_create_srq_params p = {};
 	const struct vrnic_kdb_page *kdb;
 	struct vrnic_pbl pbl;
 	u32 wqe_shift;
@@ -113,9 +115,14 @@ static int vrnic_create_kernel_srq(struct vrnic_dev *dev, struct vrnic_srq *srq,
 	err = vrnic_kring_pbl(dev, &srq->ring, &pbl);
 	if (err)
 		goto err_free;
-	err = vrnic_cmd_create_srq(dev, srq->uctx, to_vpd(srq->ibsrq.pd)->pdn,
-				   srq->depth_log2, wqe_shift, srq->max_sge,
-				   &pbl.desc, &srq->srqn, &srq->db);
+	p.uctx = srq->uctx;
+	p.pdn = to_vpd(srq->ibsrq.pd)->pdn;
+	p.depth_log2 = srq->depth_log2;
+	p.wqe_shift = wqe_shift;
+	p.max_sge = srq->max_sge;
+	p.srq_type = VRNIC_SRQ_TYPE_BASIC;
+	p.ring = pbl.desc;
+	err = vrnic_cmd_create_srq(dev, &p, &srq->srqn, &srq->db);
 	vrnic_pbl_free(dev, &pbl);
 	if (err)
 		goto err_free;
@@ -142,10 +149,31 @@ err_free:
 	return err;
 }
 
+/* An XRC SRQ names its domain and the CQ of its completions (SPEC "XRC"). */
+static int vrnic_srq_xrc_params(struct vrnic_dev *dev,
+				const struct ib_srq_init_attr *init_attr,
+				struct vrnic_create_srq_params *p)
+{
+	if (init_attr->srq_type == IB_SRQT_BASIC) {
+		p->srq_type = VRNIC_SRQ_TYPE_BASIC;
+		return 0;
+	}
+	if (init_attr->srq_type != IB_SRQT_XRC || !dev->lim.max_xrcd)
+		return -EOPNOTSUPP;
+	if (!init_attr->ext.xrc.xrcd || !init_attr->ext.cq)
+		return -EINVAL;
+	p->srq_type = VRNIC_SRQ_TYPE_XRC;
+	p->xrcdn = to_vxrcd(init_attr->ext.xrc.xrcd)->xrcdn;
+	p->cqn = to_vcq(init_attr->ext.cq)->cqn;
+	return 0;
+}
+
 static int vrnic_create_user_srq(struct vrnic_dev *dev, struct vrnic_srq *srq,
-				 struct ib_srq_attr *attr,
+				 struct ib_srq_init_attr *init_attr,
 				 struct ib_udata *udata)
 {
+	struct ib_srq_attr *attr = &init_attr->attr;
+	struct vrnic_create_srq_params p = {};
 	struct vrnic_create_srq_resp resp = {};
 	struct vrnic_create_srq_cmd cmd;
 	struct vrnic_pbl pbl;
@@ -153,6 +181,9 @@ static int vrnic_create_user_srq(struct vrnic_dev *dev, struct vrnic_srq *srq,
 	u32 max_sge = max_t(u32, attr->max_sge, 1);
 	int err;
 
+	err = vrnic_srq_xrc_params(dev, init_attr, &p);
+	if (err)
+		return err;
 	err = vrnic_copy_cmd_from_udata(&cmd, sizeof(cmd), sizeof(cmd), udata);
 	if (err)
 		return err;
@@ -179,9 +210,13 @@ static int vrnic_create_user_srq(struct vrnic_dev *dev, struct vrnic_srq *srq,
 	err = vrnic_pbl_from_umem(dev, &pbl, srq->umem, PAGE_SIZE);
 	if (err)
 		goto err_release;
-	err = vrnic_cmd_create_srq(dev, srq->uctx, to_vpd(srq->ibsrq.pd)->pdn,
-				   cmd.depth_log2, cmd.wqe_shift, max_sge,
-				   &pbl.desc, &srq->srqn, &srq->db);
+	p.uctx = srq->uctx;
+	p.pdn = to_vpd(srq->ibsrq.pd)->pdn;
+	p.depth_log2 = cmd.depth_log2;
+	p.wqe_shift = cmd.wqe_shift;
+	p.max_sge = max_sge;
+	p.ring = pbl.desc;
+	err = vrnic_cmd_create_srq(dev, &p, &srq->srqn, &srq->db);
 	vrnic_pbl_free(dev, &pbl);
 	if (err)
 		goto err_release;
@@ -203,9 +238,12 @@ static int vrnic_create_user_srq(struct vrnic_dev *dev, struct vrnic_srq *srq,
 
 	attr->max_wr = 1U << cmd.depth_log2;
 	attr->max_sge = max_sge;
-	ibdev_dbg(&dev->ibdev, "uctx %u: SRQ %u %u x %u B, page %u slot %u\n",
-		  srq->uctx, srq->srqn, attr->max_wr, 1U << cmd.wqe_shift,
-		  srq->db.page, srq->db.slot);
+	/* What uverbs returns to the process: remote XRC senders name it. */
+	if (p.srq_type == VRNIC_SRQ_TYPE_XRC)
+		srq->ibsrq.ext.xrc.srq_num = srq->srqn;
+	ibdev_dbg(&dev->ibdev, "uctx %u: SRQ %u type %u %u x %u B, page %u slot %u\n",
+		  srq->uctx, srq->srqn, p.srq_type, attr->max_wr,
+		  1U << cmd.wqe_shift, srq->db.page, srq->db.slot);
 	return 0;
 
 err_erase:
@@ -228,14 +266,17 @@ int vrnic_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init_attr,
 
 	if (!dev->lim.max_srq)
 		return -EOPNOTSUPP;
-	if (init_attr->srq_type != IB_SRQT_BASIC)
-		return -EOPNOTSUPP;
 	if (!attr->max_wr || attr->max_wr > dev->lim.max_qp_wr ||
 	    attr->max_sge > dev->lim.max_sge)
 		return -EINVAL;
 	if (udata)
-		return vrnic_create_user_srq(dev, srq, attr, udata);
-	/* Kernel SRQs need the kernel data path: RoCE mode only. */
+		return vrnic_create_user_srq(dev, srq, init_attr, udata);
+	/*
+	 * Kernel SRQs need the kernel data path: RoCE mode only. No kernel
+	 * ULP uses XRC, and kernel XRC SRQs are not offered.
+	 */
+	if (init_attr->srq_type != IB_SRQT_BASIC)
+		return -EOPNOTSUPP;
 	return dev->roce ? vrnic_create_kernel_srq(dev, srq, attr) : -EOPNOTSUPP;
 }
 
@@ -308,6 +349,12 @@ int vrnic_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
 	void *wqe;
 	u32 start, idx;
 	int err = 0, i;
+
+	/* A user SRQ's ring is the provider's (uverbs may still call here). */
+	if (srq->umem) {
+		*bad_wr = wr;
+		return -EINVAL;
+	}
 
 	spin_lock_irqsave(&srq->lock, flags);
 	start = srq->pi;

@@ -47,7 +47,7 @@ if [[ ${1:-} == --in-root ]]; then
       -I"$dst/include" -I"$dst/common" -I"$bld/include")
     cc "${cflags[@]}" -o "$bld/vrnic-wqe-test" "$dst/tests/wqe_test.c"
     srcs=("$dst/datapath.c" "$dst/vrnic.c" "$dst/verbs.c" "$dst/srq.c" "$dst/mw.c"
-      "$dst/cq_ex.c" "$dst/qp_ex.c")
+      "$dst/cq_ex.c" "$dst/qp_ex.c" "$dst/xrc.c")
     libs=(-L"$bld/lib" "-Wl,-rpath,$bld/lib" -libverbs -lpthread)
     cc "${cflags[@]}" -o "$bld/vrnic-datapath-test" "$dst/tests/datapath_test.c" \
       "${srcs[@]}" "${libs[@]}"

@@ -71,7 +71,9 @@ void vrnic_ring_doorbell(struct vrnic_wq *wq, uint32_t pi)
 #define OP(name) (1u << VRNIC_WR_OPCODE_##name)
 
 /* Datagrams send only (SPEC "Datagrams"); UC has no READ and no atomics
- * (SPEC "Unreliable connected"); REG_MR is for kernel QPs alone. */
+ * (SPEC "Unreliable connected"); XRC_SEND has RC's data and atomic
+ * requests, no memory operations (SPEC "XRC"); REG_MR is for kernel QPs
+ * alone. */
 static const uint32_t vrnic_ud_ops = OP(SEND) | OP(SEND_WITH_IMM);
 static const uint32_t vrnic_uc_ops = OP(SEND) | OP(SEND_WITH_IMM) |
 				     OP(SEND_WITH_INV) | OP(RDMA_WRITE) |
@@ -83,6 +85,10 @@ static const uint32_t vrnic_rc_ops = OP(SEND) | OP(SEND_WITH_IMM) |
 				     OP(ATOMIC_CMP_AND_SWP) |
 				     OP(ATOMIC_FETCH_AND_ADD) | OP(LOCAL_INV) |
 				     OP(BIND_MW);
+static const uint32_t vrnic_xrc_ops = OP(SEND) | OP(SEND_WITH_IMM) |
+				      OP(RDMA_WRITE) | OP(RDMA_WRITE_WITH_IMM) |
+				      OP(RDMA_READ) | OP(ATOMIC_CMP_AND_SWP) |
+				      OP(ATOMIC_FETCH_AND_ADD);
 
 /* Whether @qp may post a WQE of @opcode (an ibv_wr_opcode = wr_opcode). */
 bool vrnic_qp_allows(const struct vrnic_qp *qp, unsigned int opcode)
@@ -98,6 +104,9 @@ bool vrnic_qp_allows(const struct vrnic_qp *qp, unsigned int opcode)
 		break;
 	case IBV_QPT_UD:
 		ops = vrnic_ud_ops;
+		break;
+	case IBV_QPT_XRC_SEND:
+		ops = vrnic_xrc_ops;
 		break;
 	default:
 		return false;
@@ -134,15 +143,23 @@ static int vrnic_copy_inline(struct vrnic_qp *qp, uint8_t *dst,
 	return 0;
 }
 
+/* Where the SGEs, inline bytes or atomic_seg of @qp's send WQE start. */
+static void *vrnic_qp_send_payload(const struct vrnic_qp *qp, void *wqe)
+{
+	return qp->xrc ? vrnic_xrc_send_wqe_payload(wqe) :
+			 vrnic_send_wqe_payload(wqe, qp->datagram);
+}
+
 /*
- * A SEND, RDMA or SEND_WITH_INV WQE: header, for datagrams the ud_av, then
- * SGEs or inline bytes. Only WRITEs and SENDs may be inline.
+ * A SEND, RDMA or SEND_WITH_INV WQE: header, for datagrams the ud_av, for
+ * XRC the xrc_seg, then SGEs or inline bytes. Only WRITEs and SENDs may be
+ * inline.
  */
 static int vrnic_build_data_wqe(struct vrnic_qp *qp, void *wqe,
 				const struct ibv_send_wr *wr,
 				struct vrnic_send_fields *f)
 {
-	void *payload = vrnic_send_wqe_payload(wqe, qp->datagram);
+	void *payload = vrnic_qp_send_payload(qp, wqe);
 	int ret;
 
 	switch (wr->opcode) {
@@ -174,6 +191,9 @@ static int vrnic_build_data_wqe(struct vrnic_qp *qp, void *wqe,
 		av.remote_qkey = wr->wr.ud.remote_qkey;
 		vrnic_set_ud_av(vrnic_send_wqe_ud_av(wqe), &av);
 	}
+	if (qp->xrc)
+		vrnic_set_xrc_seg(vrnic_send_wqe_xrc_seg(wqe),
+				  wr->qp_type.xrc.remote_srqn);
 
 	if (wr->send_flags & IBV_SEND_INLINE) {
 		if (wr->opcode == IBV_WR_RDMA_READ)
@@ -197,8 +217,8 @@ static int vrnic_build_data_wqe(struct vrnic_qp *qp, void *wqe,
  * original value; the device would fail anything else as BAD_WQE, so it is
  * refused here with EINVAL.
  */
-static int vrnic_build_atomic_wqe(void *wqe, const struct ibv_send_wr *wr,
-				  uint8_t flags)
+static int vrnic_build_atomic_wqe(struct vrnic_qp *qp, void *wqe,
+				  const struct ibv_send_wr *wr, uint8_t flags)
 {
 	struct vrnic_atomic_fields a;
 
@@ -215,7 +235,11 @@ static int vrnic_build_atomic_wqe(void *wqe, const struct ibv_send_wr *wr,
 		.length = wr->sg_list[0].length,
 		.lkey = wr->sg_list[0].lkey,
 	};
-	vrnic_set_atomic_wqe(wqe, wr->opcode, flags, wr->wr_id, &a);
+	if (qp->xrc)
+		vrnic_set_xrc_atomic_wqe(wqe, wr->opcode, flags, wr->wr_id,
+					 wr->qp_type.xrc.remote_srqn, &a);
+	else
+		vrnic_set_atomic_wqe(wqe, wr->opcode, flags, wr->wr_id, &a);
 	return 0;
 }
 
@@ -262,7 +286,7 @@ int vrnic_build_send_wqe(struct vrnic_qp *qp, void *wqe,
 	switch (wr->opcode) {
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
-		return vrnic_build_atomic_wqe(wqe, wr, f.flags);
+		return vrnic_build_atomic_wqe(qp, wqe, wr, f.flags);
 	case IBV_WR_LOCAL_INV:
 		if (wr->send_flags & IBV_SEND_INLINE)
 			return EINVAL;
@@ -285,7 +309,8 @@ int vrnic_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	int ret = 0;
 
 	pthread_spin_lock(&sq->lock);
-	if (!vrnic_sq_ready(qp)) {
+	/* An XRC_RECV QP has no send queue. */
+	if (!sq->depth || !vrnic_sq_ready(qp)) {
 		*bad_wr = wr;
 		pthread_spin_unlock(&sq->lock);
 		return EINVAL;
@@ -319,8 +344,9 @@ int vrnic_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	void *wqe;
 
 	pthread_spin_lock(&rq->lock);
-	/* A QP with an SRQ takes its receives from there. */
-	if (qp->state == IBV_QPS_RESET || qp->srq) {
+	/* A QP with an SRQ takes its receives from there; XRC QPs have no
+	 * receive queue either (their receives come from XRC SRQs). */
+	if (qp->state == IBV_QPS_RESET || !rq->depth) {
 		*bad_wr = wr;
 		pthread_spin_unlock(&rq->lock);
 		return EINVAL;
@@ -366,24 +392,29 @@ static void vrnic_wq_retire(struct vrnic_wq *wq, uint16_t wqe_index)
 }
 
 /*
- * Retire what a polled CQE completes: its send or receive WQE (and every
- * earlier one of that queue), or for a receive of a QP with an SRQ the
- * SRQ slot it names. Caller holds the CQ lock; a CQE of a QP that is gone
- * retires nothing.
+ * Retire what a polled CQE completes: the SRQ slot it names (CQE_FLAG_SRQ:
+ * srqn and wqe_index, whatever its QP, which for XRC is not ours), or its
+ * send or receive WQE (and every earlier one of that queue). Caller holds
+ * the CQ lock; a CQE of a QP that is gone retires nothing. False for a CQE
+ * no SRQ slot of ours can have caused (hostile or corrupt): the caller
+ * reports it as an error completion.
  */
-void vrnic_cqe_retire(struct vrnic_context *ctx,
+bool vrnic_cqe_retire(struct vrnic_context *ctx,
 		      const struct vrnic_cqe_fields *cqe)
 {
-	struct vrnic_qp *qp = vrnic_find_qp(ctx, cqe->qpn);
+	struct vrnic_qp *qp;
 
+	if (cqe->flags & VRNIC_CQE_FLAG_SRQ)
+		return (cqe->flags & VRNIC_CQE_FLAG_RECV) &&
+		       vrnic_srq_complete(ctx, cqe->srqn, cqe->wqe_index);
+	qp = vrnic_find_qp(ctx, cqe->qpn);
 	if (!qp)
-		return;
+		return true;
 	if (!(cqe->flags & VRNIC_CQE_FLAG_RECV))
 		vrnic_wq_retire(&qp->sq, cqe->wqe_index);
-	else if (qp->srq)
-		vrnic_srq_free_slot(qp->srq, cqe->wqe_index);
 	else
 		vrnic_wq_retire(&qp->rq, cqe->wqe_index);
+	return true;
 }
 
 static void vrnic_cqe_to_wc(const struct vrnic_cqe_fields *cqe,
@@ -426,8 +457,9 @@ bool vrnic_cq_next_wc(struct vrnic_cq *cq, uint32_t *ci, struct ibv_wc *wc)
 		(*ci)++;
 		if (!cqe.qpn)
 			continue; /* dropped by vrnic_cq_clean */
-		vrnic_cqe_retire(ctx, &cqe);
 		vrnic_cqe_to_wc(&cqe, wc);
+		if (!vrnic_cqe_retire(ctx, &cqe))
+			wc->status = IBV_WC_GENERAL_ERR;
 		return true;
 	}
 	return false;
@@ -475,26 +507,50 @@ int vrnic_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 	return 0;
 }
 
+/* Drop the CQE at @ci: QPN 0 is never used by the device, poll_cq skips
+ * such entries. A dropped SRQ completion frees its slot, as polling it
+ * would. Caller holds cq->lock. */
+static void vrnic_cq_drop(struct vrnic_cq *cq, uint32_t ci)
+{
+	struct vrnic_context *ctx = to_vctx(cq->ibv_cq.context);
+	struct vrnic_cqe *cqe = vrnic_cqe_at(cq, ci);
+
+	if ((cqe->flags & (VRNIC_CQE_FLAG_SRQ | VRNIC_CQE_FLAG_RECV)) ==
+	    (VRNIC_CQE_FLAG_SRQ | VRNIC_CQE_FLAG_RECV))
+		vrnic_srq_complete(ctx, le32toh(cqe->srqn),
+				   le16toh(cqe->wqe_index));
+	cqe->qpn = 0;
+}
+
 /*
- * Drop the unpolled CQEs of @qp (destroyed or reset) by zeroing their qpn:
- * QPN 0 is never used by the device, poll_cq skips such entries. A dropped
- * receive of a QP with an SRQ frees its SRQ slot, as polling it would. The
- * device never writes an entry we have not consumed, so editing them is
- * safe. Caller holds cq->lock.
+ * Drop the unpolled CQEs of @qp (destroyed or reset). The device never
+ * writes an entry we have not consumed, so editing them is safe. Caller
+ * holds cq->lock.
  */
 void vrnic_cq_clean(struct vrnic_cq *cq, struct vrnic_qp *qp)
 {
 	uint32_t qpn = qp->ibv_qp.qp_num;
 	uint32_t ci;
 
+	for (ci = cq->ci; vrnic_cqe_valid(cq, ci); ci++)
+		if (le32toh(vrnic_cqe_at(cq, ci)->qpn) == qpn)
+			vrnic_cq_drop(cq, ci);
+}
+
+/*
+ * Drop the unpolled completions of XRC SRQ @srqn (destroyed): its CQEs name
+ * TGT QPs, not ours, so vrnic_cq_clean cannot find them. Caller holds
+ * cq->lock, and the SRQ is still in the table (its slots are freed).
+ */
+void vrnic_cq_clean_srq(struct vrnic_cq *cq, uint32_t srqn)
+{
+	uint32_t ci;
+
 	for (ci = cq->ci; vrnic_cqe_valid(cq, ci); ci++) {
 		struct vrnic_cqe *cqe = vrnic_cqe_at(cq, ci);
 
-		if (le32toh(cqe->qpn) != qpn)
-			continue;
-		if (qp->srq && (cqe->flags & VRNIC_CQE_FLAG_RECV))
-			vrnic_srq_free_slot(qp->srq,
-					    le16toh(cqe->wqe_index));
-		cqe->qpn = 0;
+		if (cqe->qpn && (cqe->flags & VRNIC_CQE_FLAG_SRQ) &&
+		    le32toh(cqe->srqn) == srqn)
+			vrnic_cq_drop(cq, ci);
 	}
 }

@@ -215,6 +215,15 @@ static void vrnic_wr_set_ud_addr(struct ibv_qp_ex *qpx, struct ibv_ah *ah,
 	wr->wr.ud.remote_qkey = remote_qkey;
 }
 
+/* XRC_SEND: the target's XRC SRQ; after the builder, as every setter. */
+static void vrnic_wr_set_xrc_srqn(struct ibv_qp_ex *qpx, uint32_t remote_srqn)
+{
+	struct ibv_send_wr *wr = vrnic_wr_current(qpx);
+
+	if (wr)
+		wr->qp_type.xrc.remote_srqn = remote_srqn;
+}
+
 static void vrnic_wr_set_sge_list(struct ibv_qp_ex *qpx, size_t num_sge,
 				  const struct ibv_sge *sg_list)
 {
@@ -319,7 +328,9 @@ static void vrnic_wr_abort(struct ibv_qp_ex *qpx)
  * Give a created QP the ibv_wr_* API: its batch (sized for the QP's caps)
  * and every builder and setter we have. A work request the QP type cannot
  * do fails in the encoder, as through post_send, and makes wr_complete fail.
- * TSO, FLUSH, ATOMIC_WRITE and XRC have none (create_qp_ex refuses them).
+ * wr_set_xrc_srqn is there for XRC_SEND QPs only (as wr_set_ud_addr makes
+ * sense only for UD). TSO, FLUSH and ATOMIC_WRITE have none (create_qp_ex
+ * refuses them).
  */
 int vrnic_qp_ex_init(struct vrnic_qp *qp)
 {
@@ -353,6 +364,8 @@ int vrnic_qp_ex_init(struct vrnic_qp *qp)
 	qpx->wr_set_sge_list = vrnic_wr_set_sge_list;
 	qpx->wr_set_inline_data = vrnic_wr_set_inline_data;
 	qpx->wr_set_inline_data_list = vrnic_wr_set_inline_data_list;
+	if (qp->xrc)
+		qpx->wr_set_xrc_srqn = vrnic_wr_set_xrc_srqn;
 	qp->vqp.comp_mask |= VERBS_QP_EX;
 	return 0;
 }
@@ -373,11 +386,37 @@ static bool vrnic_send_ops_supported(enum ibv_qp_type type, uint64_t ops)
 	return true;
 }
 
+/* An XRC_RECV QP: its XRC domain and nothing else (no send_ops_flags: it
+ * cannot send). */
+static struct ibv_qp *vrnic_create_xrc_recv_qp(struct ibv_context *ibctx,
+					       struct ibv_qp_init_attr_ex *attr)
+{
+	struct ibv_qp_init_attr_ex kattr;
+	struct vrnic_qp *qp;
+
+	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) || !attr->xrcd ||
+	    attr->xrcd->context != ibctx) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (attr->comp_mask & ~(IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_PD)) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	kattr = *attr;
+	kattr.comp_mask = IBV_QP_INIT_ATTR_XRCD;
+	qp = vrnic_xrc_recv_qp_create(ibctx, &kattr);
+	if (!qp)
+		return NULL;
+	attr->cap = kattr.cap;
+	return &qp->ibv_qp;
+}
+
 /*
  * ibv_create_qp_ex: the QP of vrnic_qp_create(), plus the ibv_wr_* API when
- * send_ops_flags are given. Refused with EOPNOTSUPP: attributes beyond PD,
- * SEND_OPS_FLAGS and CREATE_FLAGS (XRC, RSS, TSO), any create flag, and
- * send_ops_flags the QP type cannot do.
+ * send_ops_flags are given, or an XRC_RECV QP. Refused with EOPNOTSUPP:
+ * attributes beyond PD, SEND_OPS_FLAGS and CREATE_FLAGS (RSS, TSO), any
+ * create flag, and send_ops_flags the QP type cannot do.
  */
 struct ibv_qp *vrnic_create_qp_ex(struct ibv_context *ibctx,
 				  struct ibv_qp_init_attr_ex *attr)
@@ -390,6 +429,8 @@ struct ibv_qp *vrnic_create_qp_ex(struct ibv_context *ibctx,
 	struct vrnic_qp *qp;
 	int ret;
 
+	if (attr->qp_type == IBV_QPT_XRC_RECV)
+		return vrnic_create_xrc_recv_qp(ibctx, attr);
 	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd ||
 	    attr->pd->context != ibctx) {
 		errno = EINVAL;

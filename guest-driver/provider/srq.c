@@ -5,7 +5,10 @@
  * aligned store of the producer index into the SRQ's slot (no flag, no kick:
  * the device reads the slot whenever a QP needs a receive WQE). Slots are
  * tracked because QPs complete SRQ WQEs out of order: post_srq_recv never
- * writes into a slot whose CQE has not been polled yet.
+ * writes into a slot whose CQE has not been polled yet. Basic and XRC SRQs
+ * (SPEC "XRC": served by the TGT QPs of an XRC domain, completing on the
+ * SRQ's own CQ) share all of this; every completion names its SRQ
+ * (CQE_FLAG_SRQ, srqn), which the context's SRQ table resolves.
  */
 
 #include <errno.h>
@@ -52,17 +55,80 @@ static void vrnic_free_srq(struct vrnic_srq *srq)
 	free(srq);
 }
 
-struct ibv_srq *vrnic_create_srq(struct ibv_pd *pd,
-				 struct ibv_srq_init_attr *attr)
+/*
+ * Create command: basic SRQs go through CREATE_SRQ, XRC SRQs through
+ * CREATE_XSRQ (xrcd and cq); both carry the same driver request and
+ * response. @attr's caps are those the ring was sized for.
+ */
+static int vrnic_srq_cmd(struct vrnic_srq *srq,
+			 struct ibv_srq_init_attr_ex *attr,
+			 struct vrnic_create_srq_resp *out)
 {
-	struct vrnic_context *ctx = to_vctx(pd->context);
-	struct vrnic_ucmd_create_srq_resp resp = {};
-	struct vrnic_ucmd_create_srq cmd = {};
-	struct ibv_srq_init_attr kattr;
+	struct vrnic_create_srq_cmd drv = {
+		.buf_addr = htole64((uintptr_t)srq->ring),
+		.depth_log2 = vrnic_log2_ceil(srq->depth),
+		.wqe_shift = srq->wqe_shift,
+	};
+	int ret;
+
+	if (attr->srq_type == IBV_SRQT_XRC) {
+		struct vrnic_ucmd_create_xsrq_resp resp = {};
+		struct vrnic_ucmd_create_xsrq cmd = { .drv_payload = drv };
+
+		ret = ibv_cmd_create_srq_ex(attr->pd->context, &srq->vsrq, attr,
+					    &cmd.ibv_cmd, sizeof(cmd),
+					    &resp.ibv_resp, sizeof(resp));
+		*out = resp.drv_payload;
+	} else {
+		struct vrnic_ucmd_create_srq_resp resp = {};
+		struct vrnic_ucmd_create_srq cmd = { .drv_payload = drv };
+		struct ibv_srq_init_attr basic = {
+			.srq_context = attr->srq_context,
+			.attr = attr->attr,
+		};
+
+		ret = ibv_cmd_create_srq(attr->pd, &srq->ibv_srq, &basic,
+					 &cmd.ibv_cmd, sizeof(cmd),
+					 &resp.ibv_resp, sizeof(resp));
+		*out = resp.drv_payload;
+	}
+	return ret;
+}
+
+/*
+ * Serves create_srq and create_srq_ex. Basic and XRC SRQs; tag matching
+ * SRQs and attributes beyond TYPE, PD, XRCD and CQ are refused with
+ * EOPNOTSUPP.
+ */
+static struct vrnic_srq *vrnic_srq_create(struct ibv_context *ibctx,
+					  struct ibv_srq_init_attr_ex *attr)
+{
+	const uint32_t known = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
+			       IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+	struct vrnic_context *ctx = to_vctx(ibctx);
+	struct vrnic_create_srq_resp resp;
+	struct ibv_srq_init_attr_ex kattr;
 	struct vrnic_db_map map;
 	struct vrnic_srq *srq;
 	uint32_t slot;
 	int ret;
+
+	if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE))
+		attr->srq_type = IBV_SRQT_BASIC;
+	if ((attr->comp_mask & ~known) ||
+	    (attr->srq_type != IBV_SRQT_BASIC &&
+	     attr->srq_type != IBV_SRQT_XRC)) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !attr->pd ||
+	    attr->pd->context != ibctx ||
+	    (attr->srq_type == IBV_SRQT_XRC &&
+	     (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) || !attr->xrcd ||
+	      !(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !attr->cq))) {
+		errno = EINVAL;
+		return NULL;
+	}
 
 	srq = calloc(1, sizeof(*srq));
 	if (!srq)
@@ -78,34 +144,49 @@ struct ibv_srq *vrnic_create_srq(struct ibv_pd *pd,
 		goto err_free;
 	}
 
-	cmd.drv_payload.buf_addr = htole64((uintptr_t)srq->ring);
-	cmd.drv_payload.depth_log2 = vrnic_log2_ceil(srq->depth);
-	cmd.drv_payload.wqe_shift = srq->wqe_shift;
 	/* The kernel sees the caps the ring was sized for. */
 	kattr = *attr;
 	kattr.attr.max_wr = srq->depth;
 	kattr.attr.max_sge = srq->max_sge;
-	ret = ibv_cmd_create_srq(pd, &srq->ibv_srq, &kattr, &cmd.ibv_cmd,
-				 sizeof(cmd), &resp.ibv_resp, sizeof(resp));
+	ret = vrnic_srq_cmd(srq, &kattr, &resp);
 	if (ret)
 		goto err_free;
 
-	slot = le32toh(resp.drv_payload.db_slot);
+	srq->srqn = le32toh(resp.srqn);
+	slot = le32toh(resp.db_slot);
+	/* Peers name an XRC SRQ by the number ibv_get_srq_num reports, the
+	 * kernel's; the device names it in CQEs by ours. */
+	if (attr->srq_type == IBV_SRQT_XRC && srq->vsrq.srq_num != srq->srqn) {
+		verbs_err(&ctx->ibv_ctx,
+			  "vrnic: bad create_srq response (srqn %u, srq_num %u)\n",
+			  srq->srqn, srq->vsrq.srq_num);
+		ret = EPROTO;
+		goto err_destroy;
+	}
 	ret = vrnic_map_object_slot(ctx, "create_srq", slot,
-				    le32toh(resp.drv_payload.db_page),
-				    le64toh(resp.drv_payload.db_mmap_key),
-				    le64toh(resp.drv_payload.kick_mmap_key),
-				    &map);
+				    le32toh(resp.db_page),
+				    le64toh(resp.db_mmap_key),
+				    le64toh(resp.kick_mmap_key), &map);
 	if (ret)
 		goto err_destroy;
-	srq->srqn = le32toh(resp.drv_payload.srqn);
 	srq->db = vrnic_db_word(map.db, slot, VRNIC_DB_SRQ_SLOT_PI_OFF);
 	/* Nothing posted yet: start the slot from a known state. */
 	__atomic_store_n(srq->db, 0, __ATOMIC_RELAXED);
 	pthread_spin_init(&srq->lock, PTHREAD_PROCESS_PRIVATE);
+
+	pthread_mutex_lock(&ctx->srq_table_mutex);
+	ret = vrnic_table_insert(&ctx->srq_table, srq->srqn, srq);
+	pthread_mutex_unlock(&ctx->srq_table_mutex);
+	if (ret) {
+		pthread_spin_destroy(&srq->lock);
+		goto err_destroy;
+	}
+	/* ibv_create_srq sets these itself, ibv_create_srq_ex does not. */
+	srq->ibv_srq.srq_context = attr->srq_context;
+	srq->ibv_srq.pd = attr->pd;
 	attr->attr.max_wr = srq->depth;
 	attr->attr.max_sge = srq->max_sge;
-	return &srq->ibv_srq;
+	return srq;
 
 err_destroy:
 	ibv_cmd_destroy_srq(&srq->ibv_srq);
@@ -113,6 +194,42 @@ err_free:
 	vrnic_free_srq(srq);
 	errno = ret;
 	return NULL;
+}
+
+struct ibv_srq *vrnic_create_srq(struct ibv_pd *pd,
+				 struct ibv_srq_init_attr *attr)
+{
+	struct ibv_srq_init_attr_ex attr_ex = {
+		.srq_context = attr->srq_context,
+		.attr = attr->attr,
+		.comp_mask = IBV_SRQ_INIT_ATTR_PD,
+		.pd = pd,
+	};
+	struct vrnic_srq *srq = vrnic_srq_create(pd->context, &attr_ex);
+
+	if (!srq)
+		return NULL;
+	attr->attr = attr_ex.attr;
+	return &srq->ibv_srq;
+}
+
+struct ibv_srq *vrnic_create_srq_ex(struct ibv_context *ibctx,
+				    struct ibv_srq_init_attr_ex *attr)
+{
+	struct vrnic_srq *srq = vrnic_srq_create(ibctx, attr);
+
+	return srq ? &srq->ibv_srq : NULL;
+}
+
+/* The number peers put in their xrc_seg (XRC SRQs only). */
+int vrnic_get_srq_num(struct ibv_srq *ibsrq, uint32_t *srq_num)
+{
+	struct vrnic_srq *srq = to_vsrq(ibsrq);
+
+	if (srq->vsrq.srq_type != IBV_SRQT_XRC)
+		return EINVAL;
+	*srq_num = srq->srqn;
+	return 0;
 }
 
 /* Only the limit can change: the device cannot resize an SRQ. */
@@ -134,17 +251,31 @@ int vrnic_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr)
 }
 
 /*
- * The QPs using the SRQ are gone (the kernel refuses to destroy it
- * otherwise), so no CQE can free a slot any more.
+ * A basic SRQ's QPs are gone (the kernel refuses to destroy it otherwise)
+ * and their CQEs were dropped with them. An XRC SRQ does not wait for the
+ * TGT QPs (SPEC "XRC"): its unpolled completions on its CQ are dropped
+ * here. Then it leaves the table, under the table lock no poller holds.
  */
 int vrnic_destroy_srq(struct ibv_srq *ibsrq)
 {
+	struct vrnic_context *ctx = to_vctx(ibsrq->context);
 	struct vrnic_srq *srq = to_vsrq(ibsrq);
+	struct vrnic_cq *cq = NULL;
 	int ret;
 
 	ret = ibv_cmd_destroy_srq(ibsrq);
 	if (ret)
 		return ret;
+	if (srq->vsrq.srq_type == IBV_SRQT_XRC && srq->vsrq.cq) {
+		cq = to_vcq(srq->vsrq.cq);
+		pthread_spin_lock(&cq->lock);
+		vrnic_cq_clean_srq(cq, srq->srqn);
+	}
+	pthread_mutex_lock(&ctx->srq_table_mutex);
+	vrnic_table_remove(&ctx->srq_table, srq->srqn, srq);
+	pthread_mutex_unlock(&ctx->srq_table_mutex);
+	if (cq)
+		pthread_spin_unlock(&cq->lock);
 	pthread_spin_destroy(&srq->lock);
 	vrnic_free_srq(srq);
 	return 0;
@@ -198,13 +329,27 @@ int vrnic_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 }
 
 /*
- * The CQE naming SRQ slot @wqe_index has been consumed (polled, or dropped
- * by a CQ clean): the slot may be posted to again. Called under the CQ lock.
- * The index is masked, so a bogus one touches only the busy array.
+ * A CQE naming slot @wqe_index of SRQ @srqn has been consumed (polled, or
+ * dropped by a CQ clean): the slot may be posted to again. Called under the
+ * CQ lock; takes the SRQ table lock, so the SRQ cannot be freed meanwhile.
+ * False, changing nothing, when the CQE cannot be ours: no SRQ @srqn, a
+ * slot beyond its depth, or a slot with no WQE out.
  */
-void vrnic_srq_free_slot(struct vrnic_srq *srq, uint16_t wqe_index)
+bool vrnic_srq_complete(struct vrnic_context *ctx, uint32_t srqn,
+			uint16_t wqe_index)
 {
-	/* Release: ordered after the acquire load of the CQE's owner. */
-	__atomic_store_n(&srq->busy[wqe_index & (srq->depth - 1)], 0,
-			 __ATOMIC_RELEASE);
+	struct vrnic_srq *srq;
+	bool ok = false;
+
+	pthread_mutex_lock(&ctx->srq_table_mutex);
+	srq = vrnic_table_find(&ctx->srq_table, srqn);
+	if (srq && srq->srqn == srqn && wqe_index < srq->depth &&
+	    __atomic_load_n(&srq->busy[wqe_index], __ATOMIC_RELAXED)) {
+		/* Release: ordered after the acquire load of the CQE's
+		 * owner, pairing with post_srq_recv's acquire. */
+		__atomic_store_n(&srq->busy[wqe_index], 0, __ATOMIC_RELEASE);
+		ok = true;
+	}
+	pthread_mutex_unlock(&ctx->srq_table_mutex);
+	return ok;
 }

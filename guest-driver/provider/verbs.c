@@ -92,6 +92,32 @@ struct ibv_mr *vrnic_reg_mr(struct ibv_pd *pd, void *addr, size_t len,
 	return &vmr->ibv_mr;
 }
 
+/*
+ * ibv_rereg_mr (SPEC "Memory keys", REREG_MR): in place, same key; the
+ * kernel maps the flags (CHANGE_TRANSLATION, CHANGE_PD, CHANGE_ACCESS,
+ * checked by libibverbs) onto the command. A new translation is at
+ * iova = addr, as ibv_reg_mr's. On failure the MR is unchanged.
+ */
+int vrnic_rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *pd,
+		   void *addr, size_t length, int access)
+{
+	struct ib_uverbs_rereg_mr_resp resp;
+	struct ibv_rereg_mr cmd = {};
+	int ret;
+
+	if ((flags & IBV_REREG_MR_CHANGE_PD) &&
+	    (!pd || pd->context != vmr->ibv_mr.context)) {
+		errno = EINVAL;
+		return EINVAL;
+	}
+	ret = ibv_cmd_rereg_mr(vmr, flags, addr, length, (uintptr_t)addr,
+			       access, pd, &cmd, sizeof(cmd), &resp,
+			       sizeof(resp));
+	if (ret)
+		errno = ret;
+	return ret;
+}
+
 int vrnic_dereg_mr(struct verbs_mr *vmr)
 {
 	int ret = ibv_cmd_dereg_mr(vmr);
@@ -138,11 +164,23 @@ void vrnic_free_ring(void *buf, size_t size)
 }
 
 /*
- * CQ ring: 2^depth_log2 >= cqe + 1 entries (one spare entry), at least 2 and
- * at most max_cqe (then exactly cqe entries when cqe == max_cqe). Indices are
- * free-running, so the device can use every entry. Serves create_cq and
- * create_cq_ex (which has checked the extended attributes).
+ * CQ ring depth for @cqe entries: 2^n >= cqe + 1 (one spare entry), at
+ * least 2 and at most max_cqe (then exactly cqe entries when cqe ==
+ * max_cqe). Indices are free-running, so the device can use every entry.
+ * 0 when @cqe is out of range.
  */
+static uint32_t vrnic_cq_depth(struct vrnic_context *ctx, int cqe)
+{
+	uint32_t depth;
+
+	if (cqe < 1 || (uint32_t)cqe > ctx->max_cqe)
+		return 0;
+	depth = 1u << vrnic_log2_ceil(max_t(uint32_t, cqe + 1, 2));
+	return min_t(uint32_t, depth, ctx->max_cqe);
+}
+
+/* Serves create_cq and create_cq_ex (which has checked the extended
+ * attributes). */
 struct vrnic_cq *vrnic_cq_create(struct ibv_context *ibctx,
 				 struct ibv_cq_init_attr_ex *attr)
 {
@@ -155,13 +193,11 @@ struct vrnic_cq *vrnic_cq_create(struct ibv_context *ibctx,
 	int cqe = attr->cqe;
 	int ret;
 
-	if (cqe < 1 || (uint32_t)cqe > ctx->max_cqe) {
+	depth = vrnic_cq_depth(ctx, cqe);
+	if (!depth) {
 		errno = EINVAL;
 		return NULL;
 	}
-	depth = 1u << vrnic_log2_ceil(max_t(uint32_t, cqe + 1, 2));
-	if (depth > ctx->max_cqe)
-		depth = ctx->max_cqe;
 
 	cq = calloc(1, sizeof(*cq));
 	if (!cq)
@@ -231,6 +267,56 @@ struct ibv_cq *vrnic_create_cq(struct ibv_context *ibctx, int cqe,
 	return cq ? &cq->ibv_cq : NULL;
 }
 
+/*
+ * ibv_resize_cq (SPEC "Resizing a CQ"): a new zeroed ring; under the CQ
+ * lock (no poller between our consumer index and the move) the kernel
+ * sends RESIZE_CQ with that index, the device moves the unpolled CQEs to
+ * entries 0.. of the new ring and zeroes the slot's ci word, and we go on
+ * at index 0 there. The old ring is the device's no more and is freed; on
+ * failure (e.g. more unpolled CQEs than the new ring holds) the CQ keeps
+ * it. Serves extended CQs too.
+ */
+int vrnic_resize_cq(struct ibv_cq *ibcq, int cqe)
+{
+	struct vrnic_context *ctx = to_vctx(ibcq->context);
+	struct vrnic_cq *cq = to_vcq(ibcq);
+	struct ib_uverbs_resize_cq_resp resp;
+	struct vrnic_ucmd_resize_cq cmd = {};
+	struct vrnic_cqe *ring, *old_ring;
+	size_t ring_size, old_size;
+	uint32_t depth;
+	int ret;
+
+	depth = vrnic_cq_depth(ctx, cqe);
+	if (!depth)
+		return EINVAL;
+	ring = vrnic_alloc_ring((size_t)depth * VRNIC_CQE_SIZE, &ring_size);
+	if (!ring)
+		return ENOMEM;
+
+	pthread_spin_lock(&cq->lock);
+	cmd.drv_payload.buf_addr = htole64((uintptr_t)ring);
+	cmd.drv_payload.depth_log2 = vrnic_log2_ceil(depth);
+	cmd.drv_payload.ci = htole32(cq->ci);
+	ret = ibv_cmd_resize_cq(ibcq, cqe, &cmd.ibv_cmd, sizeof(cmd), &resp,
+				sizeof(resp));
+	if (ret) {
+		pthread_spin_unlock(&cq->lock);
+		vrnic_free_ring(ring, ring_size);
+		return ret;
+	}
+	old_ring = cq->ring;
+	old_size = cq->ring_size;
+	cq->ring = ring;
+	cq->ring_size = ring_size;
+	cq->depth_log2 = vrnic_log2_ceil(depth);
+	cq->ci = 0;
+	ibcq->cqe = max_t(int, cqe, depth - 1);
+	pthread_spin_unlock(&cq->lock);
+	vrnic_free_ring(old_ring, old_size);
+	return 0;
+}
+
 int vrnic_destroy_cq(struct ibv_cq *ibcq)
 {
 	struct vrnic_cq *cq = to_vcq(ibcq);
@@ -245,13 +331,32 @@ int vrnic_destroy_cq(struct ibv_cq *ibcq)
 	return 0;
 }
 
-/* Lock both CQs of a QP, ordered by address against lock inversion. */
+/*
+ * The CQs a QP's CQEs go to: both for RC, UC and UD; the send CQ alone for
+ * XRC_SEND (ib_core ignores its recv_cq); none for XRC_RECV (its receives
+ * complete on the XRC SRQ's CQ, under the SRQ's number). NULL when none.
+ */
+static struct vrnic_cq *vrnic_qp_scq(struct vrnic_qp *qp)
+{
+	return vrnic_qp_is_xrc_tgt(qp) ? NULL : to_vcq(qp->ibv_qp.send_cq);
+}
+
+static struct vrnic_cq *vrnic_qp_rcq(struct vrnic_qp *qp)
+{
+	if (vrnic_qp_is_xrc_tgt(qp) || qp->xrc ||
+	    qp->ibv_qp.recv_cq == qp->ibv_qp.send_cq)
+		return NULL;
+	return to_vcq(qp->ibv_qp.recv_cq);
+}
+
+/* Lock the QP's CQs, ordered by address against lock inversion. */
 static void vrnic_lock_cqs(struct vrnic_qp *qp)
 {
-	struct vrnic_cq *scq = to_vcq(qp->ibv_qp.send_cq);
-	struct vrnic_cq *rcq = to_vcq(qp->ibv_qp.recv_cq);
+	struct vrnic_cq *scq = vrnic_qp_scq(qp), *rcq = vrnic_qp_rcq(qp);
 
-	if (scq == rcq) {
+	if (!scq)
+		return;
+	if (!rcq) {
 		pthread_spin_lock(&scq->lock);
 	} else if ((uintptr_t)scq < (uintptr_t)rcq) {
 		pthread_spin_lock(&scq->lock);
@@ -264,20 +369,23 @@ static void vrnic_lock_cqs(struct vrnic_qp *qp)
 
 static void vrnic_unlock_cqs(struct vrnic_qp *qp)
 {
-	struct vrnic_cq *scq = to_vcq(qp->ibv_qp.send_cq);
-	struct vrnic_cq *rcq = to_vcq(qp->ibv_qp.recv_cq);
+	struct vrnic_cq *scq = vrnic_qp_scq(qp), *rcq = vrnic_qp_rcq(qp);
 
-	if (scq != rcq)
+	if (rcq)
 		pthread_spin_unlock(&rcq->lock);
-	pthread_spin_unlock(&scq->lock);
+	if (scq)
+		pthread_spin_unlock(&scq->lock);
 }
 
-/* Drop the QP's unpolled CQEs (caller holds both CQ locks). */
+/* Drop the QP's unpolled CQEs (caller holds its CQ locks). */
 static void vrnic_clean_cqs(struct vrnic_qp *qp)
 {
-	vrnic_cq_clean(to_vcq(qp->ibv_qp.send_cq), qp);
-	if (qp->ibv_qp.recv_cq != qp->ibv_qp.send_cq)
-		vrnic_cq_clean(to_vcq(qp->ibv_qp.recv_cq), qp);
+	struct vrnic_cq *scq = vrnic_qp_scq(qp), *rcq = vrnic_qp_rcq(qp);
+
+	if (scq)
+		vrnic_cq_clean(scq, qp);
+	if (rcq)
+		vrnic_cq_clean(rcq, qp);
 }
 
 static void vrnic_fill_caps(struct vrnic_qp *qp, struct ibv_qp_cap *cap)
@@ -297,18 +405,19 @@ static void vrnic_fill_caps(struct vrnic_qp *qp, struct ibv_qp_cap *cap)
  *   header) or, for UD, UD_PAYLOAD_OFFSET (header and ud_av); at least 64
  *   bytes (UD: 2^UD_SEND_WQE_SHIFT_MIN). Receive WQE = 2^shift >= 16 + 16 *
  *   max_recv_sge, at least 32.
+ *   XRC_SEND: P = XRC_PAYLOAD_OFFSET (header and xrc_seg), at least
+ *   2^XRC_SEND_WQE_SHIFT_MIN bytes.
  *   The SGE count and inline size are then raised to what the WQE holds
  *   (bounded by the device limits) and reported back as the actual caps.
- * - A QP with an SRQ (qp->srq set) has no receive queue: depth, WQE size
- *   and SGEs 0, whatever was requested (as IBTA has the receive caps
- *   ignored then).
+ * - A QP with an SRQ (qp->srq set) and an XRC_SEND QP have no receive
+ *   queue: depth, WQE size and SGEs 0, whatever was requested (as IBTA has
+ *   the receive caps ignored then).
  */
 int vrnic_size_queues(struct vrnic_context *ctx, struct vrnic_qp *qp,
 		      const struct ibv_qp_cap *req)
 {
-	uint32_t size, min_shift;
-
-	bool rq = !qp->srq;
+	uint32_t size, min_shift, offset;
+	bool rq = !qp->srq && !qp->xrc;
 
 	if (req->max_send_wr > ctx->max_qp_wr ||
 	    (rq && req->max_recv_wr > ctx->max_qp_wr) ||
@@ -319,16 +428,22 @@ int vrnic_size_queues(struct vrnic_context *ctx, struct vrnic_qp *qp,
 
 	qp->sq.depth = 1u << vrnic_log2_ceil(max_t(uint32_t, req->max_send_wr, 2));
 
-	size = (qp->datagram ? VRNIC_UD_PAYLOAD_OFFSET :
-			       VRNIC_SEND_WQE_HEADER_SIZE) +
-	       max_t(uint32_t, req->max_send_sge * VRNIC_SGE_SIZE,
-		     req->max_inline_data);
-	min_shift = qp->datagram ? VRNIC_UD_SEND_WQE_SHIFT_MIN :
-				   VRNIC_SEND_WQE_SHIFT_MIN;
+	if (qp->xrc) {
+		offset = VRNIC_XRC_PAYLOAD_OFFSET;
+		min_shift = VRNIC_XRC_SEND_WQE_SHIFT_MIN;
+	} else if (qp->datagram) {
+		offset = VRNIC_UD_PAYLOAD_OFFSET;
+		min_shift = VRNIC_UD_SEND_WQE_SHIFT_MIN;
+	} else {
+		offset = VRNIC_SEND_WQE_HEADER_SIZE;
+		min_shift = VRNIC_SEND_WQE_SHIFT_MIN;
+	}
+	size = offset + max_t(uint32_t, req->max_send_sge * VRNIC_SGE_SIZE,
+			      req->max_inline_data);
 	qp->sq.wqe_shift = max_t(uint32_t, vrnic_log2_ceil(size), min_shift);
 	if (qp->sq.wqe_shift > VRNIC_SEND_WQE_SHIFT_MAX)
 		return EINVAL;
-	size = vrnic_send_wqe_room(qp->sq.wqe_shift, qp->datagram);
+	size = (1u << qp->sq.wqe_shift) - offset;
 	qp->sq.max_sge = min_t(uint32_t, size / VRNIC_SGE_SIZE, ctx->max_sge);
 	qp->max_inline = min_t(uint32_t, size, ctx->max_inline);
 
@@ -358,7 +473,8 @@ static void vrnic_free_qp(struct vrnic_qp *qp)
 }
 
 /* Serves create_qp and create_qp_ex (which has checked comp_mask: PD and
- * at most SEND_OPS_FLAGS, whose API it adds itself). */
+ * at most SEND_OPS_FLAGS, whose API it adds itself): RC, UC, UD and
+ * XRC_SEND QPs (XRC_RECV ones are xrc.c's). */
 struct vrnic_qp *vrnic_qp_create(struct ibv_qp_init_attr_ex *attr)
 {
 	struct ibv_pd *pd = attr->pd;
@@ -372,14 +488,20 @@ struct vrnic_qp *vrnic_qp_create(struct ibv_qp_init_attr_ex *attr)
 	int ret;
 
 	if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC &&
-	    attr->qp_type != IBV_QPT_UD) {
+	    attr->qp_type != IBV_QPT_UD && attr->qp_type != IBV_QPT_XRC_SEND) {
 		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	/* An XRC_SEND QP receives nothing (SPEC "XRC"). */
+	if (attr->qp_type == IBV_QPT_XRC_SEND && attr->srq) {
+		errno = EINVAL;
 		return NULL;
 	}
 	qp = calloc(1, sizeof(*qp));
 	if (!qp)
 		return NULL;
 	qp->datagram = attr->qp_type == IBV_QPT_UD;
+	qp->xrc = attr->qp_type == IBV_QPT_XRC_SEND;
 	qp->srq = attr->srq ? to_vsrq(attr->srq) : NULL;
 	ret = vrnic_size_queues(ctx, qp, &attr->cap);
 	if (ret)
@@ -387,21 +509,22 @@ struct vrnic_qp *vrnic_qp_create(struct ibv_qp_init_attr_ex *attr)
 
 	qp->sq.ring = vrnic_alloc_ring((size_t)qp->sq.depth << qp->sq.wqe_shift,
 				       &qp->sq.ring_size);
-	if (!qp->srq)
+	if (qp->rq.depth)
 		qp->rq.ring = vrnic_alloc_ring((size_t)qp->rq.depth <<
 					       qp->rq.wqe_shift,
 					       &qp->rq.ring_size);
-	if (!qp->sq.ring || (!qp->srq && !qp->rq.ring)) {
+	if (!qp->sq.ring || (qp->rq.depth && !qp->rq.ring)) {
 		ret = ENOMEM;
 		goto err_free;
 	}
 
-	/* With an SRQ the receive ring fields stay 0 (create_qp_cmd). */
+	/* Without a receive queue (SRQ, XRC_SEND) its fields stay 0
+	 * (create_qp_cmd). */
 	cmd.drv_payload.sq_buf_addr = htole64((uintptr_t)qp->sq.ring);
 	cmd.drv_payload.rq_buf_addr = htole64((uintptr_t)qp->rq.ring);
 	cmd.drv_payload.sq_depth_log2 = vrnic_log2_ceil(qp->sq.depth);
-	cmd.drv_payload.rq_depth_log2 = qp->srq ? 0 :
-					vrnic_log2_ceil(qp->rq.depth);
+	cmd.drv_payload.rq_depth_log2 = qp->rq.depth ?
+					vrnic_log2_ceil(qp->rq.depth) : 0;
 	cmd.drv_payload.sq_wqe_shift = qp->sq.wqe_shift;
 	cmd.drv_payload.rq_wqe_shift = qp->rq.wqe_shift;
 	cmd.drv_payload.max_inline = htole32(qp->max_inline);
@@ -491,6 +614,9 @@ int vrnic_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 	 * zero the producer indices in the doorbell slot.
 	 */
 	reset = attr->qp_state == IBV_QPS_RESET;
+	/* An XRC_RECV QP has no rings, no slot and no CQEs of its own. */
+	if (vrnic_qp_is_xrc_tgt(qp))
+		return 0;
 	if (reset) {
 		vrnic_lock_cqs(qp);
 		vrnic_clean_cqs(qp);

@@ -105,12 +105,12 @@ int vrnic_map_object_slot(struct vrnic_context *ctx, const char *what,
 static void vrnic_free_context(struct ibv_context *ibctx)
 {
 	struct vrnic_context *ctx = to_vctx(ibctx);
-	unsigned int i;
 
 	vrnic_unmap_db_pages(ctx);
-	for (i = 0; i < VRNIC_QP_TABLE_SIZE; i++)
-		free(ctx->qp_table[i]);
+	vrnic_table_free(&ctx->qp_table);
+	vrnic_table_free(&ctx->srq_table);
 	pthread_mutex_destroy(&ctx->qp_table_mutex);
+	pthread_mutex_destroy(&ctx->srq_table_mutex);
 	pthread_mutex_destroy(&ctx->db_mutex);
 	verbs_uninit_context(&ctx->ibv_ctx);
 	free(ctx);
@@ -120,12 +120,14 @@ static const struct verbs_context_ops vrnic_ctx_ops = {
 	.alloc_mw = vrnic_alloc_mw,
 	.alloc_pd = vrnic_alloc_pd,
 	.bind_mw = vrnic_bind_mw,
+	.close_xrcd = vrnic_close_xrcd,
 	.create_ah = vrnic_create_ah,
 	.create_cq = vrnic_create_cq,
 	.create_cq_ex = vrnic_create_cq_ex,
 	.create_qp = vrnic_create_qp,
 	.create_qp_ex = vrnic_create_qp_ex,
 	.create_srq = vrnic_create_srq,
+	.create_srq_ex = vrnic_create_srq_ex,
 	.dealloc_mw = vrnic_dealloc_mw,
 	.dealloc_pd = vrnic_dealloc_pd,
 	.dereg_mr = vrnic_dereg_mr,
@@ -134,8 +136,11 @@ static const struct verbs_context_ops vrnic_ctx_ops = {
 	.destroy_qp = vrnic_destroy_qp,
 	.destroy_srq = vrnic_destroy_srq,
 	.free_context = vrnic_free_context,
+	.get_srq_num = vrnic_get_srq_num,
 	.modify_qp = vrnic_modify_qp,
 	.modify_srq = vrnic_modify_srq,
+	.open_qp = vrnic_open_qp,
+	.open_xrcd = vrnic_open_xrcd,
 	.poll_cq = vrnic_poll_cq,
 	.post_recv = vrnic_post_recv,
 	.post_send = vrnic_post_send,
@@ -146,7 +151,9 @@ static const struct verbs_context_ops vrnic_ctx_ops = {
 	.query_srq = vrnic_query_srq,
 	.reg_mr = vrnic_reg_mr,
 	.req_notify_cq = vrnic_req_notify_cq,
-	/* Everything else (XRC, resize_cq, rereg_mr, ...) stays at the
+	.rereg_mr = vrnic_rereg_mr,
+	.resize_cq = vrnic_resize_cq,
+	/* Everything else (flows, DM, counters, TM, ...) stays at the
 	 * libibverbs defaults, which fail with EOPNOTSUPP. */
 };
 
@@ -174,6 +181,7 @@ static struct verbs_context *vrnic_alloc_context(struct ibv_device *ibdev,
 	if (!ctx)
 		return NULL;
 	pthread_mutex_init(&ctx->qp_table_mutex, NULL);
+	pthread_mutex_init(&ctx->srq_table_mutex, NULL);
 	pthread_mutex_init(&ctx->db_mutex, NULL);
 
 	if (ibv_cmd_get_context(&ctx->ibv_ctx, &cmd, sizeof(cmd),
@@ -213,6 +221,7 @@ static struct verbs_context *vrnic_alloc_context(struct ibv_device *ibdev,
 err:
 	vrnic_unmap_db_pages(ctx);
 	pthread_mutex_destroy(&ctx->qp_table_mutex);
+	pthread_mutex_destroy(&ctx->srq_table_mutex);
 	pthread_mutex_destroy(&ctx->db_mutex);
 	verbs_uninit_context(&ctx->ibv_ctx);
 	free(ctx);
@@ -220,61 +229,94 @@ err:
 }
 
 /*
- * QP table. Readers (poll_cq) do not take the mutex: second-level arrays are
- * published with release stores and freed only with the context, and a QP is
- * removed while the locks of its CQs are held (see vrnic_destroy_qp), so a
- * poller can never hold a pointer to a freed QP.
+ * Number -> object tables (QPs, SRQs): two levels indexed by the number's
+ * 24 bits. The caller serializes changes. Readers may go without a lock:
+ * second-level arrays are published with release stores and freed only
+ * with the table, entries are stored and loaded atomically; whether the
+ * object itself is still alive is the caller's rule (vrnic_find_qp).
  */
-struct vrnic_qp *vrnic_find_qp(struct vrnic_context *ctx, uint32_t qpn)
+void *vrnic_table_find(struct vrnic_table *t, uint32_t key)
 {
-	struct vrnic_qp **chunk;
+	void **chunk;
 
-	chunk = __atomic_load_n(&ctx->qp_table[(qpn >> VRNIC_QP_TABLE_SHIFT) &
-					       VRNIC_QP_TABLE_MASK],
+	if (key >> VRNIC_TABLE_KEY_BITS)
+		return NULL;
+	chunk = __atomic_load_n(&t->chunks[key >> VRNIC_TABLE_SHIFT],
 				__ATOMIC_ACQUIRE);
 	if (!chunk)
 		return NULL;
-	return __atomic_load_n(&chunk[qpn & VRNIC_QP_TABLE_MASK],
+	return __atomic_load_n(&chunk[key & VRNIC_TABLE_MASK],
 			       __ATOMIC_ACQUIRE);
+}
+
+/*
+ * Overwrites an object of the same number whose destroy has not yet
+ * removed it; vrnic_table_remove only removes its own entry. EPROTO for a
+ * number wider than 24 bits (the kernel never reports one).
+ */
+int vrnic_table_insert(struct vrnic_table *t, uint32_t key, void *obj)
+{
+	void ***top;
+	void **chunk;
+
+	if (key >> VRNIC_TABLE_KEY_BITS)
+		return EPROTO;
+	top = &t->chunks[key >> VRNIC_TABLE_SHIFT];
+	chunk = *top;
+	if (!chunk) {
+		chunk = calloc(VRNIC_TABLE_SIZE, sizeof(*chunk));
+		if (!chunk)
+			return ENOMEM;
+		__atomic_store_n(top, chunk, __ATOMIC_RELEASE);
+	}
+	__atomic_store_n(&chunk[key & VRNIC_TABLE_MASK], obj, __ATOMIC_RELEASE);
+	return 0;
+}
+
+void vrnic_table_remove(struct vrnic_table *t, uint32_t key, void *obj)
+{
+	void **chunk;
+
+	if (key >> VRNIC_TABLE_KEY_BITS)
+		return;
+	chunk = t->chunks[key >> VRNIC_TABLE_SHIFT];
+	if (chunk && chunk[key & VRNIC_TABLE_MASK] == obj)
+		__atomic_store_n(&chunk[key & VRNIC_TABLE_MASK], NULL,
+				 __ATOMIC_RELEASE);
+}
+
+void vrnic_table_free(struct vrnic_table *t)
+{
+	unsigned int i;
+
+	for (i = 0; i < VRNIC_TABLE_SIZE; i++)
+		free(t->chunks[i]);
+}
+
+/*
+ * QP table. Readers (poll_cq) do not take the mutex: a QP is removed while
+ * the locks of its CQs are held (see vrnic_destroy_qp), so a poller can
+ * never hold a pointer to a freed QP.
+ */
+struct vrnic_qp *vrnic_find_qp(struct vrnic_context *ctx, uint32_t qpn)
+{
+	return vrnic_table_find(&ctx->qp_table, qpn);
 }
 
 int vrnic_insert_qp(struct vrnic_context *ctx, struct vrnic_qp *qp)
 {
-	uint32_t qpn = qp->ibv_qp.qp_num;
-	struct vrnic_qp ***top =
-		&ctx->qp_table[(qpn >> VRNIC_QP_TABLE_SHIFT) &
-			       VRNIC_QP_TABLE_MASK];
-	struct vrnic_qp **chunk;
+	int ret;
 
 	pthread_mutex_lock(&ctx->qp_table_mutex);
-	chunk = *top;
-	if (!chunk) {
-		chunk = calloc(VRNIC_QP_TABLE_SIZE, sizeof(*chunk));
-		if (!chunk) {
-			pthread_mutex_unlock(&ctx->qp_table_mutex);
-			return ENOMEM;
-		}
-		__atomic_store_n(top, chunk, __ATOMIC_RELEASE);
-	}
-	/* Overwrites a QP of the same number whose destroy has not yet
-	 * removed it; vrnic_remove_qp only removes its own entry. */
-	__atomic_store_n(&chunk[qpn & VRNIC_QP_TABLE_MASK], qp,
-			 __ATOMIC_RELEASE);
+	ret = vrnic_table_insert(&ctx->qp_table, qp->ibv_qp.qp_num, qp);
 	pthread_mutex_unlock(&ctx->qp_table_mutex);
-	return 0;
+	return ret;
 }
 
 void vrnic_remove_qp(struct vrnic_context *ctx, struct vrnic_qp *qp)
 {
-	uint32_t qpn = qp->ibv_qp.qp_num;
-	struct vrnic_qp **chunk;
-
 	pthread_mutex_lock(&ctx->qp_table_mutex);
-	chunk = ctx->qp_table[(qpn >> VRNIC_QP_TABLE_SHIFT) &
-			      VRNIC_QP_TABLE_MASK];
-	if (chunk && chunk[qpn & VRNIC_QP_TABLE_MASK] == qp)
-		__atomic_store_n(&chunk[qpn & VRNIC_QP_TABLE_MASK], NULL,
-				 __ATOMIC_RELEASE);
+	vrnic_table_remove(&ctx->qp_table, qp->ibv_qp.qp_num, qp);
 	pthread_mutex_unlock(&ctx->qp_table_mutex);
 }
 

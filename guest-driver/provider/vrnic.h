@@ -7,7 +7,10 @@
  *   8-byte slots) and their kick pages, each once, as the kernel names them
  *   (the device adds pages to a context on demand).
  * - Every CQ, QP and SRQ owns one doorbell slot in one of those pages and
- *   rings in our memory. A QP created with an SRQ has no receive ring.
+ *   rings in our memory. A QP created with an SRQ, and an XRC_SEND QP, have
+ *   no receive ring; an XRC_RECV QP (the kernel's) has no rings and no slot.
+ * - SRQ completions name their SRQ (CQE_FLAG_SRQ, srqn), found through the
+ *   context's SRQ table: an XRC SRQ's CQEs name a QP of some other context.
  * - Ring indices are free-running 32-bit counters; entry i lives at i mod depth.
  *
  * Locking: cq->lock serialises poll/arm/clean of a CQ; wq->lock serialises
@@ -15,7 +18,9 @@
  * address) before WQ locks. wq->ci is advanced by poll_cq under the CQ lock
  * and read by post under the WQ lock, so it (and wq->pi, read by poll_cq for
  * a sanity check) is accessed with atomics; likewise an SRQ's busy bytes,
- * set by post_srq_recv and cleared by poll_cq.
+ * set by post_srq_recv and cleared by poll_cq. The SRQ table is read and
+ * changed under srq_table_mutex, taken after a CQ lock (poll_cq frees a slot
+ * under it, so destroy_srq cannot free the SRQ under a poller).
  */
 #ifndef VRNIC_PROVIDER_H
 #define VRNIC_PROVIDER_H
@@ -39,6 +44,7 @@
 #define _STRUCT_vrnic_create_ah_resp struct {}
 #define _STRUCT_vrnic_create_srq_cmd struct {}
 #define _STRUCT_vrnic_create_srq_resp struct {}
+#define _STRUCT_vrnic_resize_cq_cmd struct {}
 DECLARE_DRV_CMD(vrnic_ucmd_get_context, IB_USER_VERBS_CMD_GET_CONTEXT, empty,
 		vrnic_alloc_ucontext_resp);
 DECLARE_DRV_CMD(vrnic_ucmd_create_cq_ex, IB_USER_VERBS_EX_CMD_CREATE_CQ,
@@ -49,11 +55,21 @@ DECLARE_DRV_CMD(vrnic_ucmd_create_ah, IB_USER_VERBS_CMD_CREATE_AH, empty,
 		vrnic_create_ah_resp);
 DECLARE_DRV_CMD(vrnic_ucmd_create_srq, IB_USER_VERBS_CMD_CREATE_SRQ,
 		vrnic_create_srq_cmd, vrnic_create_srq_resp);
+DECLARE_DRV_CMD(vrnic_ucmd_create_xsrq, IB_USER_VERBS_CMD_CREATE_XSRQ,
+		vrnic_create_srq_cmd, vrnic_create_srq_resp);
+DECLARE_DRV_CMD(vrnic_ucmd_resize_cq, IB_USER_VERBS_CMD_RESIZE_CQ,
+		vrnic_resize_cq_cmd, empty);
 
-/* QPN (24 bits) -> QP, two levels of 4096 entries; second level on demand. */
-#define VRNIC_QP_TABLE_SHIFT 12
-#define VRNIC_QP_TABLE_SIZE (1u << VRNIC_QP_TABLE_SHIFT)
-#define VRNIC_QP_TABLE_MASK (VRNIC_QP_TABLE_SIZE - 1)
+/* A 24-bit number (QPN, SRQN) -> object, two levels of 4096 entries; the
+ * second level is allocated on demand. */
+#define VRNIC_TABLE_SHIFT 12
+#define VRNIC_TABLE_SIZE (1u << VRNIC_TABLE_SHIFT)
+#define VRNIC_TABLE_MASK (VRNIC_TABLE_SIZE - 1)
+#define VRNIC_TABLE_KEY_BITS (2 * VRNIC_TABLE_SHIFT)
+
+struct vrnic_table {
+	void **chunks[VRNIC_TABLE_SIZE];
+};
 
 struct vrnic_device {
 	struct verbs_device ibv_dev;
@@ -77,8 +93,10 @@ struct vrnic_context {
 	uint32_t max_inline;
 	uint32_t max_qp_wr;
 	uint32_t max_cqe;
-	pthread_mutex_t qp_table_mutex;
-	struct vrnic_qp **qp_table[VRNIC_QP_TABLE_SIZE];
+	pthread_mutex_t qp_table_mutex;	/* serializes qp_table changes */
+	struct vrnic_table qp_table;	/* readers: lock-free (vrnic.c) */
+	pthread_mutex_t srq_table_mutex; /* every use of srq_table */
+	struct vrnic_table srq_table;
 };
 
 struct vrnic_cq {
@@ -123,7 +141,10 @@ struct vrnic_wq {
  * cleared by poll_cq (or by a CQ clean that drops that CQE).
  */
 struct vrnic_srq {
-	struct ibv_srq ibv_srq;
+	union {
+		struct ibv_srq ibv_srq;
+		struct verbs_srq vsrq;	/* type, xrcd and cq, for XRC SRQs */
+	};
 	pthread_spinlock_t lock;
 	uint8_t *ring;
 	size_t ring_size;
@@ -149,6 +170,7 @@ struct vrnic_qp {
 	uint32_t max_inline;
 	bool sq_sig_all;
 	bool datagram;		/* UD: send WQEs carry a ud_av */
+	bool xrc;		/* XRC_SEND: send WQEs carry an xrc_seg */
 	enum ibv_qp_state state; /* local copy, under both WQ locks */
 	struct vrnic_wr_batch *wr_batch; /* ibv_wr_* state (qp_ex.c) or NULL */
 };
@@ -183,6 +205,12 @@ static inline struct vrnic_ah *to_vah(struct ibv_ah *ibah)
 static inline struct vrnic_srq *to_vsrq(struct ibv_srq *ibsrq)
 {
 	return container_of(ibsrq, struct vrnic_srq, ibv_srq);
+}
+
+/* An XRC_RECV QP, created or opened: the kernel's, without rings. */
+static inline bool vrnic_qp_is_xrc_tgt(const struct vrnic_qp *qp)
+{
+	return qp->ibv_qp.qp_type == IBV_QPT_XRC_RECV;
 }
 
 /* Smallest n with 2^n >= v. */
@@ -241,6 +269,10 @@ int vrnic_map_db_page(struct vrnic_context *ctx, uint32_t page,
 int vrnic_map_object_slot(struct vrnic_context *ctx, const char *what,
 			  uint32_t slot, uint32_t page, uint64_t db_key,
 			  uint64_t kick_key, struct vrnic_db_map *map);
+void *vrnic_table_find(struct vrnic_table *t, uint32_t key);
+int vrnic_table_insert(struct vrnic_table *t, uint32_t key, void *obj);
+void vrnic_table_remove(struct vrnic_table *t, uint32_t key, void *obj);
+void vrnic_table_free(struct vrnic_table *t);
 struct vrnic_qp *vrnic_find_qp(struct vrnic_context *ctx, uint32_t qpn);
 int vrnic_insert_qp(struct vrnic_context *ctx, struct vrnic_qp *qp);
 void vrnic_remove_qp(struct vrnic_context *ctx, struct vrnic_qp *qp);
@@ -259,12 +291,15 @@ struct ibv_pd *vrnic_alloc_pd(struct ibv_context *ibctx);
 int vrnic_dealloc_pd(struct ibv_pd *pd);
 struct ibv_mr *vrnic_reg_mr(struct ibv_pd *pd, void *addr, size_t len,
 			    uint64_t hca_va, int access);
+int vrnic_rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *pd,
+		   void *addr, size_t length, int access);
 int vrnic_dereg_mr(struct verbs_mr *vmr);
 struct vrnic_cq *vrnic_cq_create(struct ibv_context *ibctx,
 				 struct ibv_cq_init_attr_ex *attr);
 struct ibv_cq *vrnic_create_cq(struct ibv_context *ibctx, int cqe,
 			       struct ibv_comp_channel *channel,
 			       int comp_vector);
+int vrnic_resize_cq(struct ibv_cq *ibcq, int cqe);
 int vrnic_destroy_cq(struct ibv_cq *ibcq);
 struct vrnic_qp *vrnic_qp_create(struct ibv_qp_init_attr_ex *attr);
 struct ibv_qp *vrnic_create_qp(struct ibv_pd *pd,
@@ -282,13 +317,26 @@ int vrnic_size_srq(struct vrnic_context *ctx, struct vrnic_srq *srq,
 		   const struct ibv_srq_attr *req);
 struct ibv_srq *vrnic_create_srq(struct ibv_pd *pd,
 				 struct ibv_srq_init_attr *attr);
+struct ibv_srq *vrnic_create_srq_ex(struct ibv_context *ibctx,
+				    struct ibv_srq_init_attr_ex *attr);
+int vrnic_get_srq_num(struct ibv_srq *ibsrq, uint32_t *srq_num);
 int vrnic_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr,
 		     int attr_mask);
 int vrnic_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr);
 int vrnic_destroy_srq(struct ibv_srq *ibsrq);
 int vrnic_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 			struct ibv_recv_wr **bad_wr);
-void vrnic_srq_free_slot(struct vrnic_srq *srq, uint16_t wqe_index);
+bool vrnic_srq_complete(struct vrnic_context *ctx, uint32_t srqn,
+			uint16_t wqe_index);
+
+/* xrc.c */
+struct ibv_xrcd *vrnic_open_xrcd(struct ibv_context *ibctx,
+				 struct ibv_xrcd_init_attr *attr);
+int vrnic_close_xrcd(struct ibv_xrcd *xrcd);
+struct vrnic_qp *vrnic_xrc_recv_qp_create(struct ibv_context *ibctx,
+					  struct ibv_qp_init_attr_ex *attr);
+struct ibv_qp *vrnic_open_qp(struct ibv_context *ibctx,
+			     struct ibv_qp_open_attr *attr);
 
 /* mw.c */
 struct ibv_mw *vrnic_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type);
@@ -308,7 +356,7 @@ int vrnic_build_send_wqe(struct vrnic_qp *qp, void *wqe,
 			 const struct ibv_send_wr *wr);
 bool vrnic_wq_full(struct vrnic_wq *wq, uint32_t pi);
 void vrnic_ring_doorbell(struct vrnic_wq *wq, uint32_t pi);
-void vrnic_cqe_retire(struct vrnic_context *ctx,
+bool vrnic_cqe_retire(struct vrnic_context *ctx,
 		      const struct vrnic_cqe_fields *cqe);
 int vrnic_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		    struct ibv_send_wr **bad_wr);
@@ -319,6 +367,7 @@ void vrnic_cq_consumed(struct vrnic_cq *cq, uint32_t ci);
 int vrnic_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc);
 int vrnic_req_notify_cq(struct ibv_cq *ibcq, int solicited_only);
 void vrnic_cq_clean(struct vrnic_cq *cq, struct vrnic_qp *qp);
+void vrnic_cq_clean_srq(struct vrnic_cq *cq, uint32_t srqn);
 
 /* qp_ex.c */
 int vrnic_qp_ex_init(struct vrnic_qp *qp);

@@ -58,6 +58,123 @@ with Context(name='vrnic0') as ctx, PD(ctx) as pd:
     print('srq max_wr %d max_sge %d limit %d' % (a.max_wr, a.max_sge, a.srq_limit))
     srq.close()
 EOF
+# Send queue drain, XRC and the in-place changes of this round, through pyverbs:
+# - an RC QP connected to itself moves RTS -> SQD with en_sqd_async_notify: IBV_EVENT_SQ_DRAINED
+#   reaches the process, query_qp shows SQD and sq_draining 0, and it goes back to RTS;
+# - resize_cq (larger, then smaller) and rereg_mr (access, PD, translation) in place, same key;
+# - XRC: an XRC domain is refused (EOPNOTSUPP) without CAPS.XRC; with it, an XRC SRQ (its
+#   srq_num), an XRC_RECV QP (created in the kernel) to INIT and queried, then closed.
+timeout 120 python3 - <<'PYEOF' 2>&1 | sed 's/^/verbs: /'
+import os
+import pyverbs.enums as e
+from pyverbs.addr import AHAttr
+from pyverbs.cq import CQ
+from pyverbs.device import Context
+from pyverbs.mr import MR
+from pyverbs.pd import PD
+from pyverbs.pyverbs_error import PyverbsError
+from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr, QPInitAttrEx
+from pyverbs.srq import SRQ, SrqInitAttrEx
+from pyverbs.xrcd import XRCD, XRCDInitAttr
+
+
+def step(name, fn):
+    try:
+        print('%s: %s' % (name, fn()))
+    except PyverbsError as ex:
+        print('%s: error %s' % (name, ex))
+
+
+def sqd(ctx, pd, cq):
+    qp = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq,
+                           cap=QPCap(max_send_wr=4, max_recv_wr=4)))
+    attr = QPAttr(port_num=1)
+    attr.dest_qp_num = qp.qp_num
+    attr.ah_attr = AHAttr(dlid=ctx.query_port(1).lid, port_num=1)
+    attr.max_dest_rd_atomic = 1
+    attr.max_rd_atomic = 1
+    attr.min_rnr_timer = 12
+    attr.timeout = 14
+    attr.retry_cnt = 7
+    attr.rnr_retry = 7
+    qp.to_rts(attr)
+    drain = QPAttr(qp_state=e.IBV_QPS_SQD)
+    drain.en_sqd_async_notify = 1
+    qp.modify(drain, e.IBV_QP_STATE | e.IBV_QP_EN_SQD_ASYNC_NOTIFY)
+    ev = ctx.get_async_event()
+    ev.ack()
+    a, _ = qp.query(e.IBV_QP_STATE)
+    qp.modify(QPAttr(qp_state=e.IBV_QPS_RTS), e.IBV_QP_STATE)
+    b, _ = qp.query(e.IBV_QP_STATE)
+    qp.close()
+    return 'event %d (SQ_DRAINED %d) state %d draining %d, then state %d' % (
+        ev.event_type, e.IBV_EVENT_SQ_DRAINED, a.qp_state, a.sq_draining, b.qp_state)
+
+
+def resize(ctx):
+    cq = CQ(ctx, 4)
+    held = []
+    for n in (100, 2):
+        cq.resize(n)
+        held.append('%d >= %d %s' % (cq.cqe, n, cq.cqe >= n))
+    cq.close()
+    return ', '.join(held)
+
+
+def rereg(ctx, pd):
+    # Read-only first: becoming writable pins the pages again (writable).
+    mr = MR(pd, 8192, 0)
+    key = mr.lkey
+    mr.rereg(e.IBV_REREG_MR_CHANGE_ACCESS, pd, 0, 0,
+             e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ)
+    with PD(ctx) as pd2:
+        mr.rereg(e.IBV_REREG_MR_CHANGE_PD, pd2)
+        mr.rereg(e.IBV_REREG_MR_CHANGE_PD, pd)
+    buf = MR(pd, 16384, e.IBV_ACCESS_LOCAL_WRITE)
+    mr.rereg(e.IBV_REREG_MR_CHANGE_TRANSLATION, pd, buf.buf, 16384)
+    same = mr.lkey == key and mr.rkey == key
+    mr.close()
+    buf.close()
+    return 'access, pd, translation done, same key %s' % same
+
+
+def xrc(ctx, pd, cq):
+    fd = os.open('/tmp/xrcd', os.O_RDONLY | os.O_CREAT, 0o400)
+    try:
+        xrcd = XRCD(ctx, XRCDInitAttr(e.IBV_XRCD_INIT_ATTR_FD | e.IBV_XRCD_INIT_ATTR_OFLAGS,
+                                      os.O_CREAT, fd))
+    except PyverbsError as ex:
+        return 'domain refused errno %d' % ex.error_code
+    srq_attr = SrqInitAttrEx(max_wr=16)
+    srq_attr.srq_type = e.IBV_SRQT_XRC
+    srq_attr.pd = pd
+    srq_attr.xrcd = xrcd
+    srq_attr.cq = cq
+    srq_attr.comp_mask = e.IBV_SRQ_INIT_ATTR_TYPE | e.IBV_SRQ_INIT_ATTR_PD | \
+        e.IBV_SRQ_INIT_ATTR_CQ | e.IBV_SRQ_INIT_ATTR_XRCD
+    srq = SRQ(ctx, srq_attr)
+    tgt = QP(ctx, QPInitAttrEx(qp_type=e.IBV_QPT_XRC_RECV, comp_mask=e.IBV_QP_INIT_ATTR_XRCD,
+                               xrcd=xrcd))
+    init = QPAttr(port_num=1)
+    init.qp_access_flags = e.IBV_ACCESS_REMOTE_WRITE
+    tgt.to_init(init)
+    a, _ = tgt.query(e.IBV_QP_STATE)
+    srqn = srq.get_srq_num()
+    tgt.close()
+    srq.close()
+    xrcd.close()
+    os.close(fd)
+    return 'srq_num %s, XRC_RECV QP state %d' % ('set' if srqn else 0, a.qp_state)
+
+
+with Context(name='vrnic0') as ctx, PD(ctx) as pd, CQ(ctx, 8) as cq:
+    step('sqd', lambda: sqd(ctx, pd, cq))
+    step('resize_cq', lambda: resize(ctx))
+    step('rereg_mr', lambda: rereg(ctx, pd))
+    step('xrc', lambda: xrc(ctx, pd, cq))
+PYEOF
+echo "xrc-cap-flags $(ibv_devinfo -v -d vrnic0 | grep -cx '[[:space:]]*XRC')"
+
 # A UC QP pair, and RC atomics (FETCH_AND_ADD, then CMP_AND_SWAP).
 loop uc_pingpong ibv_uc_pingpong -d vrnic0 -n 50
 loop atomic_bw_fadd ib_atomic_bw -d vrnic0 -n 200 -A FETCH_AND_ADD

@@ -61,6 +61,19 @@ check caps-mw-type-2b '^caps: MEM_WINDOW_TYPE_2B$'
 check huge-page-mr '^huge-page-mrs [1-9]'
 check memory-windows '^pyverbs: mw type 1 and 2 allocated and freed$'
 check srq-limit '^pyverbs: srq max_wr 64 max_sge 1 limit 10$'
+check sqd-drained-event '^verbs: sqd: event ([0-9]+) \(SQ_DRAINED \1\) state 4 draining 0, then state 3$'
+check resize-cq '^verbs: resize_cq: [0-9]+ >= 100 True, [0-9]+ >= 2 True$'
+check rereg-mr '^verbs: rereg_mr: access, pd, translation done, same key True$'
+# XRC follows the device's CAPS.XRC (its reset value in the spec the device is built from).
+caps=$(sed -n 's/^#define VRNIC_BAR0_CAPS_RESET \(0x[0-9A-Fa-f]*\)u$/\1/p' \
+  "$REPO/hw-spec/include/vrnic/vrnic_regs.h")
+if (((caps >> 10) & 1)); then
+  check xrc-cap-flag '^xrc-cap-flags 1$'
+  check xrc-objects '^verbs: xrc: srq_num set, XRC_RECV QP state 1$'
+else
+  check xrc-cap-flag-absent '^xrc-cap-flags 0$'
+  check xrc-refused '^verbs: xrc: domain refused errno 95$'
+fi
 check irq-sync-per-eq '^irq-sync ctrl=[1-9][0-9]* comp0=[1-9][0-9]* comp1=0 irqs [0-9]+ [0-9]+ [0-9]+$'
 check query-qp 'type RC state INIT'
 check rmmod-with-resources-held '^result rmmod-held 0$'

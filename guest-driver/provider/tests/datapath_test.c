@@ -5,6 +5,7 @@
  * 2^32, and a fake device that reads WQEs and writes CQEs by the SPEC.md
  * rules. Built and run by `build.sh --test` inside the build root.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,10 @@
 #define UC_QPN 0x00c0deu
 #define SRQ_QPN 0x005e1fu
 #define SRQ_SLOT 11
+#define SRQN 0x000303u
+#define XRC_QPN 0x00c0ffu	/* XRC_SEND, slot 13 */
+#define XSRQN 0x00a5a5u		/* an XRC SRQ of 2 WQEs, slot 14 */
+#define TGT_QPN 0x7e7e7eu	/* the kernel's XRC_RECV QP: not in our table */
 
 static struct vrnic_context *ctx;
 static uint8_t *db_page;	/* the fake doorbell page holding both slots */
@@ -28,7 +33,11 @@ static struct vrnic_qp ud_qp;	/* UD, 128-byte send WQEs, own slot 9 */
 static struct vrnic_qp uc_qp;	/* UC, slot 10 */
 static struct vrnic_qp srq_qp;	/* RC with an SRQ, slot 12 */
 static struct vrnic_srq srq;	/* 4 WQEs of 32 bytes, slot SRQ_SLOT */
+static struct vrnic_qp xrc_qp;	/* XRC_SEND, 4 send WQEs of 128 bytes */
+static struct vrnic_srq xsrq;	/* XRC, XSRQN, 2 WQEs of 32 bytes */
 static uint32_t dev_cq_pi = START; /* fake device's CQ producer index */
+static struct vrnic_cqe *dev_cq_ring;	/* its ring (moved by RESIZE_CQ) */
+static uint32_t dev_cq_log2 = 2;	/* and that ring's depth */
 
 static uint32_t db_read(const uint32_t *w)
 {
@@ -93,11 +102,14 @@ static void setup(void)
 	memset(kick_page, 0, VRNIC_DB_PAGE_SIZE);
 	ctx->max_sge = 16;
 	ctx->max_inline = 256;
+	ctx->max_cqe = 1024;
 	pthread_mutex_init(&ctx->qp_table_mutex, NULL);
+	pthread_mutex_init(&ctx->srq_table_mutex, NULL);
 
 	cq.ibv_cq.context = &ctx->ibv_ctx.context;
 	cq.depth_log2 = 2;
 	cq.ring = calloc(4, sizeof(*cq.ring));
+	dev_cq_ring = cq.ring;
 	/* Entries still hold the previous pass's phase. */
 	for (i = 0; i < 4; i++)
 		cq.ring[i].owner = (START >> 2) & 1;
@@ -158,7 +170,7 @@ static void setup(void)
 	CHECK(vrnic_insert_qp(ctx, &uc_qp) == 0);
 
 	srq = (struct vrnic_srq){ .depth = 4, .wqe_shift = 5, .max_sge = 1,
-				  .pi = START, .srqn = 3 };
+				  .pi = START, .srqn = SRQN };
 	srq.ring = calloc(4, 32);
 	srq.busy = calloc(4, 1);
 	srq.db = vrnic_db_word(db_page, SRQ_SLOT, VRNIC_DB_SRQ_SLOT_PI_OFF);
@@ -168,6 +180,36 @@ static void setup(void)
 	srq_qp.rq = (struct vrnic_wq){ .db = srq_qp.rq.db };
 	pthread_spin_init(&srq_qp.rq.lock, PTHREAD_PROCESS_PRIVATE);
 	CHECK(vrnic_insert_qp(ctx, &srq_qp) == 0);
+	CHECK(vrnic_table_insert(&ctx->srq_table, SRQN, &srq) == 0);
+
+	/* XRC_SEND: no receive queue; 128-byte WQEs hold 5 SGEs or 80
+	 * inline bytes after the xrc_seg. */
+	setup_connected_qp(&xrc_qp, XRC_QPN, IBV_QPT_XRC_SEND, 13);
+	free(xrc_qp.sq.ring);
+	free(xrc_qp.rq.ring);
+	xrc_qp.xrc = true;
+	xrc_qp.ibv_qp.recv_cq = NULL;
+	xrc_qp.sq = (struct vrnic_wq){ .depth = 4, .wqe_shift = 7,
+				       .max_sge = 5, .pi = START, .ci = START,
+				       .db = xrc_qp.sq.db,
+				       .db_flag = xrc_qp.sq.db_flag,
+				       .db_page = db_page,
+				       .kick_page = kick_page };
+	xrc_qp.rq = (struct vrnic_wq){ .db = xrc_qp.rq.db };
+	xrc_qp.max_inline = vrnic_xrc_send_wqe_room(7);
+	xrc_qp.sq.ring = calloc(4, 128);
+	pthread_spin_init(&xrc_qp.sq.lock, PTHREAD_PROCESS_PRIVATE);
+	pthread_spin_init(&xrc_qp.rq.lock, PTHREAD_PROCESS_PRIVATE);
+	CHECK(vrnic_insert_qp(ctx, &xrc_qp) == 0);
+
+	xsrq = (struct vrnic_srq){ .depth = 2, .wqe_shift = 5, .max_sge = 1,
+				   .pi = START, .srqn = XSRQN };
+	xsrq.vsrq.srq_type = IBV_SRQT_XRC;
+	xsrq.ring = calloc(2, 32);
+	xsrq.busy = calloc(2, 1);
+	xsrq.db = vrnic_db_word(db_page, 14, VRNIC_DB_SRQ_SLOT_PI_OFF);
+	pthread_spin_init(&xsrq.lock, PTHREAD_PROCESS_PRIVATE);
+	CHECK(vrnic_table_insert(&ctx->srq_table, XSRQN, &xsrq) == 0);
 }
 
 /* Fake device: write every field but owner into the next entry... */
@@ -175,7 +217,8 @@ static struct vrnic_cqe *dev_cqe_fill(uint32_t qpn, uint16_t wqe_index,
 				      uint64_t wr_id, uint8_t flags,
 				      uint8_t status)
 {
-	struct vrnic_cqe *cqe = &cq.ring[dev_cq_pi & 3];
+	struct vrnic_cqe *cqe =
+		&dev_cq_ring[dev_cq_pi & ((1u << dev_cq_log2) - 1)];
 
 	memset(cqe, 0, offsetof(struct vrnic_cqe, owner));
 	cqe->wr_id = htole64(wr_id);
@@ -195,7 +238,7 @@ static struct vrnic_cqe *dev_cqe_fill(uint32_t qpn, uint16_t wqe_index,
 /* ...then owner with the pass's phase. */
 static void dev_cqe_publish(struct vrnic_cqe *cqe)
 {
-	__atomic_store_n(&cqe->owner, ((dev_cq_pi >> 2) & 1) ^ 1,
+	__atomic_store_n(&cqe->owner, vrnic_cqe_phase(dev_cq_pi, dev_cq_log2),
 			 __ATOMIC_RELEASE);
 	dev_cq_pi++;
 }
@@ -204,6 +247,18 @@ static void dev_cqe(uint32_t qpn, uint16_t wqe_index, uint64_t wr_id,
 		    uint8_t flags, uint8_t status)
 {
 	dev_cqe_publish(dev_cqe_fill(qpn, wqe_index, wr_id, flags, status));
+}
+
+/* The completion of SRQ @srqn's slot @wqe_index, received by QP @qpn. */
+static void dev_srq_cqe(uint32_t qpn, uint32_t srqn, uint16_t wqe_index,
+			uint64_t wr_id)
+{
+	struct vrnic_cqe *cqe = dev_cqe_fill(qpn, wqe_index, wr_id,
+					     VRNIC_CQE_FLAG_RECV |
+					     VRNIC_CQE_FLAG_SRQ, 0);
+
+	cqe->srqn = htole32(srqn);
+	dev_cqe_publish(cqe);
 }
 
 static void test_send_ring_and_kick(void)
@@ -863,7 +918,6 @@ static void test_srq(void)
 	struct ibv_sge sge = { .addr = 0xa000, .length = 512, .lkey = 12 };
 	struct ibv_recv_wr wr[5], *bad = NULL;
 	struct ibv_sge two[2] = { sge, sge };
-	struct vrnic_cqe *cqe;
 	struct ibv_wc wc;
 	int i;
 
@@ -890,9 +944,7 @@ static void test_srq(void)
 	CHECK(bad == &wr[4]);
 
 	/* Slot 2 of 0..3 (free-running START+2..) completes first. */
-	cqe = dev_cqe_fill(SRQ_QPN, (START + 3) & 3, 0xaa000000000003ull,
-			   VRNIC_CQE_FLAG_RECV, 0);
-	dev_cqe_publish(cqe);
+	dev_srq_cqe(SRQ_QPN, SRQN, (START + 3) & 3, 0xaa000000000003ull);
 	wc = poll_one();
 	CHECK(wc.wr_id == 0xaa000000000003ull && wc.qp_num == SRQ_QPN);
 	CHECK(wc.opcode == IBV_WC_RECV);
@@ -903,7 +955,7 @@ static void test_srq(void)
 	CHECK(vrnic_post_srq_recv(&srq.ibv_srq, &wr[4], &bad) == ENOMEM);
 	CHECK(bad == &wr[4] && db_read(srq.db) == START + 4);
 
-	dev_cqe(SRQ_QPN, START & 3, 0xaa000000000000ull, VRNIC_CQE_FLAG_RECV, 0);
+	dev_srq_cqe(SRQ_QPN, SRQN, START & 3, 0xaa000000000000ull);
 	CHECK(poll_one().wr_id == 0xaa000000000000ull);
 	CHECK(vrnic_post_srq_recv(&srq.ibv_srq, &wr[4], &bad) == 0);
 	CHECK(db_read(srq.db) == START + 5);
@@ -912,7 +964,7 @@ static void test_srq(void)
 	      0xaa000000000004ull);
 
 	/* A dropped CQE (QP reset or destroyed) frees its slot too. */
-	dev_cqe(SRQ_QPN, (START + 1) & 3, 1, VRNIC_CQE_FLAG_RECV, 0);
+	dev_srq_cqe(SRQ_QPN, SRQN, (START + 1) & 3, 1);
 	pthread_spin_lock(&cq.lock);
 	vrnic_cq_clean(&cq, &srq_qp);
 	pthread_spin_unlock(&cq.lock);
@@ -1006,6 +1058,424 @@ static void test_queue_sizes(void)
 	CHECK(vrnic_size_queues(&lim, &q, &cap) == EINVAL);
 }
 
+/* Whether every busy byte of @s is as in @want. */
+static bool busy_is(const struct vrnic_srq *s, const uint8_t *want)
+{
+	return memcmp(s->busy, want, s->depth) == 0;
+}
+
+/*
+ * SRQ completions the provider cannot have caused (unknown srqn, one wider
+ * than 24 bits, a slot beyond the depth, a slot with no WQE out, FLAG_SRQ
+ * on a send) are error completions that free nothing; and an SRQ
+ * completion naming one of our QPs never retires that QP's receive queue.
+ */
+static void test_srq_cqe_hostile(void)
+{
+	uint8_t srq_busy[4], xsrq_busy[2];
+	uint32_t rq_ci = qp.rq.ci;
+	struct vrnic_cqe *cqe;
+	struct ibv_wc wc;
+
+	memcpy(srq_busy, srq.busy, sizeof(srq_busy));
+	memcpy(xsrq_busy, xsrq.busy, sizeof(xsrq_busy));
+	CHECK(xsrq_busy[0] == 0);	/* nothing posted to the XRC SRQ yet */
+
+	dev_srq_cqe(SRQ_QPN, 0x999, 0, 0x51);
+	wc = poll_one();
+	CHECK(wc.wr_id == 0x51 && wc.status == IBV_WC_GENERAL_ERR);
+	dev_srq_cqe(SRQ_QPN, SRQN | 1u << 24, 0, 0x52);
+	CHECK(poll_one().status == IBV_WC_GENERAL_ERR);
+	dev_srq_cqe(SRQ_QPN, SRQN, 4, 0x53);
+	CHECK(poll_one().status == IBV_WC_GENERAL_ERR);
+	dev_srq_cqe(SRQ_QPN, SRQN, 0xffff, 0x54);
+	CHECK(poll_one().status == IBV_WC_GENERAL_ERR);
+	dev_srq_cqe(TGT_QPN, XSRQN, 0, 0x55);
+	CHECK(poll_one().status == IBV_WC_GENERAL_ERR);
+	cqe = dev_cqe_fill(SRQ_QPN, 0, 0x56, VRNIC_CQE_FLAG_SRQ, 0);
+	cqe->srqn = htole32(SRQN);
+	dev_cqe_publish(cqe);
+	CHECK(poll_one().status == IBV_WC_GENERAL_ERR);
+	CHECK(busy_is(&srq, srq_busy) && busy_is(&xsrq, xsrq_busy));
+
+	/* Our RC QP with a receive WQE out: an SRQ CQE naming it frees an
+	 * SRQ slot (here: none, so an error), not its receive WQE. */
+	{
+		struct ibv_sge sge = { .addr = 0x1000, .length = 8, .lkey = 1 };
+		struct ibv_recv_wr rwr = { .wr_id = 0x57, .sg_list = &sge,
+					   .num_sge = 1 };
+		struct ibv_recv_wr *bad;
+
+		CHECK(vrnic_post_recv(&qp.ibv_qp, &rwr, &bad) == 0);
+		dev_srq_cqe(QPN, XSRQN, qp.rq.pi - 1, 0x57);
+		CHECK(poll_one().status == IBV_WC_GENERAL_ERR);
+		CHECK(qp.rq.ci == rq_ci);
+		dev_cqe(QPN, (qp.rq.pi - 1) & 3, 0x57, VRNIC_CQE_FLAG_RECV, 0);
+		wc = poll_one();
+		CHECK(wc.status == IBV_WC_SUCCESS && qp.rq.ci == qp.rq.pi);
+	}
+	CHECK(db_read(cq.db_ci) == dev_cq_pi);
+}
+
+/*
+ * An XRC SRQ: its completions name the kernel's TGT QP (not ours) and
+ * free the slot they name; a CQ clean by SRQ number (the SRQ destroyed)
+ * frees and drops them.
+ */
+static void test_xrc_srq_completions(void)
+{
+	struct ibv_sge sge = { .addr = 0xb000, .length = 64, .lkey = 5 };
+	struct ibv_recv_wr wr[3], *bad = NULL;
+	struct ibv_wc wc;
+	int i;
+
+	for (i = 0; i < 3; i++)
+		wr[i] = (struct ibv_recv_wr){ .wr_id = 0xc0 + i, .sg_list = &sge,
+					      .num_sge = 1,
+					      .next = i < 2 ? &wr[i + 1] : NULL };
+	CHECK(vrnic_post_srq_recv(&xsrq.ibv_srq, wr, &bad) == ENOMEM);
+	CHECK(bad == &wr[2] && db_read(xsrq.db) == START + 2);
+
+	/* The second WQE (slot (START + 1) & 1) completes first. */
+	dev_srq_cqe(TGT_QPN, XSRQN, (START + 1) & 1, 0xc1);
+	wc = poll_one();
+	CHECK(wc.status == IBV_WC_SUCCESS && wc.wr_id == 0xc1);
+	CHECK(wc.qp_num == TGT_QPN && wc.opcode == IBV_WC_RECV);
+	CHECK(xsrq.busy[(START + 1) & 1] == 0 && xsrq.busy[START & 1] == 1);
+	wr[2].next = NULL;
+	CHECK(vrnic_post_srq_recv(&xsrq.ibv_srq, &wr[2], &bad) == ENOMEM);
+
+	/* The SRQ destroyed with a completion unpolled: dropped, freed. */
+	dev_srq_cqe(TGT_QPN, XSRQN, START & 1, 0xc0);
+	pthread_spin_lock(&cq.lock);
+	vrnic_cq_clean_srq(&cq, XSRQN);
+	pthread_spin_unlock(&cq.lock);
+	CHECK(xsrq.busy[START & 1] == 0);
+	CHECK(vrnic_poll_cq(&cq.ibv_cq, 1, &wc) == 0);
+	CHECK(db_read(cq.db_ci) == dev_cq_pi);
+}
+
+/*
+ * XRC_SEND (SPEC "XRC"): every send WQE is a header, the xrc_seg naming
+ * the target SRQ at 32, the payload at XRC_PAYLOAD_OFFSET (48), written
+ * byte for byte; its opcodes are RC's data and atomic requests; it has no
+ * receive queue.
+ */
+static void test_xrc_send(void)
+{
+	static const uint8_t want[128] = {
+		[0] = 0,		/* opcode RDMA_WRITE */
+		[1] = 0x02,		/* SIGNALED */
+		[2] = 2,		/* num_sge */
+		[8] = 0x21,		/* wr_id */
+		[16] = 0x00, 0x30, 0, 0, 0, 0, 0, 0,	/* remote_addr 0x3000 */
+		[24] = 0x42, 0, 0, 0,			/* rkey 0x42 */
+		[32] = 0xef, 0xcd, 0xab, 0x00,		/* remote_srqn */
+		[48] = 0x00, 0x10, 0, 0, 0, 0, 0, 0,	/* sge[0] addr */
+		[56] = 0x10, 0, 0, 0, 0x07, 0, 0, 0,	/* length 16, lkey 7 */
+		[64] = 0x00, 0x20, 0, 0, 0, 0, 0, 0,	/* sge[1] addr */
+		[72] = 0x20, 0, 0, 0, 0x08, 0, 0, 0,	/* length 32, lkey 8 */
+		[80] = 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee,
+		       0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee,
+		       0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee,
+		       0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee,
+		       0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee,
+		       0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee,
+	};
+	struct ibv_sge sges[2] = { { .addr = 0x1000, .length = 16, .lkey = 7 },
+				   { .addr = 0x2000, .length = 32, .lkey = 8 } };
+	uint64_t orig;
+	struct ibv_sge asge = { .addr = (uintptr_t)&orig, .length = 8,
+				.lkey = 9 };
+	struct ibv_send_wr wr = {
+		.wr_id = 0x21, .opcode = IBV_WR_RDMA_WRITE, .sg_list = sges,
+		.num_sge = 2, .send_flags = IBV_SEND_SIGNALED,
+		.wr.rdma = { .remote_addr = 0x3000, .rkey = 0x42 },
+		.qp_type.xrc.remote_srqn = 0xabcdef,
+	};
+	static const unsigned int refused[] = {
+		IBV_WR_SEND_WITH_INV, IBV_WR_LOCAL_INV, IBV_WR_BIND_MW,
+	};
+	struct ibv_recv_wr rwr = { .wr_id = 1 }, *rbad;
+	uint8_t data[81];
+	uint8_t *wqe;
+	unsigned int i;
+
+	memset(xrc_qp.sq.ring, 0xee, 4 * 128);
+	wqe = post_one(&xrc_qp, &wr, 0);
+	if (wqe)
+		check_bytes("XRC RDMA_WRITE WQE", wqe, want, sizeof(want));
+
+	/* An atomic: atomic_seg at 48, its SGE at 64. */
+	wr = (struct ibv_send_wr){
+		.wr_id = 0x22, .opcode = IBV_WR_ATOMIC_CMP_AND_SWP,
+		.sg_list = &asge, .num_sge = 1,
+		.wr.atomic = { .remote_addr = 0x4008, .compare_add = 0x11,
+			       .swap = 0x22, .rkey = 0x43 },
+		.qp_type.xrc.remote_srqn = 0x123,
+	};
+	wqe = post_one(&xrc_qp, &wr, 0);
+	if (wqe) {
+		struct vrnic_xrc_seg *x = (void *)(wqe + 32);
+		struct vrnic_atomic_seg *a = (void *)(wqe + 48);
+		struct vrnic_sge *sg = (void *)(wqe + 64);
+
+		CHECK(le32toh(x->remote_srqn) == 0x123 && !x->reserved0 &&
+		      !x->reserved1);
+		CHECK(le64toh(a->compare_add) == 0x11 &&
+		      le64toh(a->swap) == 0x22);
+		CHECK(le64toh(sg->addr) == (uintptr_t)&orig &&
+		      le32toh(sg->length) == 8 && le32toh(sg->lkey) == 9);
+	}
+
+	/* Inline data fills the 80 bytes after the xrc_seg, no more. */
+	memset(data, 0x3c, sizeof(data));
+	sges[0] = (struct ibv_sge){ .addr = (uintptr_t)data, .length = 80 };
+	wr = (struct ibv_send_wr){
+		.wr_id = 0x23, .opcode = IBV_WR_SEND, .sg_list = sges,
+		.num_sge = 1, .send_flags = IBV_SEND_INLINE,
+		.qp_type.xrc.remote_srqn = 0x124,
+	};
+	wqe = post_one(&xrc_qp, &wr, 0);
+	if (wqe) {
+		CHECK(le32toh(((struct vrnic_xrc_seg *)(wqe + 32))->remote_srqn) ==
+		      0x124);
+		CHECK(memcmp(wqe + 48, data, 80) == 0);
+	}
+	sges[0].length = 81;
+	post_one(&xrc_qp, &wr, EINVAL);
+
+	for (i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		wr = (struct ibv_send_wr){ .opcode = refused[i] };
+		post_one(&xrc_qp, &wr, EINVAL);
+	}
+	CHECK(vrnic_post_recv(&xrc_qp.ibv_qp, &rwr, &rbad) == EINVAL);
+
+	/* Its send CQEs retire its send queue, as an RC QP's. */
+	dev_cqe(XRC_QPN, (xrc_qp.sq.pi - 1) & 3, 0x23, 0, 0);
+	CHECK(poll_one().wr_id == 0x23 && xrc_qp.sq.ci == xrc_qp.sq.pi);
+}
+
+/* The fake kernel of OPEN_QP and MODIFY_QP: the QP as libibverbs makes it. */
+int ibv_cmd_open_qp(struct ibv_context *context, struct verbs_qp *qp,
+		    int vqp_sz, struct ibv_qp_open_attr *attr,
+		    struct ibv_open_qp *cmd, size_t cmd_size,
+		    struct ib_uverbs_create_qp_resp *resp, size_t resp_size)
+{
+	qp->qp.context = context;
+	qp->qp.qp_num = attr->qp_num;
+	qp->qp.qp_type = attr->qp_type;
+	return 0;
+}
+
+int ibv_cmd_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
+		      int attr_mask, struct ibv_modify_qp *cmd, size_t cmd_size)
+{
+	return 0;
+}
+
+/*
+ * An XRC_RECV QP (the kernel's, no rings, no slot), here one opened with
+ * ibv_open_qp: posting fails, and moving it to RESET touches no doorbell
+ * and no CQ. Only XRC_RECV QPs can be opened.
+ */
+static void test_xrc_recv_qp_posts_nothing(void)
+{
+	struct ibv_qp_open_attr oattr = {
+		.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_TYPE |
+			     IBV_QP_OPEN_ATTR_XRCD,
+		.qp_num = TGT_QPN, .qp_type = IBV_QPT_XRC_RECV,
+	};
+	struct ibv_send_wr wr = { .opcode = IBV_WR_SEND }, *bad;
+	struct ibv_recv_wr rwr = {}, *rbad;
+	struct ibv_qp_attr attr = {};
+	struct vrnic_qp *tgt;
+	struct ibv_qp *ibqp;
+
+	ibqp = vrnic_open_qp(&ctx->ibv_ctx.context, &oattr);
+	CHECK(ibqp != NULL);
+	if (!ibqp)
+		return;
+	tgt = to_vqp(ibqp);
+	CHECK(ibqp->qp_num == TGT_QPN && vrnic_qp_is_xrc_tgt(tgt));
+	CHECK(!tgt->sq.ring && !tgt->rq.ring && !tgt->sq.db);
+	attr.qp_state = IBV_QPS_RTR;
+	CHECK(vrnic_modify_qp(ibqp, &attr, IBV_QP_STATE) == 0);
+	CHECK(vrnic_post_send(ibqp, &wr, &bad) == EINVAL && bad == &wr);
+	CHECK(vrnic_post_recv(ibqp, &rwr, &rbad) == EINVAL && rbad == &rwr);
+	attr.qp_state = IBV_QPS_RESET;
+	CHECK(vrnic_modify_qp(ibqp, &attr, IBV_QP_STATE) == 0);
+	free(tgt);
+
+	oattr.qp_type = IBV_QPT_RC;
+	errno = 0;
+	CHECK(!vrnic_open_qp(&ctx->ibv_ctx.context, &oattr) && errno == EINVAL);
+}
+
+/*
+ * The fake kernel and device of RESIZE_CQ (SPEC "Resizing a CQ"), linked
+ * in place of libibverbs' command: checks the request, moves the CQEs
+ * [ci, producer) to entries 0.. of the new ring with the first pass's
+ * phase, continues there and zeroes the slot's ci word. resize_fail makes
+ * it fail as the kernel would (after checking).
+ */
+static int resize_fail;
+static int resize_calls;
+
+int ibv_cmd_resize_cq(struct ibv_cq *ibcq, int cqe, struct ibv_resize_cq *cmd,
+		      size_t cmd_size, struct ib_uverbs_resize_cq_resp *resp,
+		      size_t resp_size)
+{
+	struct vrnic_resize_cq_cmd *drv = (void *)(cmd + 1);
+	struct vrnic_cqe *ring;
+	uint32_t ci, n, i, log2;
+
+	resize_calls++;
+	CHECK(ibcq == &cq.ibv_cq);
+	CHECK(cmd_size == sizeof(*cmd) + sizeof(*drv));
+	CHECK(drv->reserved0[0] == 0 && drv->reserved0[1] == 0 &&
+	      drv->reserved0[2] == 0);
+	ring = (void *)(uintptr_t)le64toh(drv->buf_addr);
+	log2 = drv->depth_log2;
+	ci = le32toh(drv->ci);
+	CHECK(((uintptr_t)ring & 4095) == 0);
+	CHECK(ci == cq.ci);
+	n = dev_cq_pi - ci;
+	if (n > (1u << dev_cq_log2))
+		return EINVAL;		/* BAD_FIELD */
+	if (n > (1u << log2))
+		return EINVAL;		/* BAD_SIZE */
+	for (i = 0; i < (1u << log2); i++)
+		CHECK(ring[i].owner == 0);	/* zeroed by the provider */
+	if (resize_fail)
+		return resize_fail;
+	for (i = 0; i < n; i++) {
+		memcpy(&ring[i], &dev_cq_ring[(ci + i) & ((1u << dev_cq_log2) - 1)],
+		       offsetof(struct vrnic_cqe, owner));
+		ring[i].owner = vrnic_cqe_phase(i, log2);
+	}
+	dev_cq_ring = ring;
+	dev_cq_log2 = log2;
+	dev_cq_pi = n;
+	*cq.db_ci = 0;
+	resp->cqe = cqe;
+	return 0;
+}
+
+/*
+ * ibv_resize_cq moves polling to the new ring at index 0 (the device moved
+ * the unpolled CQEs there) and frees the old one; a failed resize keeps
+ * the old ring and index. Through poll_cq and the poll_cq_ex iterator.
+ */
+static void test_resize_cq(void)
+{
+	struct ibv_poll_cq_attr pattr = {};
+	struct vrnic_cqe *old_ring;
+	struct ibv_cq_ex *cqx;
+	struct ibv_wc wc[16];
+	uint32_t old_ci;
+	int i, n;
+
+	/* 3 CQEs of no QP of ours (they retire nothing), one polled. */
+	for (i = 1; i <= 3; i++)
+		dev_cqe(0x424242, 0, 0xd0 + i, 0, 0);
+	CHECK(poll_one().wr_id == 0xd1);
+
+	/* Out of range; more unpolled CQEs (2) than 1 entry... (depth 2
+	 * holds them: ask the device's BAD_SIZE with a failing kernel). */
+	CHECK(vrnic_resize_cq(&cq.ibv_cq, 0) == EINVAL);
+	CHECK(vrnic_resize_cq(&cq.ibv_cq, 2000) == EINVAL);
+	CHECK(resize_calls == 0);
+	old_ring = cq.ring;
+	old_ci = cq.ci;
+	resize_fail = ENOMEM;
+	CHECK(vrnic_resize_cq(&cq.ibv_cq, 7) == ENOMEM);
+	resize_fail = 0;
+	CHECK(resize_calls == 1);
+	CHECK(cq.ring == old_ring && cq.ci == old_ci && cq.depth_log2 == 2);
+	CHECK(poll_one().wr_id == 0xd2);
+
+	/* Grow to 8 entries with one CQE unpolled. */
+	CHECK(vrnic_resize_cq(&cq.ibv_cq, 7) == 0);
+	CHECK(cq.ring != old_ring && cq.ring == dev_cq_ring);
+	CHECK(cq.depth_log2 == 3 && cq.ci == 0 && cq.ibv_cq.cqe == 7);
+	CHECK(db_read(cq.db_ci) == 0);
+	CHECK(poll_one().wr_id == 0xd3);
+	CHECK(db_read(cq.db_ci) == 1);
+
+	/* 12 more: the new ring wraps (phase flips) and all come in order. */
+	for (i = 0; i < 7; i++)
+		dev_cqe(0x424242, 0, 0xe0 + i, 0, 0);
+	n = vrnic_poll_cq(&cq.ibv_cq, 16, wc);
+	CHECK(n == 7);
+	for (i = 0; i < n; i++)
+		CHECK(wc[i].wr_id == 0xe0u + i);
+	for (i = 0; i < 5; i++)
+		dev_cqe(0x424242, 0, 0xf0 + i, 0, 0);
+
+	/* Shrink to 2 entries, 5 unpolled: refused (BAD_SIZE), kept. */
+	CHECK(vrnic_resize_cq(&cq.ibv_cq, 1) == EINVAL);
+	CHECK(cq.depth_log2 == 3 && cq.ring == dev_cq_ring);
+
+	/* Shrink to 8 -> 8 (cqe 5) is a move too; then the iterator. */
+	old_ring = cq.ring;
+	CHECK(vrnic_resize_cq(&cq.ibv_cq, 5) == 0);
+	CHECK(cq.ring != old_ring && cq.ci == 0 && cq.ibv_cq.cqe == 7);
+	vrnic_cq_ex_init(&cq, IBV_WC_STANDARD_FLAGS);
+	cqx = &cq.vcq.cq_ex;
+	CHECK(ibv_start_poll(cqx, &pattr) == 0);
+	CHECK(cqx->wr_id == 0xf0);
+	for (i = 1; i < 5; i++) {
+		CHECK(ibv_next_poll(cqx) == 0);
+		CHECK(cqx->wr_id == 0xf0u + i);
+	}
+	CHECK(ibv_next_poll(cqx) == ENOENT);
+	ibv_end_poll(cqx);
+	CHECK(cq.ci == 5 && db_read(cq.db_ci) == 5 && dev_cq_pi == 5);
+}
+
+static struct verbs_mr *rereg_vmr;
+static int rereg_flags;
+static uint64_t rereg_hca_va;
+
+/* The fake kernel of REREG_MR: records what the provider asked. */
+int ibv_cmd_rereg_mr(struct verbs_mr *vmr, uint32_t flags, void *addr,
+		     size_t length, uint64_t hca_va, int access,
+		     struct ibv_pd *pd, struct ibv_rereg_mr *cmd,
+		     size_t cmd_sz, struct ib_uverbs_rereg_mr_resp *resp,
+		     size_t resp_sz)
+{
+	rereg_vmr = vmr;
+	rereg_flags = flags;
+	rereg_hca_va = hca_va;
+	return 0;
+}
+
+/* ibv_rereg_mr: a new translation is at iova = addr; a PD of another
+ * context is refused before any command. */
+static void test_rereg_mr(void)
+{
+	struct vrnic_context other = {};
+	struct ibv_pd pd = { .context = &ctx->ibv_ctx.context };
+	struct ibv_pd foreign = { .context = &other.ibv_ctx.context };
+	struct verbs_mr vmr = {};
+	static uint8_t buf[64];
+
+	vmr.ibv_mr.context = &ctx->ibv_ctx.context;
+	CHECK(vrnic_rereg_mr(&vmr, IBV_REREG_MR_CHANGE_TRANSLATION |
+			     IBV_REREG_MR_CHANGE_PD, &pd, buf, sizeof(buf),
+			     0) == 0);
+	CHECK(rereg_vmr == &vmr && rereg_hca_va == (uintptr_t)buf);
+	CHECK(rereg_flags == (IBV_REREG_MR_CHANGE_TRANSLATION |
+			      IBV_REREG_MR_CHANGE_PD));
+	rereg_vmr = NULL;
+	CHECK(vrnic_rereg_mr(&vmr, IBV_REREG_MR_CHANGE_PD, &foreign, NULL, 0,
+			     0) == EINVAL);
+	CHECK(vrnic_rereg_mr(&vmr, IBV_REREG_MR_CHANGE_PD, NULL, NULL, 0,
+			     0) == EINVAL);
+	CHECK(rereg_vmr == NULL);
+}
+
 static void test_arm(void)
 {
 	CHECK(vrnic_req_notify_cq(&cq.ibv_cq, 0) == 0);
@@ -1029,6 +1499,12 @@ int main(void)
 	test_bind_mw();
 	test_srq();
 	test_srq_sizes();
+	test_srq_cqe_hostile();
+	test_xrc_srq_completions();
+	test_xrc_send();
+	test_xrc_recv_qp_posts_nothing();
+	test_resize_cq();
+	test_rereg_mr();
 	test_arm();
 	if (failures) {
 		fprintf(stderr, "datapath_test: %d failure(s)\n", failures);

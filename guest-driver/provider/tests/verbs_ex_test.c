@@ -3,7 +3,8 @@
  * Extended verbs against the classic ones, without a kernel or device (a
  * fake context and doorbell page, as in datapath_test.c):
  * - the same work requests through ibv_post_send and through ibv_wr_* give
- *   the same WQEs, byte for byte, and the same producer index;
+ *   the same WQEs, byte for byte, and the same producer index (RC, UC, UD,
+ *   and XRC_SEND with ibv_wr_set_xrc_srqn);
  * - a wr batch rings the doorbell once, at ibv_wr_complete; ibv_wr_abort
  *   and a failed batch post nothing;
  * - the same CQEs through ibv_poll_cq and through the poll_cq_ex iterator
@@ -56,11 +57,12 @@ static void fake_qp(struct vrnic_qp *qp, enum ibv_qp_type type, uint32_t qpn,
 	qp->ibv_qp.qp_num = qpn;
 	qp->ibv_qp.qp_type = type;
 	qp->datagram = type == IBV_QPT_UD;
+	qp->xrc = type == IBV_QPT_XRC_SEND;
 	qp->sq = (struct vrnic_wq){ .depth = DEPTH, .wqe_shift = WQE_SHIFT,
 				    .pi = START, .ci = START };
-	qp->sq.max_sge = vrnic_send_wqe_room(WQE_SHIFT, qp->datagram) /
-			 VRNIC_SGE_SIZE;
-	qp->max_inline = vrnic_send_wqe_room(WQE_SHIFT, qp->datagram);
+	qp->max_inline = qp->xrc ? vrnic_xrc_send_wqe_room(WQE_SHIFT) :
+			 vrnic_send_wqe_room(WQE_SHIFT, qp->datagram);
+	qp->sq.max_sge = qp->max_inline / VRNIC_SGE_SIZE;
 	qp->sq.ring = malloc(DEPTH << WQE_SHIFT);
 	memset(qp->sq.ring, 0xee, DEPTH << WQE_SHIFT);
 	qp->sq.db = vrnic_db_word(db_page, slot, VRNIC_DB_QP_SLOT_SQ_PI_OFF);
@@ -139,6 +141,8 @@ static void post_ex(struct ibv_qp_ex *qpx, const struct ibv_send_wr *wr)
 	if (qp_of(qpx)->datagram)
 		ibv_wr_set_ud_addr(qpx, wr->wr.ud.ah, wr->wr.ud.remote_qpn,
 				   wr->wr.ud.remote_qkey);
+	if (qp_of(qpx)->xrc)
+		ibv_wr_set_xrc_srqn(qpx, wr->qp_type.xrc.remote_srqn);
 	if (wr->send_flags & IBV_SEND_INLINE) {
 		struct ibv_data_buf bufs[8];
 		int i;
@@ -310,6 +314,68 @@ static void test_uc_ud_wqes_equal_post_send(void)
 	fake_qp(&classic, IBV_QPT_UD, 0x300, 5);
 	qpx = fake_qp_ex(&ex, IBV_QPT_UD, 0x301, 6);
 	check_same_wqes(&classic, qpx, ud_wr, sizeof(ud_wr) / sizeof(ud_wr[0]));
+}
+
+/*
+ * XRC_SEND: every request it has, each naming its target SRQ through
+ * ibv_wr_set_xrc_srqn (and qp_type.xrc.remote_srqn for post_send), SGEs at
+ * 48 (5 of them in 128 bytes), inline data up to 80 bytes.
+ */
+static void test_xrc_wqes_equal_post_send(void)
+{
+	struct ibv_send_wr wr[] = {
+		{ .wr_id = 41, .opcode = IBV_WR_SEND, .sg_list = sges,
+		  .num_sge = 3, .send_flags = IBV_SEND_SIGNALED,
+		  .qp_type.xrc.remote_srqn = 0x10 },
+		{ .wr_id = 42, .opcode = IBV_WR_SEND_WITH_IMM, .sg_list = sges,
+		  .num_sge = 2, .send_flags = IBV_SEND_INLINE,
+		  .imm_data = htobe32(0x42), .qp_type.xrc.remote_srqn = 0x11 },
+		{ .wr_id = 43, .opcode = IBV_WR_RDMA_WRITE, .sg_list = &sges[2],
+		  .num_sge = 1, .send_flags = IBV_SEND_FENCE,
+		  .wr.rdma = { .remote_addr = 0x1234, .rkey = 0x81 },
+		  .qp_type.xrc.remote_srqn = 0xfffffe },
+		{ .wr_id = 44, .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
+		  .sg_list = sges, .num_sge = 1, .imm_data = htobe32(3),
+		  .send_flags = IBV_SEND_INLINE | IBV_SEND_SOLICITED,
+		  .wr.rdma = { .remote_addr = 0x5678, .rkey = 0x82 },
+		  .qp_type.xrc.remote_srqn = 0x13 },
+		{ .wr_id = 45, .opcode = IBV_WR_RDMA_READ, .sg_list = sges,
+		  .num_sge = 3,
+		  .wr.rdma = { .remote_addr = 0x9abc, .rkey = 0x83 },
+		  .qp_type.xrc.remote_srqn = 0x14 },
+		{ .wr_id = 46, .opcode = IBV_WR_ATOMIC_CMP_AND_SWP,
+		  .sg_list = &atomic_sge, .num_sge = 1,
+		  .wr.atomic = { .remote_addr = 0x7000, .compare_add = 1,
+				 .swap = 2, .rkey = 0x84 },
+		  .qp_type.xrc.remote_srqn = 0x15 },
+		{ .wr_id = 47, .opcode = IBV_WR_ATOMIC_FETCH_AND_ADD,
+		  .sg_list = &atomic_sge, .num_sge = 1,
+		  .send_flags = IBV_SEND_SIGNALED,
+		  .wr.atomic = { .remote_addr = 0x7008, .compare_add = 9,
+				 .rkey = 0x85 },
+		  .qp_type.xrc.remote_srqn = 0x16 },
+	};
+	struct vrnic_qp classic, ex, rc;
+	struct ibv_qp_ex *qpx;
+
+	fake_qp(&classic, IBV_QPT_XRC_SEND, 0x700, 12);
+	qpx = fake_qp_ex(&ex, IBV_QPT_XRC_SEND, 0x701, 13);
+	CHECK(ex.sq.max_sge == 5 && ex.max_inline == 80);
+	check_same_wqes(&classic, qpx, wr, sizeof(wr) / sizeof(wr[0]));
+	CHECK(le32toh(vrnic_send_wqe_xrc_seg(vrnic_wqe(&ex.sq, START + 2))
+			      ->remote_srqn) == 0xfffffe);
+
+	/* The memory operations are not XRC's; an RC QP has no setter. */
+	ibv_wr_start(qpx);
+	ibv_wr_local_inv(qpx, 0x100);
+	CHECK(ibv_wr_complete(qpx) == EINVAL);
+	ibv_wr_start(qpx);
+	ibv_wr_send_inv(qpx, 0x100);
+	ibv_wr_set_xrc_srqn(qpx, 1);
+	CHECK(ibv_wr_complete(qpx) == EINVAL);
+	CHECK(ex.sq.pi == START + 7);
+	fake_qp_ex(&rc, IBV_QPT_RC, 0x702, 14);
+	CHECK(rc.vqp.qp_ex.wr_set_xrc_srqn == NULL);
 }
 
 /*
@@ -498,6 +564,27 @@ static void test_create_qp_ex_refusals(void)
 	attr.comp_mask = IBV_QP_INIT_ATTR_SEND_OPS_FLAGS; /* no PD */
 	errno = 0;
 	CHECK(!vrnic_create_qp_ex(ibctx, &attr) && errno == EINVAL);
+
+	/* XRC_SEND: no memory operations; XRC_RECV: an XRCD, no sends. */
+	attr.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+	attr.qp_type = IBV_QPT_XRC_SEND;
+	attr.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_LOCAL_INV;
+	errno = 0;
+	CHECK(!vrnic_create_qp_ex(ibctx, &attr) && errno == EOPNOTSUPP);
+	attr.qp_type = IBV_QPT_XRC_RECV;
+	attr.comp_mask = IBV_QP_INIT_ATTR_PD;
+	errno = 0;
+	CHECK(!vrnic_create_qp_ex(ibctx, &attr) && errno == EINVAL);
+	{
+		struct ibv_xrcd xrcd = { .context = ibctx };
+
+		attr.comp_mask = IBV_QP_INIT_ATTR_XRCD |
+				 IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+		attr.xrcd = &xrcd;
+		attr.send_ops_flags = IBV_QP_EX_WITH_SEND;
+		errno = 0;
+		CHECK(!vrnic_create_qp_ex(ibctx, &attr) && errno == EOPNOTSUPP);
+	}
 }
 
 /* The fake device's CQ: 8 entries, written like the device does. */
@@ -661,6 +748,7 @@ int main(void)
 	setup();
 	test_rc_wqes_equal_post_send();
 	test_uc_ud_wqes_equal_post_send();
+	test_xrc_wqes_equal_post_send();
 	test_batch_rings_doorbell_once();
 	test_abort_and_failures_post_nothing();
 	test_ops_the_qp_type_cannot_do_fail();

@@ -174,6 +174,86 @@ static void test_atomic_wqe_bytes(void)
 	CHECK((uint8_t *)vrnic_atomic_wqe_sge(wqe) - wqe == 48);
 }
 
+/* An XRC_INI SEND (SPEC "XRC"): header, xrc_seg at 32 naming the target
+ * SRQ (reserved words zero), SGEs at XRC_PAYLOAD_OFFSET (48). */
+static void test_xrc_send_wqe_bytes(void)
+{
+	static const uint8_t want[96] = {
+		[0] = 2,			/* opcode SEND */
+		[1] = 0x06,			/* flags SIGNALED | SOLICITED */
+		[2] = 2,			/* num_sge */
+		[8] = 0x31, 0, 0, 0, 0, 0, 0, 0,	/* wr_id 0x31 */
+		/* xrc_seg */
+		[32] = 0x56, 0x34, 0x12, 0x00,	/* remote_srqn 0x123456 */
+		[36] = 0, 0, 0, 0,		/* reserved0 */
+		[40] = 0, 0, 0, 0, 0, 0, 0, 0,	/* reserved1 */
+		/* sge[0] */
+		[48] = 0x00, 0x10, 0, 0, 0, 0, 0, 0,	/* addr 0x1000 */
+		[56] = 0x40, 0, 0, 0,			/* length 64 */
+		[60] = 0x05, 0, 0, 0,			/* lkey 5 */
+		/* sge[1] */
+		[64] = 0x00, 0x20, 0, 0, 0, 0, 0, 0,	/* addr 0x2000 */
+		[72] = 0x01, 0, 0, 0,			/* length 1 */
+		[76] = 0x06, 0, 0, 0,			/* lkey 6 */
+		[80] = 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee,
+		       0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee,
+	};
+	struct vrnic_send_fields f = {
+		.opcode = VRNIC_WR_OPCODE_SEND,
+		.flags = VRNIC_SEND_FLAGS_SIGNALED | VRNIC_SEND_FLAGS_SOLICITED,
+		.num_sge = 2, .wr_id = 0x31,
+	};
+	uint8_t wqe[96];
+	struct vrnic_sge *sge;
+
+	memset(wqe, 0xee, sizeof(wqe));
+	vrnic_set_send_wqe_header((void *)wqe, &f);
+	vrnic_set_xrc_seg(vrnic_send_wqe_xrc_seg(wqe), 0x123456);
+	sge = vrnic_xrc_send_wqe_payload(wqe);
+	vrnic_set_sge(&sge[0], 0x1000, 64, 5);
+	vrnic_set_sge(&sge[1], 0x2000, 1, 6);
+	check_bytes("XRC send WQE", wqe, want, sizeof(want));
+	CHECK(vrnic_xrc_send_wqe_room(7) == 80);
+}
+
+/* An XRC_INI FETCH_AND_ADD: header, xrc_seg at 32, atomic_seg at 48, its
+ * SGE at 64, all within the smallest XRC WQE (128 bytes). */
+static void test_xrc_atomic_wqe_bytes(void)
+{
+	static const uint8_t want[128] = {
+		[0] = 6,			/* opcode ATOMIC_FETCH_AND_ADD */
+		[1] = 0x02,			/* flags SIGNALED */
+		[2] = 1,			/* num_sge */
+		[8] = 0x32, 0, 0, 0, 0, 0, 0, 0,	/* wr_id */
+		[16] = 0x08, 0x70, 0, 0, 0, 0, 0, 0,	/* remote_addr 0x7008 */
+		[24] = 0x44, 0x33, 0x22, 0x11,	/* rkey */
+		[32] = 0x0a, 0x0b, 0x0c, 0x00,	/* remote_srqn 0x0c0b0a */
+		/* atomic_seg */
+		[48] = 0x03, 0, 0, 0, 0, 0, 0, 0,	/* add 3 */
+		[56] = 0, 0, 0, 0, 0, 0, 0, 0,		/* swap 0 */
+		/* sge */
+		[64] = 0x00, 0x60, 0, 0, 0, 0, 0, 0,	/* addr 0x6000 */
+		[72] = 0x08, 0, 0, 0,			/* length 8 */
+		[76] = 0x34, 0, 0, 0,			/* lkey 0x34 */
+		[80] = 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee,
+		       0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee,
+		       0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee,
+		       0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee,
+		       0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee,
+		       0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee,
+	};
+	struct vrnic_atomic_fields a = {
+		.remote_addr = 0x7008, .rkey = 0x11223344, .compare_add = 3,
+		.addr = 0x6000, .length = 8, .lkey = 0x34,
+	};
+	uint8_t wqe[128];
+
+	memset(wqe, 0xee, sizeof(wqe));
+	vrnic_set_xrc_atomic_wqe(wqe, VRNIC_WR_OPCODE_ATOMIC_FETCH_AND_ADD,
+				 VRNIC_SEND_FLAGS_SIGNALED, 0x32, 0x0c0b0a, &a);
+	check_bytes("XRC atomic WQE", wqe, want, sizeof(want));
+}
+
 /* A REG_MR: header with the new key in rkey, reg_mr_seg at 32. */
 static void test_reg_mr_wqe_bytes(void)
 {
@@ -377,6 +457,27 @@ static void test_cqe_decode(void)
 	cqe.pkey_index = htole16(0x0102);
 	vrnic_cqe_decode(&cqe, &f);
 	CHECK(f.pkey_index == 0x0102);
+	CHECK(f.srqn == 0);
+}
+
+/* An SRQ completion: CQE_FLAG_SRQ (bit 2 of flags) and srqn at 40. */
+static void test_cqe_decode_srq(void)
+{
+	static const uint8_t img[64] = {
+		[16] = 0x7e, 0x7e, 0x7e, 0x00,	/* qpn 0x7e7e7e (a TGT QP) */
+		[24] = 0x01, 0x00,		/* wqe_index 1 (the SRQ slot) */
+		[26] = 0x80,			/* opcode RECV */
+		[30] = 0x05,			/* flags RECV | SRQ */
+		[40] = 0xa5, 0xa5, 0x12, 0x00,	/* srqn 0x12a5a5 */
+		[63] = 1,			/* owner */
+	};
+	struct vrnic_cqe cqe;
+	struct vrnic_cqe_fields f;
+
+	memcpy(&cqe, img, sizeof(img));
+	vrnic_cqe_decode(&cqe, &f);
+	CHECK(f.flags == (VRNIC_CQE_FLAG_RECV | VRNIC_CQE_FLAG_SRQ));
+	CHECK(f.srqn == 0x12a5a5 && f.wqe_index == 1 && f.qpn == 0x7e7e7e);
 }
 
 /* Phase: 1 on the first pass, flipping at every wrap of the ring. */
@@ -399,11 +500,14 @@ int main(void)
 	test_rdma_header_bytes();
 	test_recv_wqe_bytes();
 	test_atomic_wqe_bytes();
+	test_xrc_send_wqe_bytes();
+	test_xrc_atomic_wqe_bytes();
 	test_reg_mr_wqe_bytes();
 	test_local_inv_wqe_bytes();
 	test_bind_mw_wqe_bytes();
 	test_send_with_inv_header_bytes();
 	test_cqe_decode();
+	test_cqe_decode_srq();
 	test_cqe_decode_with_inv();
 	test_cqe_decode_new_opcodes();
 	test_cqe_phase();
