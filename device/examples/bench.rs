@@ -8,8 +8,9 @@
 //! pairs in one process (one fake driver thread per pair), which shows how the poller
 //! shards spread busy devices over the cores, and the 8-byte latency again with idle QPs
 //! on the device (VRNIC_BENCH_IDLE_QPS, default 4000), UD SEND bandwidth of 4 KiB
-//! datagrams between two RoCE-mode devices, and the rate and latency of RC FETCH_AND_ADD
-//! atomics on one word.
+//! datagrams between two RoCE-mode devices, the rate and latency of RC FETCH_AND_ADD
+//! atomics on one word, and 64 KiB WRITE bandwidth and 8-byte latency of an XRC_INI QP
+//! through an XRC_TGT QP (the XRC row, next to RC).
 //!
 //! The devices are driven by the tests' fake driver over real vfio-user sockets, with the
 //! doorbell BAR mmapped, so a post is what a guest's provider does: WQE stores, a doorbell
@@ -40,6 +41,19 @@ struct Bench {
     sa: Side,
     src: Mr,
     dst: Mr,
+    /// XRC: the target's SRQ every WQE names (the QP of `sa` is an XRC_INI QP).
+    xrc_srqn: Option<u32>,
+}
+
+impl Bench {
+    /// An RDMA WRITE of `len` bytes at `off` of both MRs.
+    fn write(&self, n: u64, off: u64, len: u32) -> SendWr {
+        let wr = SendWr::write(n, vec![self.src.sge(off, len)], &self.dst, off);
+        match self.xrc_srqn {
+            Some(srqn) => wr.for_srq(srqn),
+            None => wr,
+        }
+    }
 }
 
 /// Devices as `vrnic serve` runs them: pollers poll for 1 ms after work, one per core
@@ -78,7 +92,61 @@ fn setup(devices: &TestDevices, i: usize, j: usize) -> Bench {
     // Touch every page once so first-touch faults are not measured.
     a.mr_fill(&src, 0x5a);
     b.mr_fill(&dst, 0);
-    Bench { a, b, sa, src, dst }
+    Bench {
+        a,
+        b,
+        sa,
+        src,
+        dst,
+        xrc_srqn: None,
+    }
+}
+
+/// An XRC_INI QP on device `i` connected to an XRC_TGT QP of device `j`, whose XRC SRQ's
+/// PD holds the target MR.
+fn setup_xrc(devices: &TestDevices, i: usize, j: usize) -> Bench {
+    let mut a = FakeDriver::connect_with_ram(devices.socket(i), devices.lid(i), 512 << 20);
+    let mut b = FakeDriver::connect_with_ram(devices.socket(j), devices.lid(j), 512 << 20);
+    a.bring_up();
+    b.bring_up();
+    let uctx = a.alloc_uctx();
+    let pd = a.alloc_pd(uctx);
+    let send_cq = a.create_cq(uctx, 8);
+    let recv_cq = a.create_cq(uctx, 1);
+    let caps = QpCaps {
+        sq_depth_log2: SQ_DEPTH_LOG2,
+        ..xrc_ini_caps()
+    };
+    let qp = a.create_xrc_ini_with(uctx, pd, &send_cq, caps);
+    let xrcd = b.alloc_xrcd();
+    let tgt = b.create_xrc_tgt(xrcd);
+    let b_uctx = b.alloc_uctx();
+    let b_pd = b.alloc_pd(b_uctx);
+    let b_cq = b.create_cq(b_uctx, 8);
+    let srq = b.create_xrc_srq(b_uctx, b_pd, xrcd, &b_cq, 4, 1);
+    let opts = ConnectOpts::default();
+    a.connect_qp(&qp, b.lid, tgt.qpn, &opts);
+    b.connect_qp(&tgt, a.lid, qp.qpn, &opts);
+    let src = a.reg_mr(uctx, pd, BUF, ACCESS_ALL);
+    let dst = b.reg_mr(b_uctx, b_pd, BUF, ACCESS_ALL);
+    a.mr_fill(&src, 0x5a);
+    b.mr_fill(&dst, 0);
+    let sa = Side {
+        drv: i,
+        uctx,
+        pd,
+        send_cq,
+        recv_cq,
+        qp,
+    };
+    Bench {
+        a,
+        b,
+        sa,
+        src,
+        dst,
+        xrc_srqn: Some(srq.srqn),
+    }
 }
 
 /// Aggregate bytes per second of `pairs` device pairs, each WRITEing `size` bytes from its
@@ -126,7 +194,7 @@ fn write_bandwidth(bench: &mut Bench, size: u64, secs: f64) -> (f64, u64) {
             for i in 0..SIGNAL_EVERY {
                 let n = u64::from(posted + i);
                 let off = (n % slots) * size;
-                let wr = SendWr::write(n, vec![bench.src.sge(off, size as u32)], &bench.dst, off);
+                let wr = bench.write(n, off, size as u32);
                 batch.push(if i == SIGNAL_EVERY - 1 {
                     wr.signaled()
                 } else {
@@ -181,7 +249,7 @@ fn write_latency(bench: &mut Bench, secs: f64) -> Vec<f64> {
     let mut n = 0u64;
     while Instant::now() < deadline {
         let off = (n % 4096) * 8;
-        let wr = SendWr::write(n, vec![bench.src.sge(off, 8)], &bench.dst, off).signaled();
+        let wr = bench.write(n, off, 8).signaled();
         let t0 = Instant::now();
         bench.a.post_send(&mut bench.sa.qp, &wr);
         while !reap(bench) {
@@ -462,6 +530,21 @@ fn main() {
         percentile(&lat, 0.5) / 1000.0,
         percentile(&lat, 0.99) / 1000.0,
     );
+
+    let devices = self::devices(2);
+    let mut xrc = setup_xrc(&devices, 0, 1);
+    let (bps, _) = write_bandwidth(&mut xrc, 64 << 10, secs);
+    let lat = write_latency(&mut xrc, secs);
+    println!();
+    println!(
+        "XRC (XRC_INI -> XRC_TGT) RDMA WRITE 64 KiB: {:.2} GiB/s; 8-byte WRITE: median {:.2} \
+         us, p99 {:.2} us",
+        gib(bps),
+        percentile(&lat, 0.5) / 1000.0,
+        percentile(&lat, 0.99) / 1000.0,
+    );
+    drop(xrc);
+    drop(devices);
 
     println!();
     println!("aggregate RDMA WRITE 64 KiB, one driver thread per device pair:");

@@ -340,3 +340,42 @@ fn bound_window(p: &mut Pair, mw: u32, mr: &Mr) -> Mr {
     assert_cqe_ok(&p.send_cqe(Which::B), 0xb1, WcOpcode::BindMw);
     window_of(mr, rkey, 0, 256)
 }
+
+#[test]
+fn once_rereg_mr_completes_no_transfer_in_flight_writes_the_old_pages() {
+    const BIG: u64 = 4 << 20;
+    let caps = QpCaps {
+        sq_depth_log2: 6,
+        ..QpCaps::default()
+    };
+    let mut p = Pair::with(Topology::TwoDevices, caps, ConnectOpts::default());
+    // Two sources of different bytes, so that each WRITE changes what the last one left.
+    let src = p.mr(Which::A, 2 * BIG, ACCESS_ALL);
+    p.write(Which::A, &src, 0, &vec![0x5a; BIG as usize]);
+    p.write(Which::A, &src, BIG, &vec![0xa5; BIG as usize]);
+    let old = p.mr(Which::B, BIG, ACCESS_ALL);
+    p.drv(Which::B).mr_fill(&old, 0xee);
+    // Many multi-chunk WRITEs into the region, the last one signalled.
+    let wrs: Vec<SendWr> = (0..16)
+        .map(|i| SendWr::write(i, vec![src.sge((i % 2) * BIG, BIG as u32)], &old, 0))
+        .collect();
+    let last = wrs.len() as u64 - 1;
+    let mut wrs = wrs;
+    wrs[last as usize] = wrs[last as usize].clone().signaled();
+    p.post_sends(Which::A, &wrs);
+
+    // Meanwhile the region moves to new pages at the same iova.
+    let d = p.drv(Which::B);
+    let (mut cmd, new) = d.rereg_mr_cmd(&old, rereg_flags::CHANGE_TRANSLATION, 0, 0, BIG);
+    cmd.iova = old.iova.into();
+    d.mr_fill(&new, 0);
+    d.admin(&cmd).ok();
+    let after_completion = d.mr_read(&old, 0, BIG);
+
+    assert_cqe_ok(&p.send_cqe(Which::A), last, WcOpcode::RdmaWrite);
+    assert_same_bytes(
+        &p.read(Which::B, &old, 0, BIG),
+        &after_completion,
+        "the old pages after REREG_MR completed",
+    );
+}

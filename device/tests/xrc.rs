@@ -785,7 +785,7 @@ fn create_xrc_tgt_is_the_kernels_names_a_live_domain_and_nothing_else() {
 fn create_xrc_ini_has_no_receive_side_and_room_for_the_xrc_seg() {
     let (_devices, mut d, uctx, pd, cq) = device();
     let other_cq = d.create_cq(uctx, 4);
-    let (good, _) = d.create_xrc_ini_cmd(uctx, pd, &cq);
+    let (good, _) = d.create_xrc_ini_cmd(uctx, pd, &cq, xrc_ini_caps());
     let with = |f: &dyn Fn(&mut CmdCreateQp)| {
         let mut c = good;
         f(&mut c);

@@ -5,7 +5,8 @@
 //!
 //! A QP with an SRQ takes the SRQ's next WQE when a message needs one and keeps it until
 //! the message completes, so a message of several chunks fills one WQE while other QPs
-//! take the WQEs after it. The SRQ is in the same device's state as its QPs: the device
+//! take the WQEs after it. An XRC_TGT QP works the same way with the XRC SRQ each request
+//! names (the responder sets it), and completes on that SRQ's CQ. The SRQ is in the same device's state as its QPs: the device
 //! lock the caller holds covers it.
 
 use super::sge;
@@ -203,15 +204,12 @@ pub fn complete_head(
     // An XRC SRQ completes on its own CQ (the TGT QP has none), a basic one on the QP's.
     let (cqn, srqn) = match qp.srq {
         None => (qp.recv_cqn, None),
-        Some(s) => {
-            let xrc_cq = st
-                .objects
-                .srqs
-                .get(s.srqn)
-                .and_then(|srq| srq.xrc)
-                .map(|x| x.cqn);
-            (xrc_cq.unwrap_or(qp.recv_cqn), Some(s.srqn))
-        }
+        Some(s) => match st.objects.srqs.get(s.srqn).map(|srq| srq.xrc) {
+            Some(Some(xrc)) => (xrc.cqn, Some(s.srqn)),
+            Some(None) => (qp.recv_cqn, Some(s.srqn)),
+            // The SRQ is gone (an XRC SRQ is destroyed without waiting): nothing to complete.
+            None => return false,
+        },
     };
     let Some((wqe_index, wr_id)) = retire_head(st, mem, qpn) else {
         return false;

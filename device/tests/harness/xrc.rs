@@ -112,9 +112,15 @@ impl FakeDriver {
         }
     }
 
-    /// CREATE_QP of an XRC_INI QP sending to `send_cq` (receive fields all zero).
-    pub fn create_xrc_ini_cmd(&mut self, uctx: u32, pd: u32, send_cq: &Cq) -> (CmdCreateQp, Qp) {
-        let caps = xrc_ini_caps();
+    /// CREATE_QP of an XRC_INI QP of `caps` (send sizes; see `xrc_ini_caps`) sending to
+    /// `send_cq` (receive fields all zero).
+    pub fn create_xrc_ini_cmd(
+        &mut self,
+        uctx: u32,
+        pd: u32,
+        send_cq: &Cq,
+        caps: QpCaps,
+    ) -> (CmdCreateQp, Qp) {
         let sq = self.alloc_ring(caps.sq_depth_log2, caps.sq_wqe_shift(), Layout::Scattered);
         let cmd = CmdCreateQp {
             hdr: header(AqOpcode::CreateQp),
@@ -147,7 +153,11 @@ impl FakeDriver {
     }
 
     pub fn create_xrc_ini(&mut self, uctx: u32, pd: u32, send_cq: &Cq) -> Qp {
-        let (cmd, mut qp) = self.create_xrc_ini_cmd(uctx, pd, send_cq);
+        self.create_xrc_ini_with(uctx, pd, send_cq, xrc_ini_caps())
+    }
+
+    pub fn create_xrc_ini_with(&mut self, uctx: u32, pd: u32, send_cq: &Cq, caps: QpCaps) -> Qp {
+        let (cmd, mut qp) = self.create_xrc_ini_cmd(uctx, pd, send_cq, caps);
         let [qpn, slot, page, _] = self.admin(&cmd).ok();
         qp.qpn = qpn;
         qp.page = page;

@@ -63,8 +63,10 @@ EOF
 #   reaches the process, query_qp shows SQD and sq_draining 0, and it goes back to RTS;
 # - resize_cq (larger, then smaller) and rereg_mr (access, PD, translation) in place, same key;
 # - XRC: an XRC domain is refused (EOPNOTSUPP) without CAPS.XRC; with it, an XRC SRQ (its
-#   srq_num), an XRC_RECV QP (created in the kernel) to INIT and queried, then closed.
-timeout 120 python3 - <<'PYEOF' 2>&1 | sed 's/^/verbs: /'
+#   srq_num, which must be the device's SRQ number, as create_srq's debug line shows), an
+#   XRC_RECV QP (created in the kernel) to INIT and queried, then closed.
+echo 'file vrnic_srq.c +p' >/proc/dynamic_debug/control
+timeout 120 python3 - <<'PYEOF' 2>&1 | sed 's/^/verbs: /' | tee /tmp/verbs.log
 import os
 import pyverbs.enums as e
 from pyverbs.addr import AHAttr
@@ -164,7 +166,7 @@ def xrc(ctx, pd, cq):
     srq.close()
     xrcd.close()
     os.close(fd)
-    return 'srq_num %s, XRC_RECV QP state %d' % ('set' if srqn else 0, a.qp_state)
+    return 'srq_num %d, XRC_RECV QP state %d' % (srqn, a.qp_state)
 
 
 with Context(name='vrnic0') as ctx, PD(ctx) as pd, CQ(ctx, 8) as cq:
@@ -173,6 +175,10 @@ with Context(name='vrnic0') as ctx, PD(ctx) as pd, CQ(ctx, 8) as cq:
     step('rereg_mr', lambda: rereg(ctx, pd))
     step('xrc', lambda: xrc(ctx, pd, cq))
 PYEOF
+echo 'file vrnic_srq.c -p' >/proc/dynamic_debug/control
+srqn=$(dmesg | sed -n 's/.* SRQ \([0-9]*\) type 1 .*/\1/p' | tail -n 1)
+pynum=$(sed -n 's/^verbs: xrc: srq_num \([0-9]*\),.*/\1/p' /tmp/verbs.log)
+echo "xrc-srq-num $pynum device $srqn"
 echo "xrc-cap-flags $(ibv_devinfo -v -d vrnic0 | grep -cx '[[:space:]]*XRC')"
 
 # A UC QP pair, and RC atomics (FETCH_AND_ADD, then CMP_AND_SWAP).

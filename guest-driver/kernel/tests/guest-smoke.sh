@@ -69,7 +69,8 @@ caps=$(sed -n 's/^#define VRNIC_BAR0_CAPS_RESET \(0x[0-9A-Fa-f]*\)u$/\1/p' \
   "$REPO/hw-spec/include/vrnic/vrnic_regs.h")
 if (((caps >> 10) & 1)); then
   check xrc-cap-flag '^xrc-cap-flags 1$'
-  check xrc-objects '^verbs: xrc: srq_num set, XRC_RECV QP state 1$'
+  check xrc-objects '^verbs: xrc: srq_num [0-9]+, XRC_RECV QP state 1$'
+  check xrc-srq-num-is-the-device-srqn '^xrc-srq-num ([0-9]+) device \1$'
 else
   check xrc-cap-flag-absent '^xrc-cap-flags 0$'
   check xrc-refused '^verbs: xrc: domain refused errno 95$'

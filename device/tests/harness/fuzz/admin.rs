@@ -65,6 +65,8 @@ struct Handles {
     srqs: Vec<(u32, u32)>,
     /// Memory windows (rkey, context).
     mws: Vec<(u32, u32)>,
+    /// XRC domains (the kernel's).
+    xrcds: Vec<u32>,
 }
 
 fn any_handle(inp: &mut Input) -> u32 {
@@ -104,6 +106,10 @@ fn next_step(inp: &mut Input, h: &Handles) -> AqOpcode {
             AqOpcode::ModifySrq,
             AqOpcode::AllocMr,
             AqOpcode::AllocMw,
+            AqOpcode::AllocXrcd,
+            AqOpcode::CreateSrq,
+            AqOpcode::ResizeCq,
+            AqOpcode::ReregMr,
         ])
     }
 }
@@ -193,6 +199,7 @@ fn allow_cmd(ram: &mut CanaryRam, bytes: &[u8; 128]) {
             ram.allow(c.out_addr.to_native(), u64::from(c.out_len.to_native()));
         }
         Ok(AqOpcode::CreateCq) => allow_list(ram, &parse::<CmdCreateCq>(bytes).ring),
+        Ok(AqOpcode::ResizeCq) => allow_list(ram, &parse::<CmdResizeCq>(bytes).ring),
         Ok(AqOpcode::CreateEq) => allow_list(ram, &parse::<CmdCreateEq>(bytes).ring),
         Ok(AqOpcode::CreateQp) => {
             let c: CmdCreateQp = parse(bytes);
@@ -225,9 +232,79 @@ fn build(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, h: &Handles) -> 
     let mut bytes = [0u8; 128];
     let mut put = |s: &[u8]| bytes[..s.len()].copy_from_slice(s);
     match op {
-        // Not implemented by the device yet: the header alone must fail cleanly.
-        AqOpcode::AllocXrcd | AqOpcode::DeallocXrcd | AqOpcode::ResizeCq | AqOpcode::ReregMr => {
-            put(hdr.as_slice());
+        AqOpcode::AllocXrcd => {
+            let cmd = CmdHandle {
+                hdr,
+                handle: inp.mostly_u32(0).into(),
+                // Only the kernel may; a user context now and then.
+                uctx: if inp.chance(10) {
+                    pick1(inp, &h.uctxs)
+                } else {
+                    KERNEL_UCTX
+                }
+                .into(),
+                ..Default::default()
+            };
+            put(cmd.as_slice());
+        }
+        AqOpcode::DeallocXrcd => {
+            let cmd = CmdHandle {
+                hdr,
+                handle: pick1(inp, &h.xrcds).into(),
+                uctx: inp.mostly_u32(KERNEL_UCTX).into(),
+                ..Default::default()
+            };
+            put(cmd.as_slice());
+        }
+        AqOpcode::ResizeCq => {
+            let (cqn, owner) = pick(inp, &h.cqs);
+            let depth = {
+                let v = 1 + inp.below(12) as u8;
+                inp.mostly_u8(v)
+            };
+            // No data path runs here: the producer index is 0, so is a right ci.
+            let cmd = CmdResizeCq {
+                hdr,
+                cqn: cqn.into(),
+                uctx: claim(inp, h, owner).into(),
+                depth_log2: depth,
+                ci: inp.mostly_u32(0).into(),
+                ring: ring(inp, ram, heap, depth, Cqe::SIZE.trailing_zeros()),
+                ..Default::default()
+            };
+            put(cmd.as_slice());
+        }
+        AqOpcode::ReregMr => {
+            let (mkey, owner) = pick(inp, &h.mrs);
+            let flags = {
+                let v = 1 + inp.below(rereg_flags::ALL as usize) as u32;
+                inp.mostly_u32(v)
+            };
+            let mut cmd = CmdReregMr {
+                hdr,
+                mkey: mkey.into(),
+                flags: flags.into(),
+                uctx: claim(inp, h, owner).into(),
+                ..Default::default()
+            };
+            // The fields the flags name (and now and then one they do not).
+            if flags & rereg_flags::CHANGE_PD != 0 || inp.chance(5) {
+                cmd.pdn = pick(inp, &h.pds).0.into();
+            }
+            if flags & rereg_flags::CHANGE_ACCESS != 0 || inp.chance(5) {
+                cmd.access = access(inp).into();
+            }
+            if flags & rereg_flags::CHANGE_TRANSLATION != 0 || inp.chance(5) {
+                let len = 1 + inp.len_up_to(64 << 10);
+                let first = u64::from(inp.u16()) % PAGE;
+                let layout = inp.pick(LAYOUTS);
+                let (list, _) = buffer(ram, heap, first + len, 12, layout);
+                cmd.pages = mutate_list(inp, list);
+                let iova = (u64::from(inp.u16()) << 30) + first;
+                cmd.iova = inp.mostly_u64(iova).into();
+                cmd.length = inp.mostly_u64(len).into();
+            }
+            put(cmd.as_slice());
         }
         AqOpcode::QueryDevice | AqOpcode::QueryPort => {
             let size = if op == AqOpcode::QueryDevice {
@@ -429,10 +506,20 @@ fn build(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, h: &Handles) -> 
                 let v = [0, 16, 64, 128][inp.below(4)];
                 inp.mostly_u32(v)
             };
-            // RC mostly; UC; UD and the kernel's GSI QP, whose WQEs carry a ud_av.
-            let qp_type = inp.pick(&[QpType::Rc, QpType::Rc, QpType::Uc, QpType::Ud, QpType::Gsi]);
+            // RC mostly; UC; UD and the kernel's GSI QP, whose WQEs carry a ud_av; XRC_INI,
+            // whose WQEs carry an xrc_seg, and the kernel's XRC_TGT QP.
+            let qp_type = inp.pick(&[
+                QpType::Rc,
+                QpType::Rc,
+                QpType::Uc,
+                QpType::Ud,
+                QpType::Gsi,
+                QpType::XrcIni,
+                QpType::XrcTgt,
+            ]);
             let payload_off = match qp_type {
                 QpType::Rc | QpType::Uc => SendWqeHeader::SIZE,
+                QpType::XrcIni | QpType::XrcTgt => XRC_PAYLOAD_OFFSET as usize,
                 _ => UD_PAYLOAD_OFFSET as usize,
             };
             let need_sq =
@@ -469,6 +556,23 @@ fn build(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, h: &Handles) -> 
                 ..Default::default()
             };
             let cmd = match srq {
+                // XRC_TGT: only the kernel, its type and a domain (mostly).
+                _ if qp_type == QpType::XrcTgt && !inp.chance(10) => CmdCreateQp {
+                    hdr,
+                    uctx: inp.mostly_u32(KERNEL_UCTX).into(),
+                    qp_type: qp_type.into(),
+                    xrcdn: pick1(inp, &h.xrcds).into(),
+                    ..Default::default()
+                },
+                // XRC_INI: no receive side (mostly).
+                _ if qp_type == QpType::XrcIni && !inp.chance(10) => CmdCreateQp {
+                    recv_cqn: 0.into(),
+                    rq_depth_log2: 0,
+                    rq_wqe_shift: 0,
+                    max_recv_sge: 0,
+                    rq_ring: PageList::default(),
+                    ..cmd
+                },
                 Some(srqn) if !inp.chance(10) => CmdCreateQp {
                     flags: QP_FLAG_SRQ as u8,
                     srqn: srqn.into(),
@@ -513,6 +617,16 @@ fn build(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, h: &Handles) -> 
                 max_sge,
                 ring: ring(inp, ram, heap, depth, u32::from(shift.min(12))),
                 ..Default::default()
+            };
+            // Now and then an XRC SRQ: a domain and a CQ (of the context, mostly).
+            let cmd = match inp.chance(30) {
+                true => CmdCreateSrq {
+                    srq_type: inp.mostly_u8(SrqType::Xrc.into()),
+                    xrcdn: pick1(inp, &h.xrcds).into(),
+                    cqn: pick(inp, &h.cqs).0.into(),
+                    ..cmd
+                },
+                false => cmd,
             };
             put(cmd.as_slice());
         }
@@ -686,6 +800,8 @@ fn record(h: &mut Handles, cmd: &[u8; 128], results: [u32; 4]) {
         AqOpcode::DestroyQp => h.qps.retain(|&(q, _)| q != handle),
         AqOpcode::CreateSrq => h.srqs.push((r0, u32_at(CmdCreateSrq::UCTX_OFF))),
         AqOpcode::DestroySrq => h.srqs.retain(|&(q, _)| q != handle),
+        AqOpcode::AllocXrcd => h.xrcds.push(r0),
+        AqOpcode::DeallocXrcd => h.xrcds.retain(|&x| x != handle),
         _ => {}
     }
 }

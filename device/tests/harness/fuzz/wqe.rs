@@ -1,7 +1,8 @@
 //! Target 4: doorbells and WQEs on a live device (the poller runs) with real guest memory.
 //! Each input sets up a context, PDs, MRs (contiguous, DIRECT, INDIRECT; some over the
 //! read-only or fd-less ranges), CQs, now and then an SRQ its QPs receive from, and two RC,
-//! UC or UD QPs connected in loopback (or across two devices), then runs a
+//! UC or UD QPs connected in loopback (or across two devices), or an XRC_INI QP connected
+//! in loopback to an XRC_TGT QP that serves an XRC SRQ (WQEs with an xrc_seg), then runs a
 //! sequence of operations: send and receive WQEs with known opcodes (atomics on RC) whose SGEs name live
 //! MRs (offsets and lengths at the edges, sometimes mutated), doorbells at or near the
 //! producer index, CQ arming, CQ/EQ polling, QP state changes, MR deregistration during
@@ -124,7 +125,7 @@ struct Eq {
 
 struct Qp {
     qpn: u32,
-    /// RC, UD or GSI.
+    /// RC, UC, UD, GSI or XRC_INI.
     kind: QpType,
     /// UD and GSI: the (device number, QPN) its datagrams go to.
     ud_peer: (u16, u32),
@@ -160,6 +161,14 @@ struct Srq {
     /// WQEs completed (from receive CQEs' wqe_index), approximately: WQEs of an SRQ
     /// complete out of order.
     done: u32,
+}
+
+/// XRC: the XRC_TGT QP (kernel, no rings) serving the input's XRC SRQ, and the index in
+/// `Ctx::cqs` of the SRQ's CQ (where the TGT QP's completions appear).
+#[derive(Clone, Copy)]
+struct XrcTgt {
+    qpn: u32,
+    cq: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -214,6 +223,8 @@ struct Ctx<'r> {
     roce: bool,
     cqes: u64,
     srq: Option<Srq>,
+    /// XRC mode: the TGT QP the input's XRC_INI QP is connected to (its SRQ is `srq`).
+    xrc_tgt: Option<XrcTgt>,
 }
 
 fn admin_ok<T: ByteValued>(c: &mut Ctx, cmd: &T, what: &str) -> [u32; 4] {
@@ -333,8 +344,8 @@ impl Caps {
     }
 }
 
-/// An SRQ of `uctx` in PD `pd` (`c.srq`).
-fn create_srq(inp: &mut Input, c: &mut Ctx, uctx: u32, pd: u32) {
+/// An SRQ of `uctx` in PD `pd` (`c.srq`); with `xrc` (domain, CQ index) an XRC SRQ.
+fn create_srq(inp: &mut Input, c: &mut Ctx, uctx: u32, pd: u32, xrc: Option<(u32, usize)>) {
     let depth_log2 = 2 + inp.below(5) as u32;
     let max_sge = 1 + inp.below(4) as u8;
     let shift = wqe_shift(
@@ -355,6 +366,15 @@ fn create_srq(inp: &mut Input, c: &mut Ctx, uctx: u32, pd: u32) {
         ring: list,
         ..Default::default()
     };
+    let cmd = match xrc {
+        Some((xrcdn, cq)) => CmdCreateSrq {
+            srq_type: SrqType::Xrc.into(),
+            xrcdn: xrcdn.into(),
+            cqn: c.cqs[cq].cqn.into(),
+            ..cmd
+        },
+        None => cmd,
+    };
     let [srqn, slot, page, _] = admin_ok(c, &cmd, "CREATE_SRQ");
     c.srq = Some(Srq {
         srqn,
@@ -369,10 +389,12 @@ fn create_srq(inp: &mut Input, c: &mut Ctx, uctx: u32, pd: u32) {
 }
 
 fn create_qp(c: &mut Ctx, uctx: u32, pd: u32, send_cq: usize, recv_cq: usize, caps: Caps) -> usize {
-    // A UD WQE carries its ud_av before the payload.
-    let (header, min) = match is_datagram(caps.kind) {
-        true => (UD_PAYLOAD_OFFSET as usize, UD_SEND_WQE_SHIFT_MIN),
-        false => (SendWqeHeader::SIZE, SEND_WQE_SHIFT_MIN),
+    // A UD WQE carries its ud_av before the payload, an XRC_INI WQE its xrc_seg.
+    let xrc_ini = caps.kind == QpType::XrcIni;
+    let (header, min) = match (is_datagram(caps.kind), xrc_ini) {
+        (true, _) => (UD_PAYLOAD_OFFSET as usize, UD_SEND_WQE_SHIFT_MIN),
+        (false, true) => (XRC_PAYLOAD_OFFSET as usize, XRC_SEND_WQE_SHIFT_MIN),
+        (false, false) => (SendWqeHeader::SIZE, SEND_WQE_SHIFT_MIN),
     };
     let sq_shift = wqe_shift(
         header,
@@ -392,7 +414,7 @@ fn create_qp(c: &mut Ctx, uctx: u32, pd: u32, send_cq: usize, recv_cq: usize, ca
     let srqn = c
         .srq
         .as_ref()
-        .filter(|s| caps.kind != QpType::Gsi && s.uctx == uctx)
+        .filter(|s| caps.kind != QpType::Gsi && s.uctx == uctx && !xrc_ini)
         .map(|s| s.srqn);
     let cmd = CmdCreateQp {
         hdr: hdr(AqOpcode::CreateQp),
@@ -416,6 +438,15 @@ fn create_qp(c: &mut Ctx, uctx: u32, pd: u32, send_cq: usize, recv_cq: usize, ca
         Some(srqn) => CmdCreateQp {
             flags: QP_FLAG_SRQ as u8,
             srqn: srqn.into(),
+            rq_depth_log2: 0,
+            rq_wqe_shift: 0,
+            max_recv_sge: 0,
+            rq_ring: PageList::default(),
+            ..cmd
+        },
+        // XRC_INI: no receive side at all.
+        None if xrc_ini => CmdCreateQp {
+            recv_cqn: 0.into(),
             rq_depth_log2: 0,
             rq_wqe_shift: 0,
             max_recv_sge: 0,
@@ -448,18 +479,24 @@ fn create_qp(c: &mut Ctx, uctx: u32, pd: u32, send_cq: usize, recv_cq: usize, ca
         max_recv_sge: caps.max_recv_sge,
         max_inline: caps.max_inline,
         cqs: [send_cq, recv_cq],
-        on_srq: srqn.is_some(),
+        // XRC_INI: its receive operations feed the XRC SRQ its TGT QP serves.
+        on_srq: srqn.is_some() || xrc_ini,
     });
     c.qps.len() - 1
 }
 
 fn modify(c: &mut Ctx, qp: usize, mask: u32, attr: QpAttr) -> Done {
+    let (qpn, uctx) = (c.qps[qp].qpn, c.qps[qp].uctx);
+    modify_qpn(c, qpn, uctx, mask, attr)
+}
+
+fn modify_qpn(c: &mut Ctx, qpn: u32, uctx: u32, mask: u32, attr: QpAttr) -> Done {
     let cmd = CmdModifyQp {
         hdr: hdr(AqOpcode::ModifyQp),
-        qpn: c.qps[qp].qpn.into(),
+        qpn: qpn.into(),
         attr_mask: mask.into(),
         attr,
-        uctx: c.qps[qp].uctx.into(),
+        uctx: uctx.into(),
         ..Default::default()
     };
     c.aq.run(c.dev, c.aqram, &cmd)
@@ -535,7 +572,11 @@ fn connect(c: &mut Ctx, qp: usize, dest: u32, o: Conn) -> bool {
             c.qps[qp].ud_peer = (o.dlid, dest);
             ud_steps(c, qp, o)
         }
-        false => connect_steps(c, qp, dest, o, c.qps[qp].kind == QpType::Uc),
+        false => {
+            let q = &c.qps[qp];
+            let (qpn, uctx, kind) = (q.qpn, q.uctx, q.kind);
+            connect_steps(c, (qpn, uctx), kind, dest, o)
+        }
     };
     if super::admin::trace() {
         eprintln!("wqe: connect QP {} to {dest}: {ok}", c.qps[qp].qpn);
@@ -578,8 +619,9 @@ fn ud_steps(c: &mut Ctx, qp: usize, o: Conn) -> bool {
         .all(|(mask, attr)| modify(c, qp, mask, attr).status == AqStatus::Success)
 }
 
-/// RC, or with `uc` UC (which takes none of RC's READ, atomic, RNR and retry attributes).
-fn connect_steps(c: &mut Ctx, qp: usize, dest: u32, o: Conn, uc: bool) -> bool {
+/// RC; UC (which takes none of RC's READ, atomic, RNR and retry attributes); XRC_INI (no
+/// responder attributes) or XRC_TGT (no requester ones) of QP `(qpn, uctx)`.
+fn connect_steps(c: &mut Ctx, (qpn, uctx): (u32, u32), kind: QpType, dest: u32, o: Conn) -> bool {
     use QpAttrMask::*;
     let m = |bits: &[QpAttrMask]| bits.iter().fold(0u32, |a, b| a | *b as u32);
     let init = QpAttr {
@@ -611,8 +653,8 @@ fn connect_steps(c: &mut Ctx, qp: usize, dest: u32, o: Conn, uc: bool) -> bool {
         max_rd_atomic: o.rd_atomic,
         ..Default::default()
     };
-    let keep = match uc {
-        true => !m(&[
+    let keep = match kind {
+        QpType::Uc => !m(&[
             MaxDestRdAtomic,
             MinRnrTimer,
             Timeout,
@@ -620,7 +662,9 @@ fn connect_steps(c: &mut Ctx, qp: usize, dest: u32, o: Conn, uc: bool) -> bool {
             RnrRetry,
             MaxQpRdAtomic,
         ]),
-        false => u32::MAX,
+        QpType::XrcIni => !m(&[MaxDestRdAtomic, MinRnrTimer]),
+        QpType::XrcTgt => !m(&[RetryCnt, RnrRetry, MaxQpRdAtomic]),
+        _ => u32::MAX,
     };
     let steps = [
         (m(&[State, PkeyIndex, Port, AccessFlags]), init),
@@ -643,7 +687,7 @@ fn connect_steps(c: &mut Ctx, qp: usize, dest: u32, o: Conn, uc: bool) -> bool {
     ];
     steps
         .into_iter()
-        .all(|(mask, attr)| modify(c, qp, mask & keep, attr).status == AqStatus::Success)
+        .all(|(mask, attr)| modify_qpn(c, qpn, uctx, mask & keep, attr).status == AqStatus::Success)
 }
 
 /// What REG_MR registers: `len` bytes from byte `first` of fresh pages in `layout`, or of
@@ -880,6 +924,7 @@ fn post_send(inp: &mut Input, c: &mut Ctx, qp: usize) {
     if ud {
         wqe.extend_from_slice(ud_av(inp, c.qps[qp].ud_peer, c.roce).as_slice());
     }
+    xrc_seg(inp, c, qp, &mut wqe);
     wqe.extend_from_slice(&body);
     if super::admin::trace() {
         let sges: Vec<Sge> = body
@@ -893,6 +938,21 @@ fn post_send(inp: &mut Input, c: &mut Ctx, qp: usize) {
         eprintln!("wqe: post on QP {}: {header:?} {sges:?}", c.qps[qp].qpn);
     }
     write_sq(c, qp, &wqe);
+}
+
+/// XRC_INI: appends the xrc_seg naming the input's XRC SRQ (now and then another SRQ, or
+/// reserved bytes set).
+fn xrc_seg(inp: &mut Input, c: &Ctx, qp: usize, wqe: &mut Vec<u8>) {
+    if c.qps[qp].kind != QpType::XrcIni {
+        return;
+    }
+    let srqn = c.srq.as_ref().map_or(0, |s| s.srqn);
+    let seg = XrcSeg {
+        remote_srqn: inp.mostly_u32(srqn).into(),
+        reserved0: if inp.mutate(3) { inp.u32() } else { 0 }.into(),
+        ..Default::default()
+    };
+    wqe.extend_from_slice(seg.as_slice());
 }
 
 fn is_atomic(op: WrOpcode) -> bool {
@@ -936,6 +996,7 @@ fn post_atomic(inp: &mut Input, c: &mut Ctx, qp: usize, opcode: u8) {
         swap: inp.u64().into(),
     };
     let mut wqe = header.as_slice().to_vec();
+    xrc_seg(inp, c, qp, &mut wqe);
     wqe.extend_from_slice(seg.as_slice());
     wqe.extend_from_slice(result.as_slice());
     if super::admin::trace() {
@@ -1072,12 +1133,14 @@ fn ring_rq(c: &mut Ctx, qp: usize, value: u32) {
 /// Consumes and checks every CQE present on CQ `i`; returns them.
 fn poll_cq(c: &mut Ctx, i: usize) -> Vec<Cqe> {
     let mut out = Vec::new();
-    let qpns: Vec<u32> = c
+    let mut qpns: Vec<u32> = c
         .qps
         .iter()
         .filter(|q| q.cqs.contains(&i))
         .map(|q| q.qpn)
         .collect();
+    // The XRC SRQ's completions name the TGT QP.
+    qpns.extend(c.xrc_tgt.filter(|t| t.cq == i).map(|t| t.qpn));
     for _ in 0..c.cqs[i].ring.depth() {
         let cq = &c.cqs[i];
         let addr = cq.ring.entry(cq.ci);
@@ -1114,6 +1177,7 @@ fn poll_cq(c: &mut Ctx, i: usize) -> Vec<Cqe> {
             .iter()
             .find(|q| q.qpn == cqe.qpn.to_native())
             .map_or(QpType::Rc, |q| q.kind);
+        let tgt_cqe = c.xrc_tgt.is_some_and(|t| t.qpn == cqe.qpn.to_native());
         stats::count(
             "wqe",
             format_args!(
@@ -1122,13 +1186,21 @@ fn poll_cq(c: &mut Ctx, i: usize) -> Vec<Cqe> {
                     QpType::Ud => "UD ",
                     QpType::Gsi => "GSI ",
                     QpType::Uc => "UC ",
+                    QpType::XrcIni => "XRC ",
+                    _ if tgt_cqe => "XRC_TGT ",
                     _ => "",
                 },
                 WcStatus::try_from(cqe.status).unwrap_or(WcStatus::GeneralErr),
                 VendorErr::try_from(cqe.vendor_err).unwrap_or(VendorErr::None)
             ),
         );
-        if let Some(q) = c.qps.iter_mut().find(|q| q.qpn == cqe.qpn.to_native()) {
+        let tgt = c.xrc_tgt.is_some_and(|t| t.qpn == cqe.qpn.to_native());
+        if let Some(s) = c.srq.as_mut().filter(|_| tgt) {
+            let depth = s.ring.depth();
+            let idx = u32::from(cqe.wqe_index.to_native()) & (depth - 1);
+            let ahead = idx.wrapping_sub(s.done & (depth - 1)) & (depth - 1);
+            s.done = s.done.wrapping_add(ahead + 1);
+        } else if let Some(q) = c.qps.iter_mut().find(|q| q.qpn == cqe.qpn.to_native()) {
             let srq = c.srq.as_mut().filter(|_| q.on_srq);
             let (done, depth) = match srq {
                 _ if cqe.opcode & 0x80 == 0 => (&mut q.sq_done, q.sq.depth()),
@@ -1262,10 +1334,29 @@ fn setup_side(inp: &mut Input, c: &mut Ctx, n: usize, kind: QpType) -> Side {
     let (d0, d1) = (depth(inp), depth(inp));
     let cq0 = create_cq(c, uctx, d0, inp.pick(LAYOUTS));
     let cq1 = create_cq(c, uctx, d1, inp.pick(LAYOUTS));
-    if inp.chance(25) {
+    if kind == QpType::XrcIni {
+        // An XRC domain of the kernel, an XRC SRQ of the context completing on cq1, and
+        // the kernel's TGT QP serving it.
+        let xrcdn = admin_ok(
+            c,
+            &handle_cmd(AqOpcode::AllocXrcd, 0, KERNEL_UCTX),
+            "ALLOC_XRCD",
+        )[0];
+        let srq_pd = if inp.mutate(20) { other_pd } else { pd };
+        create_srq(inp, c, uctx, srq_pd, Some((xrcdn, cq1)));
+        let cmd = CmdCreateQp {
+            hdr: hdr(AqOpcode::CreateQp),
+            uctx: KERNEL_UCTX.into(),
+            qp_type: QpType::XrcTgt.into(),
+            xrcdn: xrcdn.into(),
+            ..Default::default()
+        };
+        let qpn = admin_ok(c, &cmd, "CREATE_QP (XRC_TGT)")[0];
+        c.xrc_tgt = Some(XrcTgt { qpn, cq: cq1 });
+    } else if inp.chance(25) {
         // The QPs' receives come from an SRQ, in the PD the QPs use or the other one.
         let srq_pd = if inp.chance(20) { other_pd } else { pd };
-        create_srq(inp, c, uctx, srq_pd);
+        create_srq(inp, c, uctx, srq_pd, None);
     }
     let qps = (0..n)
         .map(|_| {
@@ -1823,6 +1914,7 @@ fn new_ctx<'r>(
         cqes: 0,
         roce,
         srq: None,
+        xrc_tgt: None,
     };
     if roce {
         let cmd = CmdSetGid {
@@ -1880,14 +1972,18 @@ fn run(rig: &mut Rig, input: &[u8], roce: bool) {
     rig.begin();
     // Mostly two QPs on one device (loopback); otherwise one QP on each of two devices.
     // RC QPs mostly; otherwise UC QPs, or UD QPs sending each other datagrams.
-    let two = inp.chance(35);
+    let mut two = inp.chance(35);
     let kind = if inp.chance(25) {
         QpType::Ud
     } else if inp.chance(20) {
         QpType::Uc
+    } else if inp.chance(15) {
+        QpType::XrcIni
     } else {
         QpType::Rc
     };
+    // XRC runs in loopback: the INI QP's receive operations feed the SRQ of its TGT QP.
+    two &= kind != QpType::XrcIni;
     let mut parts = rig
         .world
         .devs
@@ -1918,6 +2014,15 @@ fn run(rig: &mut Rig, input: &[u8], roce: bool) {
         sides.push(a);
         sides.push(b);
         c1 = Some(c);
+    } else if kind == QpType::XrcIni {
+        let mut a = setup_side(&mut inp, &mut c0, 1, kind);
+        let ini = c0.qps[a.qps[0]].qpn;
+        let tgt = c0.xrc_tgt.expect("XRC set up").qpn;
+        a.peers = vec![(1, tgt)];
+        let (ca, cb) = (Conn::from_input(&mut inp, 1), Conn::from_input(&mut inp, 1));
+        connect(&mut c0, a.qps[0], tgt, ca);
+        connect_steps(&mut c0, (tgt, KERNEL_UCTX), QpType::XrcTgt, ini, cb);
+        sides.push(a);
     } else {
         let mut a = setup_side(&mut inp, &mut c0, 2, kind);
         let (qa, qb) = (c0.qps[a.qps[0]].qpn, c0.qps[a.qps[1]].qpn);
