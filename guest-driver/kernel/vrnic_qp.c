@@ -73,17 +73,13 @@ void vrnic_qp_event(struct vrnic_dev *dev, u32 qpn, enum ib_event_type type)
 	}
 	ibqp = &qp->ibqp;
 
-	switch (type) {
-	case IB_EVENT_QP_FATAL:
-	case IB_EVENT_QP_REQ_ERR:
-	case IB_EVENT_QP_ACCESS_ERR:
-		/* The device moved the QP to ERR. */
-		WRITE_ONCE(qp->state, IB_QPS_ERR);
-		break;
-	default:
-		break;
-	}
-
+	/*
+	 * An error event means the device moved the QP to ERR, but qp->state
+	 * is left alone: the event may be handled after a later modify (to
+	 * RESET, say) has returned, and would then undo it. A stale RTS only
+	 * lets through transitions the device itself refuses, since every
+	 * move out of ERR (to RESET or ERR) is also valid from RTS.
+	 */
 	if (ibqp->event_handler) {
 		struct ib_event event = {
 			.device = ibqp->device,

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Kernel driver smoke test in one QEMU guest (TCG) attached to a `vrnic serve` device:
 # probe and port attributes, perftest (also atomics), ibv_rc_pingpong, ibv_srq_pingpong and
-# ibv_uc_pingpong over loopback (same device), the CAPS features in ibv_devinfo, an MR on
+# ibv_uc_pingpong over loopback (same device), the CAPS features in ibv_devinfo, send queue
+# drain (SQ_DRAINED), resize_cq, rereg_mr in place, XRC as the spec's CAPS.XRC says (refused,
+# or an XRC SRQ with the device's number and an XRC_RECV QP), an MR on
 # huge pages registered with 2 MiB pages,
 # destroying a CQ or QP synchronises only the IRQs of the EQs that can name it (a kprobe on
 # synchronize_irq), query_qp through `rdma res`, rmmod while a process holds PD/MR/CQ/QP
