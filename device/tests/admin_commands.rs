@@ -44,7 +44,7 @@ fn world(d: &mut FakeDriver) -> World {
 fn unknown_opcodes_are_bad_opcode_at_offset_0() {
     let (_devices, mut d) = device();
 
-    let results: Vec<AdminResult> = [0u8, 0x1d, 0x7f, 0xff]
+    let results: Vec<AdminResult> = [0u8, 0x1e, 0x7f, 0xff]
         .iter()
         .map(|op| {
             let mut cmd = vec![0u8; 128];

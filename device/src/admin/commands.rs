@@ -92,6 +92,8 @@ fn run(
         DeallocXrcd => super::xrcd::dealloc_xrcd(rnic, st, &checked(cmd)?),
         ResizeCq => super::queues::resize_cq(rnic, st, mem, reads, &checked(cmd)?),
         ReregMr => super::memory::rereg_mr(st, mem, reads, &checked(cmd)?),
+        // Answered once the device counts (CAPS.COUNTERS stays 0 until then).
+        QueryCounters => Err(CmdError::general(AqStatus::NotSupported)),
     }
 }
 

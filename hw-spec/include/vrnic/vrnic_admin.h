@@ -53,6 +53,10 @@
 #define VRNIC_MAX_MW 0x2000
 /* Most XRC domains of a device. */
 #define VRNIC_MAX_XRCD 0x400
+/* The most counters a device may ever have (bounds out_len of QUERY_COUNTERS). */
+#define VRNIC_COUNTER_COUNT_MAX 0x100
+/* Counters of this version of the spec (enum counter has values 0..COUNTER_COUNT). */
+#define VRNIC_COUNTER_COUNT 0x25
 
 /* Admin command opcodes. */
 enum vrnic_aq_opcode {
@@ -84,6 +88,7 @@ enum vrnic_aq_opcode {
 	VRNIC_AQ_OPCODE_DEALLOC_XRCD = 0x1A, /* Destroy an XRC domain (cmd_handle, handle = xrcdn); fails with BUSY while SRQs or QPs use it. */
 	VRNIC_AQ_OPCODE_RESIZE_CQ = 0x1B, /* Move a CQ to a new ring (cmd_resize_cq); result0 = the number of CQEs moved, which is the CQ's new producer index. See Resizing a CQ. */
 	VRNIC_AQ_OPCODE_REREG_MR = 0x1C, /* Change a memory region in place, keeping its key (cmd_rereg_mr); result0 = the key. See Memory keys. */
+	VRNIC_AQ_OPCODE_QUERY_COUNTERS = 0x1D, /* Write the counters of the port or of one QP to out_addr (cmd_query_counters); result0 = the number of u64 values written. See Counters. */
 };
 
 /* Admin completion status. */
@@ -228,6 +233,53 @@ enum vrnic_port_state {
 	VRNIC_PORT_STATE_INIT = 2, /* Init. */
 	VRNIC_PORT_STATE_ARMED = 3, /* Armed. */
 	VRNIC_PORT_STATE_ACTIVE = 4, /* Active. */
+};
+
+/* What QUERY_COUNTERS reads. */
+enum vrnic_counter_scope {
+	VRNIC_COUNTER_SCOPE_PORT = 0, /* The device's port (port 1): every QP of every context, and the port-only counters. */
+	VRNIC_COUNTER_SCOPE_QP = 1, /* One QP (qpn). */
+};
+
+/* Counter indices of QUERY_COUNTERS (see Counters). Kernel and host tools name them by their lowercased names (tx_packets). */
+enum vrnic_counter {
+	VRNIC_COUNTER_TX_PACKETS = 0, /* Packets sent: requests, responses, ACKs and NAKs. */
+	VRNIC_COUNTER_TX_BYTES = 1, /* Payload bytes of the packets sent. */
+	VRNIC_COUNTER_RX_PACKETS = 2, /* Packets received. */
+	VRNIC_COUNTER_RX_BYTES = 3, /* Payload bytes of the packets received. */
+	VRNIC_COUNTER_TX_SEND_REQUESTS = 4, /* SEND messages sent (every SEND opcode, UD datagrams included). */
+	VRNIC_COUNTER_TX_WRITE_REQUESTS = 5, /* RDMA WRITE messages sent (with or without immediate). */
+	VRNIC_COUNTER_TX_READ_REQUESTS = 6, /* RDMA READ requests sent. */
+	VRNIC_COUNTER_TX_ATOMIC_REQUESTS = 7, /* Atomic requests sent (CMP_AND_SWP, FETCH_AND_ADD). */
+	VRNIC_COUNTER_RX_SEND_REQUESTS = 8, /* SEND messages received (datagrams included, dropped ones not). */
+	VRNIC_COUNTER_RX_WRITE_REQUESTS = 9, /* RDMA WRITE messages received. */
+	VRNIC_COUNTER_RX_READ_REQUESTS = 10, /* RDMA READ requests received. */
+	VRNIC_COUNTER_RX_ATOMIC_REQUESTS = 11, /* Atomic requests received. */
+	VRNIC_COUNTER_TX_ACKS = 12, /* ACK packets sent (counted in TX_PACKETS too). */
+	VRNIC_COUNTER_RX_ACKS = 13, /* ACK packets received. */
+	VRNIC_COUNTER_RNR_NAKS_SENT = 14, /* RNR NAKs sent: a request found no receive WQE. */
+	VRNIC_COUNTER_RNR_RETRIES = 15, /* Requests sent again after an RNR NAK. */
+	VRNIC_COUNTER_TRANSPORT_RETRIES = 0x10, /* Requests sent again after no response (a peer QP not ready or unreachable). */
+	VRNIC_COUNTER_ERROR_NAKS_SENT = 0x11, /* NAKs sent for a remote access, invalid request or operation error. */
+	VRNIC_COUNTER_ERROR_NAKS_RECEIVED = 0x12, /* Such NAKs received. */
+	VRNIC_COUNTER_DATAGRAMS_DROPPED = 0x13, /* UD and GSI datagrams dropped: no route, no taker, Q_Key or MTU mismatch, no receive WQE (port only). */
+	VRNIC_COUNTER_CQ_OVERFLOWS = 0x14, /* CQEs that found their CQ full (the CQ's error event; port only). */
+	VRNIC_COUNTER_EQ_OVERFLOWS = 0x15, /* EQEs that found their EQ full (port only). */
+	VRNIC_COUNTER_COMPLETIONS = 0x16, /* CQEs written, of every status. */
+	VRNIC_COUNTER_COMPLETION_ERRORS = 0x17, /* CQEs written with a status other than SUCCESS and WR_FLUSH_ERR. */
+	VRNIC_COUNTER_CQE_LOC_LEN_ERR = 0x18, /* CQEs with status LOC_LEN_ERR. */
+	VRNIC_COUNTER_CQE_LOC_QP_OP_ERR = 0x19, /* CQEs with status LOC_QP_OP_ERR. */
+	VRNIC_COUNTER_CQE_LOC_PROT_ERR = 0x1A, /* CQEs with status LOC_PROT_ERR. */
+	VRNIC_COUNTER_CQE_WR_FLUSH_ERR = 0x1B, /* CQEs with status WR_FLUSH_ERR. */
+	VRNIC_COUNTER_CQE_MW_BIND_ERR = 0x1C, /* CQEs with status MW_BIND_ERR. */
+	VRNIC_COUNTER_CQE_LOC_ACCESS_ERR = 0x1D, /* CQEs with status LOC_ACCESS_ERR. */
+	VRNIC_COUNTER_CQE_REM_INV_REQ_ERR = 0x1E, /* CQEs with status REM_INV_REQ_ERR. */
+	VRNIC_COUNTER_CQE_REM_ACCESS_ERR = 0x1F, /* CQEs with status REM_ACCESS_ERR. */
+	VRNIC_COUNTER_CQE_REM_OP_ERR = 0x20, /* CQEs with status REM_OP_ERR. */
+	VRNIC_COUNTER_CQE_RETRY_EXC_ERR = 0x21, /* CQEs with status RETRY_EXC_ERR. */
+	VRNIC_COUNTER_CQE_RNR_RETRY_EXC_ERR = 0x22, /* CQEs with status RNR_RETRY_EXC_ERR. */
+	VRNIC_COUNTER_CQE_FATAL_ERR = 0x23, /* CQEs with status FATAL_ERR. */
+	VRNIC_COUNTER_CQE_GENERAL_ERR = 0x24, /* CQEs with status GENERAL_ERR. */
 };
 
 /* A set of guest pages (see Page lists). */
@@ -991,5 +1043,38 @@ _Static_assert(__builtin_offsetof(struct vrnic_port_attr, lmc) == 23, "vrnic_por
 _Static_assert(__builtin_offsetof(struct vrnic_port_attr, gid) == 24, "vrnic_port_attr.gid offset");
 _Static_assert(__builtin_offsetof(struct vrnic_port_attr, mac) == 40, "vrnic_port_attr.mac offset");
 _Static_assert(__builtin_offsetof(struct vrnic_port_attr, reserved0) == 46, "vrnic_port_attr.reserved0 offset");
+
+/* QUERY_COUNTERS (see Counters). */
+struct vrnic_cmd_query_counters {
+	struct vrnic_aq_header hdr;
+	__le64 out_addr; /* 8: Guest address receiving the u64 values (8-byte aligned, else BAD_ADDRESS). */
+	__le32 out_len; /* 16: Bytes available at out_addr: a non-zero multiple of 8, at most 8 * COUNTER_COUNT_MAX (else BAD_FIELD). */
+	__u8 scope; /* 20: PORT or QP (else BAD_FIELD). */
+	__u8 port; /* 21: PORT: the port number (1, else BAD_FIELD). QP: 0. */
+	__le16 reserved0; /* 22: must be zero */
+	__le32 qpn; /* 24: QP: the QP (BAD_HANDLE if unknown). PORT: 0. */
+	__le32 uctx; /* 28: The context the caller acts for: KERNEL_UCTX reads any QP, another context only its own (PERMISSION). */
+	__u8 reserved1[96]; /* 32: must be zero */
+};
+#define VRNIC_CMD_QUERY_COUNTERS_SIZE 128
+#define VRNIC_CMD_QUERY_COUNTERS_HDR_OFF 0
+#define VRNIC_CMD_QUERY_COUNTERS_OUT_ADDR_OFF 8
+#define VRNIC_CMD_QUERY_COUNTERS_OUT_LEN_OFF 16
+#define VRNIC_CMD_QUERY_COUNTERS_SCOPE_OFF 20
+#define VRNIC_CMD_QUERY_COUNTERS_PORT_OFF 21
+#define VRNIC_CMD_QUERY_COUNTERS_RESERVED0_OFF 22
+#define VRNIC_CMD_QUERY_COUNTERS_QPN_OFF 24
+#define VRNIC_CMD_QUERY_COUNTERS_UCTX_OFF 28
+#define VRNIC_CMD_QUERY_COUNTERS_RESERVED1_OFF 32
+_Static_assert(sizeof(struct vrnic_cmd_query_counters) == 128, "vrnic_cmd_query_counters size");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_query_counters, hdr) == 0, "vrnic_cmd_query_counters.hdr offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_query_counters, out_addr) == 8, "vrnic_cmd_query_counters.out_addr offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_query_counters, out_len) == 16, "vrnic_cmd_query_counters.out_len offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_query_counters, scope) == 20, "vrnic_cmd_query_counters.scope offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_query_counters, port) == 21, "vrnic_cmd_query_counters.port offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_query_counters, reserved0) == 22, "vrnic_cmd_query_counters.reserved0 offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_query_counters, qpn) == 24, "vrnic_cmd_query_counters.qpn offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_query_counters, uctx) == 28, "vrnic_cmd_query_counters.uctx offset");
+_Static_assert(__builtin_offsetof(struct vrnic_cmd_query_counters, reserved1) == 32, "vrnic_cmd_query_counters.reserved1 offset");
 
 #endif /* VRNIC_ADMIN_H */

@@ -101,6 +101,8 @@ static inline const char *vrnic_aq_opcode_name(unsigned int value)
 		return "RESIZE_CQ";
 	case VRNIC_AQ_OPCODE_REREG_MR:
 		return "REREG_MR";
+	case VRNIC_AQ_OPCODE_QUERY_COUNTERS:
+		return "QUERY_COUNTERS";
 	default:
 		return "UNKNOWN";
 	}
@@ -381,6 +383,100 @@ static inline const char *vrnic_port_state_name(unsigned int value)
 		return "ARMED";
 	case VRNIC_PORT_STATE_ACTIVE:
 		return "ACTIVE";
+	default:
+		return "UNKNOWN";
+	}
+}
+
+static inline const char *vrnic_counter_scope_name(unsigned int value)
+{
+	switch (value) {
+	case VRNIC_COUNTER_SCOPE_PORT:
+		return "PORT";
+	case VRNIC_COUNTER_SCOPE_QP:
+		return "QP";
+	default:
+		return "UNKNOWN";
+	}
+}
+
+static inline const char *vrnic_counter_name(unsigned int value)
+{
+	switch (value) {
+	case VRNIC_COUNTER_TX_PACKETS:
+		return "TX_PACKETS";
+	case VRNIC_COUNTER_TX_BYTES:
+		return "TX_BYTES";
+	case VRNIC_COUNTER_RX_PACKETS:
+		return "RX_PACKETS";
+	case VRNIC_COUNTER_RX_BYTES:
+		return "RX_BYTES";
+	case VRNIC_COUNTER_TX_SEND_REQUESTS:
+		return "TX_SEND_REQUESTS";
+	case VRNIC_COUNTER_TX_WRITE_REQUESTS:
+		return "TX_WRITE_REQUESTS";
+	case VRNIC_COUNTER_TX_READ_REQUESTS:
+		return "TX_READ_REQUESTS";
+	case VRNIC_COUNTER_TX_ATOMIC_REQUESTS:
+		return "TX_ATOMIC_REQUESTS";
+	case VRNIC_COUNTER_RX_SEND_REQUESTS:
+		return "RX_SEND_REQUESTS";
+	case VRNIC_COUNTER_RX_WRITE_REQUESTS:
+		return "RX_WRITE_REQUESTS";
+	case VRNIC_COUNTER_RX_READ_REQUESTS:
+		return "RX_READ_REQUESTS";
+	case VRNIC_COUNTER_RX_ATOMIC_REQUESTS:
+		return "RX_ATOMIC_REQUESTS";
+	case VRNIC_COUNTER_TX_ACKS:
+		return "TX_ACKS";
+	case VRNIC_COUNTER_RX_ACKS:
+		return "RX_ACKS";
+	case VRNIC_COUNTER_RNR_NAKS_SENT:
+		return "RNR_NAKS_SENT";
+	case VRNIC_COUNTER_RNR_RETRIES:
+		return "RNR_RETRIES";
+	case VRNIC_COUNTER_TRANSPORT_RETRIES:
+		return "TRANSPORT_RETRIES";
+	case VRNIC_COUNTER_ERROR_NAKS_SENT:
+		return "ERROR_NAKS_SENT";
+	case VRNIC_COUNTER_ERROR_NAKS_RECEIVED:
+		return "ERROR_NAKS_RECEIVED";
+	case VRNIC_COUNTER_DATAGRAMS_DROPPED:
+		return "DATAGRAMS_DROPPED";
+	case VRNIC_COUNTER_CQ_OVERFLOWS:
+		return "CQ_OVERFLOWS";
+	case VRNIC_COUNTER_EQ_OVERFLOWS:
+		return "EQ_OVERFLOWS";
+	case VRNIC_COUNTER_COMPLETIONS:
+		return "COMPLETIONS";
+	case VRNIC_COUNTER_COMPLETION_ERRORS:
+		return "COMPLETION_ERRORS";
+	case VRNIC_COUNTER_CQE_LOC_LEN_ERR:
+		return "CQE_LOC_LEN_ERR";
+	case VRNIC_COUNTER_CQE_LOC_QP_OP_ERR:
+		return "CQE_LOC_QP_OP_ERR";
+	case VRNIC_COUNTER_CQE_LOC_PROT_ERR:
+		return "CQE_LOC_PROT_ERR";
+	case VRNIC_COUNTER_CQE_WR_FLUSH_ERR:
+		return "CQE_WR_FLUSH_ERR";
+	case VRNIC_COUNTER_CQE_MW_BIND_ERR:
+		return "CQE_MW_BIND_ERR";
+	case VRNIC_COUNTER_CQE_LOC_ACCESS_ERR:
+		return "CQE_LOC_ACCESS_ERR";
+	case VRNIC_COUNTER_CQE_REM_INV_REQ_ERR:
+		return "CQE_REM_INV_REQ_ERR";
+	case VRNIC_COUNTER_CQE_REM_ACCESS_ERR:
+		return "CQE_REM_ACCESS_ERR";
+	case VRNIC_COUNTER_CQE_REM_OP_ERR:
+		return "CQE_REM_OP_ERR";
+	case VRNIC_COUNTER_CQE_RETRY_EXC_ERR:
+		return "CQE_RETRY_EXC_ERR";
+	case VRNIC_COUNTER_CQE_RNR_RETRY_EXC_ERR:
+		return "CQE_RNR_RETRY_EXC_ERR";
+	case VRNIC_COUNTER_CQE_FATAL_ERR:
+		return "CQE_FATAL_ERR";
+	case VRNIC_COUNTER_CQE_GENERAL_ERR:
+		return "CQE_GENERAL_ERR";
 	default:
 		return "UNKNOWN";
 	}

@@ -320,11 +320,14 @@ pub mod bar0 {
     /// XRC: XRC domains, XRC SRQs, XRC_INI and XRC_TGT QPs (see XRC). (ro)
     pub const CAPS_XRC_SHIFT: u32 = 10;
     pub const CAPS_XRC_MASK: u32 = 0x400;
+    /// Port and QP counters (QUERY_COUNTERS, see Counters). (ro)
+    pub const CAPS_COUNTERS_SHIFT: u32 = 11;
+    pub const CAPS_COUNTERS_MASK: u32 = 0x800;
     pub const CAPS_WRITABLE_MASK: u32 = 0x0;
     pub const CAPS_W1C_MASK: u32 = 0x0;
     pub const CAPS_W1S_MASK: u32 = 0x0;
-    pub const CAPS_READABLE_MASK: u32 = 0x7FF;
-    pub const CAPS_RESERVED_MASK: u32 = 0xFFFFF800;
+    pub const CAPS_READABLE_MASK: u32 = 0xFFF;
+    pub const CAPS_RESERVED_MASK: u32 = 0xFFFFF000;
     /// How a write changes `CAPS`.
     pub const CAPS_MASKS: RegMasks = RegMasks {
         writable: CAPS_WRITABLE_MASK,
@@ -826,6 +829,7 @@ pub mod bar0 {
         ("CAPS", "MW", CAPS_MW_MASK, RegAccess::Ro),
         ("CAPS", "UC", CAPS_UC_MASK, RegAccess::Ro),
         ("CAPS", "XRC", CAPS_XRC_MASK, RegAccess::Ro),
+        ("CAPS", "COUNTERS", CAPS_COUNTERS_MASK, RegAccess::Ro),
         ("PORT_INFO", "LID", PORT_INFO_LID_MASK, RegAccess::Ro),
         ("PORT_INFO", "MTU", PORT_INFO_MTU_MASK, RegAccess::Ro),
         (
@@ -1233,6 +1237,12 @@ pub const MAX_MW: u32 = 0x2000;
 /// Most XRC domains of a device.
 pub const MAX_XRCD: u32 = 0x400;
 
+/// The most counters a device may ever have (bounds out_len of QUERY_COUNTERS).
+pub const COUNTER_COUNT_MAX: u32 = 0x100;
+
+/// Counters of this version of the spec (enum counter has values 0..COUNTER_COUNT).
+pub const COUNTER_COUNT: u32 = 0x25;
+
 /// Admin command opcodes.
 #[repr(u8)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -1293,6 +1303,8 @@ pub enum AqOpcode {
     ResizeCq = 0x1B,
     /// Change a memory region in place, keeping its key (cmd_rereg_mr); result0 = the key. See Memory keys.
     ReregMr = 0x1C,
+    /// Write the counters of the port or of one QP to out_addr (cmd_query_counters); result0 = the number of u64 values written. See Counters.
+    QueryCounters = 0x1D,
 }
 
 impl AqOpcode {
@@ -1326,6 +1338,7 @@ impl AqOpcode {
         AqOpcode::DeallocXrcd,
         AqOpcode::ResizeCq,
         AqOpcode::ReregMr,
+        AqOpcode::QueryCounters,
     ];
 
     /// The spec's name of the value (as `vrnic_aq_opcode_name()` in C returns it).
@@ -1359,6 +1372,7 @@ impl AqOpcode {
             AqOpcode::DeallocXrcd => "DEALLOC_XRCD",
             AqOpcode::ResizeCq => "RESIZE_CQ",
             AqOpcode::ReregMr => "REREG_MR",
+            AqOpcode::QueryCounters => "QUERY_COUNTERS",
         }
     }
 }
@@ -1397,6 +1411,7 @@ impl TryFrom<u8> for AqOpcode {
             0x1A => Ok(AqOpcode::DeallocXrcd),
             0x1B => Ok(AqOpcode::ResizeCq),
             0x1C => Ok(AqOpcode::ReregMr),
+            0x1D => Ok(AqOpcode::QueryCounters),
             other => Err(other),
         }
     }
@@ -2396,6 +2411,268 @@ impl TryFrom<u8> for PortState {
 impl From<PortState> for u8 {
     fn from(value: PortState) -> Self {
         value as u8
+    }
+}
+
+/// What QUERY_COUNTERS reads.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CounterScope {
+    /// The device's port (port 1): every QP of every context, and the port-only counters.
+    Port = 0,
+    /// One QP (qpn).
+    Qp = 1,
+}
+
+impl CounterScope {
+    /// Every value, in declaration order.
+    pub const ALL: &[CounterScope] = &[CounterScope::Port, CounterScope::Qp];
+
+    /// The spec's name of the value (as `vrnic_counter_scope_name()` in C returns it).
+    pub const fn name(self) -> &'static str {
+        match self {
+            CounterScope::Port => "PORT",
+            CounterScope::Qp => "QP",
+        }
+    }
+}
+
+impl TryFrom<u8> for CounterScope {
+    type Error = u8;
+
+    /// Checked conversion: an unknown value is returned as the error.
+    fn try_from(value: u8) -> Result<Self, Self::Error> {
+        match value {
+            0 => Ok(CounterScope::Port),
+            1 => Ok(CounterScope::Qp),
+            other => Err(other),
+        }
+    }
+}
+
+impl From<CounterScope> for u8 {
+    fn from(value: CounterScope) -> Self {
+        value as u8
+    }
+}
+
+/// Counter indices of QUERY_COUNTERS (see Counters). Kernel and host tools name them by their lowercased names (tx_packets).
+#[repr(u16)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Counter {
+    /// Packets sent: requests, responses, ACKs and NAKs.
+    TxPackets = 0,
+    /// Payload bytes of the packets sent.
+    TxBytes = 1,
+    /// Packets received.
+    RxPackets = 2,
+    /// Payload bytes of the packets received.
+    RxBytes = 3,
+    /// SEND messages sent (every SEND opcode, UD datagrams included).
+    TxSendRequests = 4,
+    /// RDMA WRITE messages sent (with or without immediate).
+    TxWriteRequests = 5,
+    /// RDMA READ requests sent.
+    TxReadRequests = 6,
+    /// Atomic requests sent (CMP_AND_SWP, FETCH_AND_ADD).
+    TxAtomicRequests = 7,
+    /// SEND messages received (datagrams included, dropped ones not).
+    RxSendRequests = 8,
+    /// RDMA WRITE messages received.
+    RxWriteRequests = 9,
+    /// RDMA READ requests received.
+    RxReadRequests = 10,
+    /// Atomic requests received.
+    RxAtomicRequests = 11,
+    /// ACK packets sent (counted in TX_PACKETS too).
+    TxAcks = 12,
+    /// ACK packets received.
+    RxAcks = 13,
+    /// RNR NAKs sent: a request found no receive WQE.
+    RnrNaksSent = 14,
+    /// Requests sent again after an RNR NAK.
+    RnrRetries = 15,
+    /// Requests sent again after no response (a peer QP not ready or unreachable).
+    TransportRetries = 0x10,
+    /// NAKs sent for a remote access, invalid request or operation error.
+    ErrorNaksSent = 0x11,
+    /// Such NAKs received.
+    ErrorNaksReceived = 0x12,
+    /// UD and GSI datagrams dropped: no route, no taker, Q_Key or MTU mismatch, no receive WQE (port only).
+    DatagramsDropped = 0x13,
+    /// CQEs that found their CQ full (the CQ's error event; port only).
+    CqOverflows = 0x14,
+    /// EQEs that found their EQ full (port only).
+    EqOverflows = 0x15,
+    /// CQEs written, of every status.
+    Completions = 0x16,
+    /// CQEs written with a status other than SUCCESS and WR_FLUSH_ERR.
+    CompletionErrors = 0x17,
+    /// CQEs with status LOC_LEN_ERR.
+    CqeLocLenErr = 0x18,
+    /// CQEs with status LOC_QP_OP_ERR.
+    CqeLocQpOpErr = 0x19,
+    /// CQEs with status LOC_PROT_ERR.
+    CqeLocProtErr = 0x1A,
+    /// CQEs with status WR_FLUSH_ERR.
+    CqeWrFlushErr = 0x1B,
+    /// CQEs with status MW_BIND_ERR.
+    CqeMwBindErr = 0x1C,
+    /// CQEs with status LOC_ACCESS_ERR.
+    CqeLocAccessErr = 0x1D,
+    /// CQEs with status REM_INV_REQ_ERR.
+    CqeRemInvReqErr = 0x1E,
+    /// CQEs with status REM_ACCESS_ERR.
+    CqeRemAccessErr = 0x1F,
+    /// CQEs with status REM_OP_ERR.
+    CqeRemOpErr = 0x20,
+    /// CQEs with status RETRY_EXC_ERR.
+    CqeRetryExcErr = 0x21,
+    /// CQEs with status RNR_RETRY_EXC_ERR.
+    CqeRnrRetryExcErr = 0x22,
+    /// CQEs with status FATAL_ERR.
+    CqeFatalErr = 0x23,
+    /// CQEs with status GENERAL_ERR.
+    CqeGeneralErr = 0x24,
+}
+
+impl Counter {
+    /// Every value, in declaration order.
+    pub const ALL: &[Counter] = &[
+        Counter::TxPackets,
+        Counter::TxBytes,
+        Counter::RxPackets,
+        Counter::RxBytes,
+        Counter::TxSendRequests,
+        Counter::TxWriteRequests,
+        Counter::TxReadRequests,
+        Counter::TxAtomicRequests,
+        Counter::RxSendRequests,
+        Counter::RxWriteRequests,
+        Counter::RxReadRequests,
+        Counter::RxAtomicRequests,
+        Counter::TxAcks,
+        Counter::RxAcks,
+        Counter::RnrNaksSent,
+        Counter::RnrRetries,
+        Counter::TransportRetries,
+        Counter::ErrorNaksSent,
+        Counter::ErrorNaksReceived,
+        Counter::DatagramsDropped,
+        Counter::CqOverflows,
+        Counter::EqOverflows,
+        Counter::Completions,
+        Counter::CompletionErrors,
+        Counter::CqeLocLenErr,
+        Counter::CqeLocQpOpErr,
+        Counter::CqeLocProtErr,
+        Counter::CqeWrFlushErr,
+        Counter::CqeMwBindErr,
+        Counter::CqeLocAccessErr,
+        Counter::CqeRemInvReqErr,
+        Counter::CqeRemAccessErr,
+        Counter::CqeRemOpErr,
+        Counter::CqeRetryExcErr,
+        Counter::CqeRnrRetryExcErr,
+        Counter::CqeFatalErr,
+        Counter::CqeGeneralErr,
+    ];
+
+    /// The spec's name of the value (as `vrnic_counter_name()` in C returns it).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Counter::TxPackets => "TX_PACKETS",
+            Counter::TxBytes => "TX_BYTES",
+            Counter::RxPackets => "RX_PACKETS",
+            Counter::RxBytes => "RX_BYTES",
+            Counter::TxSendRequests => "TX_SEND_REQUESTS",
+            Counter::TxWriteRequests => "TX_WRITE_REQUESTS",
+            Counter::TxReadRequests => "TX_READ_REQUESTS",
+            Counter::TxAtomicRequests => "TX_ATOMIC_REQUESTS",
+            Counter::RxSendRequests => "RX_SEND_REQUESTS",
+            Counter::RxWriteRequests => "RX_WRITE_REQUESTS",
+            Counter::RxReadRequests => "RX_READ_REQUESTS",
+            Counter::RxAtomicRequests => "RX_ATOMIC_REQUESTS",
+            Counter::TxAcks => "TX_ACKS",
+            Counter::RxAcks => "RX_ACKS",
+            Counter::RnrNaksSent => "RNR_NAKS_SENT",
+            Counter::RnrRetries => "RNR_RETRIES",
+            Counter::TransportRetries => "TRANSPORT_RETRIES",
+            Counter::ErrorNaksSent => "ERROR_NAKS_SENT",
+            Counter::ErrorNaksReceived => "ERROR_NAKS_RECEIVED",
+            Counter::DatagramsDropped => "DATAGRAMS_DROPPED",
+            Counter::CqOverflows => "CQ_OVERFLOWS",
+            Counter::EqOverflows => "EQ_OVERFLOWS",
+            Counter::Completions => "COMPLETIONS",
+            Counter::CompletionErrors => "COMPLETION_ERRORS",
+            Counter::CqeLocLenErr => "CQE_LOC_LEN_ERR",
+            Counter::CqeLocQpOpErr => "CQE_LOC_QP_OP_ERR",
+            Counter::CqeLocProtErr => "CQE_LOC_PROT_ERR",
+            Counter::CqeWrFlushErr => "CQE_WR_FLUSH_ERR",
+            Counter::CqeMwBindErr => "CQE_MW_BIND_ERR",
+            Counter::CqeLocAccessErr => "CQE_LOC_ACCESS_ERR",
+            Counter::CqeRemInvReqErr => "CQE_REM_INV_REQ_ERR",
+            Counter::CqeRemAccessErr => "CQE_REM_ACCESS_ERR",
+            Counter::CqeRemOpErr => "CQE_REM_OP_ERR",
+            Counter::CqeRetryExcErr => "CQE_RETRY_EXC_ERR",
+            Counter::CqeRnrRetryExcErr => "CQE_RNR_RETRY_EXC_ERR",
+            Counter::CqeFatalErr => "CQE_FATAL_ERR",
+            Counter::CqeGeneralErr => "CQE_GENERAL_ERR",
+        }
+    }
+}
+
+impl TryFrom<u16> for Counter {
+    type Error = u16;
+
+    /// Checked conversion: an unknown value is returned as the error.
+    fn try_from(value: u16) -> Result<Self, Self::Error> {
+        match value {
+            0 => Ok(Counter::TxPackets),
+            1 => Ok(Counter::TxBytes),
+            2 => Ok(Counter::RxPackets),
+            3 => Ok(Counter::RxBytes),
+            4 => Ok(Counter::TxSendRequests),
+            5 => Ok(Counter::TxWriteRequests),
+            6 => Ok(Counter::TxReadRequests),
+            7 => Ok(Counter::TxAtomicRequests),
+            8 => Ok(Counter::RxSendRequests),
+            9 => Ok(Counter::RxWriteRequests),
+            10 => Ok(Counter::RxReadRequests),
+            11 => Ok(Counter::RxAtomicRequests),
+            12 => Ok(Counter::TxAcks),
+            13 => Ok(Counter::RxAcks),
+            14 => Ok(Counter::RnrNaksSent),
+            15 => Ok(Counter::RnrRetries),
+            0x10 => Ok(Counter::TransportRetries),
+            0x11 => Ok(Counter::ErrorNaksSent),
+            0x12 => Ok(Counter::ErrorNaksReceived),
+            0x13 => Ok(Counter::DatagramsDropped),
+            0x14 => Ok(Counter::CqOverflows),
+            0x15 => Ok(Counter::EqOverflows),
+            0x16 => Ok(Counter::Completions),
+            0x17 => Ok(Counter::CompletionErrors),
+            0x18 => Ok(Counter::CqeLocLenErr),
+            0x19 => Ok(Counter::CqeLocQpOpErr),
+            0x1A => Ok(Counter::CqeLocProtErr),
+            0x1B => Ok(Counter::CqeWrFlushErr),
+            0x1C => Ok(Counter::CqeMwBindErr),
+            0x1D => Ok(Counter::CqeLocAccessErr),
+            0x1E => Ok(Counter::CqeRemInvReqErr),
+            0x1F => Ok(Counter::CqeRemAccessErr),
+            0x20 => Ok(Counter::CqeRemOpErr),
+            0x21 => Ok(Counter::CqeRetryExcErr),
+            0x22 => Ok(Counter::CqeRnrRetryExcErr),
+            0x23 => Ok(Counter::CqeFatalErr),
+            0x24 => Ok(Counter::CqeGeneralErr),
+            other => Err(other),
+        }
+    }
+}
+
+impl From<Counter> for u16 {
+    fn from(value: Counter) -> Self {
+        value as u16
     }
 }
 
@@ -4009,6 +4286,80 @@ const _: () = assert!(std::mem::offset_of!(PortAttr, lmc) == 23);
 const _: () = assert!(std::mem::offset_of!(PortAttr, gid) == 24);
 const _: () = assert!(std::mem::offset_of!(PortAttr, mac) == 40);
 const _: () = assert!(std::mem::offset_of!(PortAttr, reserved0) == 46);
+
+/// QUERY_COUNTERS (see Counters).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CmdQueryCounters {
+    pub hdr: AqHeader,
+    /// Guest address receiving the u64 values (8-byte aligned, else BAD_ADDRESS).
+    pub out_addr: Le64,
+    /// Bytes available at out_addr: a non-zero multiple of 8, at most 8 * COUNTER_COUNT_MAX (else BAD_FIELD).
+    pub out_len: Le32,
+    /// PORT or QP (else BAD_FIELD). (enum `CounterScope`)
+    pub scope: u8,
+    /// PORT: the port number (1, else BAD_FIELD). QP: 0.
+    pub port: u8,
+    /// Reserved, must be zero.
+    pub reserved0: Le16,
+    /// QP: the QP (BAD_HANDLE if unknown). PORT: 0.
+    pub qpn: Le32,
+    /// The context the caller acts for: KERNEL_UCTX reads any QP, another context only its own (PERMISSION).
+    pub uctx: Le32,
+    /// Reserved, must be zero.
+    pub reserved1: [u8; 96],
+}
+
+impl Default for CmdQueryCounters {
+    fn default() -> Self {
+        // SAFETY: the struct holds only integers and arrays of integers, for which all-zero
+        // bytes are a valid value.
+        unsafe { std::mem::zeroed() }
+    }
+}
+
+// SAFETY: repr(C), integer fields only, no padding (the asserts below check every offset
+// and the size), so every byte pattern is a valid value.
+unsafe impl ByteValued for CmdQueryCounters {}
+
+impl CmdQueryCounters {
+    pub const SIZE: usize = 128;
+    pub const HDR_OFF: usize = 0;
+    pub const OUT_ADDR_OFF: usize = 8;
+    pub const OUT_LEN_OFF: usize = 16;
+    pub const SCOPE_OFF: usize = 20;
+    pub const PORT_OFF: usize = 21;
+    pub const RESERVED0_OFF: usize = 22;
+    pub const QPN_OFF: usize = 24;
+    pub const UCTX_OFF: usize = 28;
+    pub const RESERVED1_OFF: usize = 32;
+
+    /// The first reserved field (searching nested structs too) that is not zero, as
+    /// (field name, byte offset in this struct).
+    pub fn nonzero_reserved(&self) -> Option<(&'static str, usize)> {
+        if let Some((field, offset)) = self.hdr.nonzero_reserved() {
+            return Some((field, Self::HDR_OFF + offset));
+        }
+        if self.reserved0.to_native() != 0 {
+            return Some(("reserved0", Self::RESERVED0_OFF));
+        }
+        if self.reserved1.iter().any(|b| *b != 0) {
+            return Some(("reserved1", Self::RESERVED1_OFF));
+        }
+        None
+    }
+}
+
+const _: () = assert!(std::mem::size_of::<CmdQueryCounters>() == 128);
+const _: () = assert!(std::mem::offset_of!(CmdQueryCounters, hdr) == 0);
+const _: () = assert!(std::mem::offset_of!(CmdQueryCounters, out_addr) == 8);
+const _: () = assert!(std::mem::offset_of!(CmdQueryCounters, out_len) == 16);
+const _: () = assert!(std::mem::offset_of!(CmdQueryCounters, scope) == 20);
+const _: () = assert!(std::mem::offset_of!(CmdQueryCounters, port) == 21);
+const _: () = assert!(std::mem::offset_of!(CmdQueryCounters, reserved0) == 22);
+const _: () = assert!(std::mem::offset_of!(CmdQueryCounters, qpn) == 24);
+const _: () = assert!(std::mem::offset_of!(CmdQueryCounters, uctx) == 28);
+const _: () = assert!(std::mem::offset_of!(CmdQueryCounters, reserved1) == 32);
 
 // ---- Data path: queues, WQEs, CQEs, EQEs (io.toml) ----
 
@@ -6610,6 +6961,46 @@ pub const LAYOUT: &[(&str, usize)] = &[
         "port_attr.reserved0",
         std::mem::offset_of!(PortAttr, reserved0),
     ),
+    (
+        "cmd_query_counters",
+        std::mem::size_of::<CmdQueryCounters>(),
+    ),
+    (
+        "cmd_query_counters.hdr",
+        std::mem::offset_of!(CmdQueryCounters, hdr),
+    ),
+    (
+        "cmd_query_counters.out_addr",
+        std::mem::offset_of!(CmdQueryCounters, out_addr),
+    ),
+    (
+        "cmd_query_counters.out_len",
+        std::mem::offset_of!(CmdQueryCounters, out_len),
+    ),
+    (
+        "cmd_query_counters.scope",
+        std::mem::offset_of!(CmdQueryCounters, scope),
+    ),
+    (
+        "cmd_query_counters.port",
+        std::mem::offset_of!(CmdQueryCounters, port),
+    ),
+    (
+        "cmd_query_counters.reserved0",
+        std::mem::offset_of!(CmdQueryCounters, reserved0),
+    ),
+    (
+        "cmd_query_counters.qpn",
+        std::mem::offset_of!(CmdQueryCounters, qpn),
+    ),
+    (
+        "cmd_query_counters.uctx",
+        std::mem::offset_of!(CmdQueryCounters, uctx),
+    ),
+    (
+        "cmd_query_counters.reserved1",
+        std::mem::offset_of!(CmdQueryCounters, reserved1),
+    ),
     ("send_wqe_header", std::mem::size_of::<SendWqeHeader>()),
     (
         "send_wqe_header.opcode",
@@ -7009,6 +7400,7 @@ pub const NAMES: &[(&str, u64, &str)] = &[
     ("aq_opcode", 0x1A, AqOpcode::DeallocXrcd.name()),
     ("aq_opcode", 0x1B, AqOpcode::ResizeCq.name()),
     ("aq_opcode", 0x1C, AqOpcode::ReregMr.name()),
+    ("aq_opcode", 0x1D, AqOpcode::QueryCounters.name()),
     ("aq_opcode", 0, "UNKNOWN"),
     ("aq_status", 0, AqStatus::Success.name()),
     ("aq_status", 1, AqStatus::BadOpcode.name()),
@@ -7105,6 +7497,47 @@ pub const NAMES: &[(&str, u64, &str)] = &[
     ("port_state", 3, PortState::Armed.name()),
     ("port_state", 4, PortState::Active.name()),
     ("port_state", 0, "UNKNOWN"),
+    ("counter_scope", 0, CounterScope::Port.name()),
+    ("counter_scope", 1, CounterScope::Qp.name()),
+    ("counter_scope", 2, "UNKNOWN"),
+    ("counter", 0, Counter::TxPackets.name()),
+    ("counter", 1, Counter::TxBytes.name()),
+    ("counter", 2, Counter::RxPackets.name()),
+    ("counter", 3, Counter::RxBytes.name()),
+    ("counter", 4, Counter::TxSendRequests.name()),
+    ("counter", 5, Counter::TxWriteRequests.name()),
+    ("counter", 6, Counter::TxReadRequests.name()),
+    ("counter", 7, Counter::TxAtomicRequests.name()),
+    ("counter", 8, Counter::RxSendRequests.name()),
+    ("counter", 9, Counter::RxWriteRequests.name()),
+    ("counter", 10, Counter::RxReadRequests.name()),
+    ("counter", 11, Counter::RxAtomicRequests.name()),
+    ("counter", 12, Counter::TxAcks.name()),
+    ("counter", 13, Counter::RxAcks.name()),
+    ("counter", 14, Counter::RnrNaksSent.name()),
+    ("counter", 15, Counter::RnrRetries.name()),
+    ("counter", 0x10, Counter::TransportRetries.name()),
+    ("counter", 0x11, Counter::ErrorNaksSent.name()),
+    ("counter", 0x12, Counter::ErrorNaksReceived.name()),
+    ("counter", 0x13, Counter::DatagramsDropped.name()),
+    ("counter", 0x14, Counter::CqOverflows.name()),
+    ("counter", 0x15, Counter::EqOverflows.name()),
+    ("counter", 0x16, Counter::Completions.name()),
+    ("counter", 0x17, Counter::CompletionErrors.name()),
+    ("counter", 0x18, Counter::CqeLocLenErr.name()),
+    ("counter", 0x19, Counter::CqeLocQpOpErr.name()),
+    ("counter", 0x1A, Counter::CqeLocProtErr.name()),
+    ("counter", 0x1B, Counter::CqeWrFlushErr.name()),
+    ("counter", 0x1C, Counter::CqeMwBindErr.name()),
+    ("counter", 0x1D, Counter::CqeLocAccessErr.name()),
+    ("counter", 0x1E, Counter::CqeRemInvReqErr.name()),
+    ("counter", 0x1F, Counter::CqeRemAccessErr.name()),
+    ("counter", 0x20, Counter::CqeRemOpErr.name()),
+    ("counter", 0x21, Counter::CqeRetryExcErr.name()),
+    ("counter", 0x22, Counter::CqeRnrRetryExcErr.name()),
+    ("counter", 0x23, Counter::CqeFatalErr.name()),
+    ("counter", 0x24, Counter::CqeGeneralErr.name()),
+    ("counter", 37, "UNKNOWN"),
     ("wr_opcode", 0, WrOpcode::RdmaWrite.name()),
     ("wr_opcode", 1, WrOpcode::RdmaWriteWithImm.name()),
     ("wr_opcode", 2, WrOpcode::Send.name()),
@@ -7282,6 +7715,7 @@ pub const VALUES: &[(&str, u64)] = &[
     ("BAR0_CAPS_MW_MASK", bar0::CAPS_MW_MASK as u64),
     ("BAR0_CAPS_UC_MASK", bar0::CAPS_UC_MASK as u64),
     ("BAR0_CAPS_XRC_MASK", bar0::CAPS_XRC_MASK as u64),
+    ("BAR0_CAPS_COUNTERS_MASK", bar0::CAPS_COUNTERS_MASK as u64),
     ("BAR0_CAPS_WRITABLE_MASK", bar0::CAPS_WRITABLE_MASK as u64),
     ("BAR0_CAPS_W1C_MASK", bar0::CAPS_W1C_MASK as u64),
     ("BAR0_CAPS_W1S_MASK", bar0::CAPS_W1S_MASK as u64),
@@ -7880,6 +8314,8 @@ pub const VALUES: &[(&str, u64)] = &[
     ("MAX_FAST_REG_PAGES", MAX_FAST_REG_PAGES as u64),
     ("MAX_MW", MAX_MW as u64),
     ("MAX_XRCD", MAX_XRCD as u64),
+    ("COUNTER_COUNT_MAX", COUNTER_COUNT_MAX as u64),
+    ("COUNTER_COUNT", COUNTER_COUNT as u64),
     ("AQ_OPCODE_QUERY_DEVICE", AqOpcode::QueryDevice as u64),
     ("AQ_OPCODE_QUERY_PORT", AqOpcode::QueryPort as u64),
     ("AQ_OPCODE_ALLOC_UCTX", AqOpcode::AllocUctx as u64),
@@ -7908,6 +8344,7 @@ pub const VALUES: &[(&str, u64)] = &[
     ("AQ_OPCODE_DEALLOC_XRCD", AqOpcode::DeallocXrcd as u64),
     ("AQ_OPCODE_RESIZE_CQ", AqOpcode::ResizeCq as u64),
     ("AQ_OPCODE_REREG_MR", AqOpcode::ReregMr as u64),
+    ("AQ_OPCODE_QUERY_COUNTERS", AqOpcode::QueryCounters as u64),
     ("AQ_STATUS_SUCCESS", AqStatus::Success as u64),
     ("AQ_STATUS_BAD_OPCODE", AqStatus::BadOpcode as u64),
     ("AQ_STATUS_BAD_FIELD", AqStatus::BadField as u64),
@@ -8007,6 +8444,75 @@ pub const VALUES: &[(&str, u64)] = &[
     ("PORT_STATE_INIT", PortState::Init as u64),
     ("PORT_STATE_ARMED", PortState::Armed as u64),
     ("PORT_STATE_ACTIVE", PortState::Active as u64),
+    ("COUNTER_SCOPE_PORT", CounterScope::Port as u64),
+    ("COUNTER_SCOPE_QP", CounterScope::Qp as u64),
+    ("COUNTER_TX_PACKETS", Counter::TxPackets as u64),
+    ("COUNTER_TX_BYTES", Counter::TxBytes as u64),
+    ("COUNTER_RX_PACKETS", Counter::RxPackets as u64),
+    ("COUNTER_RX_BYTES", Counter::RxBytes as u64),
+    ("COUNTER_TX_SEND_REQUESTS", Counter::TxSendRequests as u64),
+    ("COUNTER_TX_WRITE_REQUESTS", Counter::TxWriteRequests as u64),
+    ("COUNTER_TX_READ_REQUESTS", Counter::TxReadRequests as u64),
+    (
+        "COUNTER_TX_ATOMIC_REQUESTS",
+        Counter::TxAtomicRequests as u64,
+    ),
+    ("COUNTER_RX_SEND_REQUESTS", Counter::RxSendRequests as u64),
+    ("COUNTER_RX_WRITE_REQUESTS", Counter::RxWriteRequests as u64),
+    ("COUNTER_RX_READ_REQUESTS", Counter::RxReadRequests as u64),
+    (
+        "COUNTER_RX_ATOMIC_REQUESTS",
+        Counter::RxAtomicRequests as u64,
+    ),
+    ("COUNTER_TX_ACKS", Counter::TxAcks as u64),
+    ("COUNTER_RX_ACKS", Counter::RxAcks as u64),
+    ("COUNTER_RNR_NAKS_SENT", Counter::RnrNaksSent as u64),
+    ("COUNTER_RNR_RETRIES", Counter::RnrRetries as u64),
+    (
+        "COUNTER_TRANSPORT_RETRIES",
+        Counter::TransportRetries as u64,
+    ),
+    ("COUNTER_ERROR_NAKS_SENT", Counter::ErrorNaksSent as u64),
+    (
+        "COUNTER_ERROR_NAKS_RECEIVED",
+        Counter::ErrorNaksReceived as u64,
+    ),
+    (
+        "COUNTER_DATAGRAMS_DROPPED",
+        Counter::DatagramsDropped as u64,
+    ),
+    ("COUNTER_CQ_OVERFLOWS", Counter::CqOverflows as u64),
+    ("COUNTER_EQ_OVERFLOWS", Counter::EqOverflows as u64),
+    ("COUNTER_COMPLETIONS", Counter::Completions as u64),
+    (
+        "COUNTER_COMPLETION_ERRORS",
+        Counter::CompletionErrors as u64,
+    ),
+    ("COUNTER_CQE_LOC_LEN_ERR", Counter::CqeLocLenErr as u64),
+    ("COUNTER_CQE_LOC_QP_OP_ERR", Counter::CqeLocQpOpErr as u64),
+    ("COUNTER_CQE_LOC_PROT_ERR", Counter::CqeLocProtErr as u64),
+    ("COUNTER_CQE_WR_FLUSH_ERR", Counter::CqeWrFlushErr as u64),
+    ("COUNTER_CQE_MW_BIND_ERR", Counter::CqeMwBindErr as u64),
+    (
+        "COUNTER_CQE_LOC_ACCESS_ERR",
+        Counter::CqeLocAccessErr as u64,
+    ),
+    (
+        "COUNTER_CQE_REM_INV_REQ_ERR",
+        Counter::CqeRemInvReqErr as u64,
+    ),
+    (
+        "COUNTER_CQE_REM_ACCESS_ERR",
+        Counter::CqeRemAccessErr as u64,
+    ),
+    ("COUNTER_CQE_REM_OP_ERR", Counter::CqeRemOpErr as u64),
+    ("COUNTER_CQE_RETRY_EXC_ERR", Counter::CqeRetryExcErr as u64),
+    (
+        "COUNTER_CQE_RNR_RETRY_EXC_ERR",
+        Counter::CqeRnrRetryExcErr as u64,
+    ),
+    ("COUNTER_CQE_FATAL_ERR", Counter::CqeFatalErr as u64),
+    ("COUNTER_CQE_GENERAL_ERR", Counter::CqeGeneralErr as u64),
     ("XRC_PAYLOAD_OFFSET", XRC_PAYLOAD_OFFSET as u64),
     ("XRC_SEND_WQE_SHIFT_MIN", XRC_SEND_WQE_SHIFT_MIN as u64),
     ("UD_PAYLOAD_OFFSET", UD_PAYLOAD_OFFSET as u64),

@@ -211,6 +211,10 @@ fn allow_cmd(ram: &mut CanaryRam, bytes: &[u8; 128]) {
             let c: CmdModifySrq = parse(bytes);
             ram.allow(c.out_addr.to_native(), u64::from(c.out_len.to_native()));
         }
+        Ok(AqOpcode::QueryCounters) => {
+            let c: CmdQueryCounters = parse(bytes);
+            ram.allow(c.out_addr.to_native(), u64::from(c.out_len.to_native()));
+        }
         _ => {}
     }
 }
@@ -322,6 +326,26 @@ fn build(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, h: &Handles) -> 
                 } else {
                     inp.mostly_u8(0)
                 },
+                ..Default::default()
+            };
+            put(cmd.as_slice());
+        }
+        AqOpcode::QueryCounters => {
+            let (out_addr, out_len) = out_buf(inp, ram, heap, 8 * COUNTER_COUNT as usize);
+            let qp_scope = inp.chance(2);
+            let (qpn, owner) = if qp_scope {
+                pick(inp, &h.qps)
+            } else {
+                (0, KERNEL_UCTX)
+            };
+            let cmd = CmdQueryCounters {
+                hdr,
+                out_addr: out_addr.into(),
+                out_len: out_len.into(),
+                scope: inp.mostly_u8(u8::from(qp_scope)),
+                port: inp.mostly_u8(if qp_scope { 0 } else { PORT_NUM as u8 }),
+                qpn: qpn.into(),
+                uctx: claim(inp, h, owner).into(),
                 ..Default::default()
             };
             put(cmd.as_slice());
