@@ -68,6 +68,18 @@ for tool in write read send; do
 	TESTS+=("local-ib_${tool}_lat|local|$(lat_row 8)|ib_${tool}_lat -d \$IB1 -s 8 $LAT_N $PF|ib_${tool}_lat -d \$IB0 -s 8 $LAT_N $PF \$PEER")
 done
 
+# Counters (SPEC "Counters"), as `rdma statistic show link` shows them in each guest
+# (tests/guest/counters.sh reads them before and after): 2000 WRITEs of 64 KiB at MTU 4096
+# are 16 request packets each, each acknowledged by one ACK. The requests move by 2000 and
+# the bytes by 2000 * 64 KiB, less than twice that (nothing counted twice); "-auto" runs
+# with per-QP counters on (auto mode): the link must still sum to the same.
+CNT_TX='tx_write_requests=2000:3999 tx_bytes=131072000:262143999 tx_packets=32000 rx_acks=2000:3999 rx_packets=2000'
+CNT_RX='rx_write_requests=2000:3999 rx_bytes=131072000:262143999 rx_packets=32000 tx_acks=2000:3999 tx_packets=2000'
+for auto in '' -a; do
+	cnt="sh /job/counters.sh $auto \$IB0"
+	TESTS+=("counters${auto:+-auto}-ib_write_bw|pair|$(bw_row 65536);;^counters: ok\$;;s:^counters: ok\$|$cnt '$CNT_RX' ib_write_bw -d \$IB0 -s 65536 $BW_N $PF|$cnt '$CNT_TX' ib_write_bw -d \$IB0 -s 65536 $BW_N $PF \$PEER")
+done
+
 # Many QPs in one process (doorbell pages on demand): 4 KiB WRITEs on 1, 16, 1000 and 4000
 # QPs (a benchmark; the check is only that perftest completes and reports bandwidth).
 # -n is per QP; perftest caps tx_depth at -n and its one send CQ holds tx_depth * QPs CQEs,

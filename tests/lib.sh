@@ -193,6 +193,7 @@ suite_job() {
 	mkdir -p "$WORK/$1"
 	cp "$REPO/tests/guest/suite.sh" "$WORK/$1/run.sh"
 	cp "$REPO/tests/guest/devices.sh" "$WORK/$1/devices.sh"
+	cp "$REPO/tests/guest/counters.sh" "$WORK/$1/counters.sh"
 	echo "$1" >"$WORK/$1/role"
 	echo "$LINK_B_IP" >"$WORK/$1/peer"
 	case $1 in

@@ -11,7 +11,8 @@
  * -> vrnic_verbs.c, vrnic_mr.c, vrnic_cq.c, vrnic_srq.c, vrnic_qp.c,
  * vrnic_xrcd.c, vrnic_ah.c (verbs),
  * vrnic_poll.c, vrnic_post.c (kernel data path), vrnic_netdev.c,
- * vrnic_gid.c (RoCE: the paired net_device, GIDs) -> vrnic_main.c (PCI
+ * vrnic_gid.c (RoCE: the paired net_device, GIDs), vrnic_counters.c (hw
+ * counters) -> vrnic_main.c (PCI
  * probe/remove, ib_device registration).
  *
  * Every hardware layout comes from the generated hw-spec headers; WQEs and
@@ -139,6 +140,29 @@ struct vrnic_eq {
 	char irq_name[32];
 };
 
+/* Room for a counter's lowercased hw-spec name ("cqe_rnr_retry_exc_err"). */
+#define VRNIC_COUNTER_NAME_LEN	32
+
+/*
+ * The device's counters (SPEC "Counters", with CAPS.COUNTERS) as rdma hw
+ * counters: the port's, and rdma_counters that aggregate the QPs bound to
+ * them (vrnic_counters.c). Lock order: the core's rdma_counter lock or
+ * port hw_stats lock, then @lock, then the admin queue's.
+ */
+struct vrnic_counters {
+	u32 num;			/* counters the device has (<= COUNTER_COUNT); 0: none */
+	char names[VRNIC_COUNTER_COUNT][VRNIC_COUNTER_NAME_LEN];
+	struct rdma_stat_desc descs[VRNIC_COUNTER_COUNT];
+	struct mutex lock;		/* everything below */
+	struct xarray counters;		/* rdma_counter id -> struct vrnic_cnt */
+	u32 next_id;			/* of counters (xa_alloc_cyclic) */
+	/* Counted by QPs while bound to an rdma_counter, then unbound. */
+	u64 moved[VRNIC_COUNTER_COUNT];
+	__le64 raw[VRNIC_COUNTER_COUNT];	/* scratch: one answer */
+	u64 now[VRNIC_COUNTER_COUNT];		/* scratch: its values */
+	u64 sum[VRNIC_COUNTER_COUNT];		/* scratch: a sum of QPs */
+};
+
 enum vrnic_dev_flag {
 	VRNIC_FLAG_DEAD,		/* admin queue unusable; device was reset */
 	VRNIC_FLAG_REGISTERED,		/* ib_device registered: device events may be dispatched */
@@ -178,6 +202,8 @@ struct vrnic_dev {
 	struct net_device *netdev;	/* the paired netdev (under rtnl) */
 	bool port_active;		/* last state reported (under rtnl) */
 	struct work_struct rescan_work;	/* GID rescan after a late pairing */
+
+	struct vrnic_counters cnt;
 };
 
 struct vrnic_user_mmap_entry {
@@ -450,6 +476,8 @@ struct vrnic_rereg_mr_params {
 
 int vrnic_cmd_query_device(struct vrnic_dev *dev, struct vrnic_device_attr *out);
 int vrnic_cmd_query_port(struct vrnic_dev *dev, u8 port, struct vrnic_port_attr *out);
+int vrnic_cmd_query_counters(struct vrnic_dev *dev, u8 scope, u32 qpn,
+			     __le64 *out, u32 n, u32 *count);
 int vrnic_cmd_alloc_uctx(struct vrnic_dev *dev, u32 *uctx, u32 *db_page);
 int vrnic_cmd_dealloc_uctx(struct vrnic_dev *dev, u32 uctx);
 int vrnic_cmd_alloc_pd(struct vrnic_dev *dev, u32 uctx, u32 *pdn);
@@ -582,6 +610,11 @@ void vrnic_netdev_registered(struct vrnic_dev *dev);
 /* vrnic_gid.c */
 int vrnic_add_gid(const struct ib_gid_attr *attr, void **context);
 int vrnic_del_gid(const struct ib_gid_attr *attr, void **context);
+
+/* vrnic_counters.c */
+void vrnic_counters_init(struct vrnic_dev *dev);
+void vrnic_counters_set_ops(struct vrnic_dev *dev);
+void vrnic_counters_free(struct vrnic_dev *dev);
 
 /* vrnic_ah.c */
 int vrnic_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init_attr,

@@ -321,10 +321,12 @@ static void vrnic_cmd_init(void *cmd, u8 opcode)
 
 /*
  * Run @cmd with its answer in a coherent buffer, named by the command's
- * @out_addr and @out_len fields; on success copy the @len bytes to @out.
+ * @out_addr and @out_len fields; on success copy the @len bytes to @out and,
+ * if @result0 is not NULL, the completion's result0 to it.
  */
 static int vrnic_aq_exec_out(struct vrnic_dev *dev, void *cmd, __le64 *out_addr,
-			     __le32 *out_len, void *out, size_t len)
+			     __le32 *out_len, void *out, size_t len,
+			     u32 *result0)
 {
 	struct device *dmadev = vrnic_dma_dev(dev);
 	struct vrnic_aq_completion comp;
@@ -339,8 +341,11 @@ static int vrnic_aq_exec_out(struct vrnic_dev *dev, void *cmd, __le64 *out_addr,
 	*out_addr = cpu_to_le64(buf_dma);
 	*out_len = cpu_to_le32(len);
 	err = vrnic_aq_exec(dev, cmd, &comp);
-	if (!err)
+	if (!err) {
 		memcpy(out, buf, len);
+		if (result0)
+			*result0 = le32_to_cpu(comp.result0);
+	}
 	/*
 	 * A timed-out command may still be writing: vrnic_aq_mark_dead() reset
 	 * the device first, so the buffer can go.
@@ -358,7 +363,7 @@ static int vrnic_cmd_query(struct vrnic_dev *dev, u8 opcode, u8 port,
 	vrnic_cmd_init(&cmd, opcode);
 	cmd.port = port;
 	return vrnic_aq_exec_out(dev, &cmd, &cmd.out_addr, &cmd.out_len, out,
-				 len);
+				 len, NULL);
 }
 
 int vrnic_cmd_query_device(struct vrnic_dev *dev, struct vrnic_device_attr *out)
@@ -372,6 +377,28 @@ int vrnic_cmd_query_port(struct vrnic_dev *dev, u8 port,
 {
 	return vrnic_cmd_query(dev, VRNIC_AQ_OPCODE_QUERY_PORT, port, out,
 			       sizeof(*out));
+}
+
+/*
+ * QUERY_COUNTERS of the port (@scope PORT) or of QP @qpn (@scope QP, any
+ * context's: the kernel asks as KERNEL_UCTX): up to @n little-endian values
+ * into @out (zero beyond what the device wrote); *@count is the number the
+ * device says it wrote (result0, unchecked).
+ */
+int vrnic_cmd_query_counters(struct vrnic_dev *dev, u8 scope, u32 qpn,
+			     __le64 *out, u32 n, u32 *count)
+{
+	struct vrnic_cmd_query_counters cmd;
+
+	vrnic_cmd_init(&cmd, VRNIC_AQ_OPCODE_QUERY_COUNTERS);
+	cmd.scope = scope;
+	if (scope == VRNIC_COUNTER_SCOPE_PORT)
+		cmd.port = VRNIC_PORT_NUM;
+	else
+		cmd.qpn = cpu_to_le32(qpn);
+	cmd.uctx = cpu_to_le32(VRNIC_KERNEL_UCTX);
+	return vrnic_aq_exec_out(dev, &cmd, &cmd.out_addr, &cmd.out_len, out,
+				 n * sizeof(*out), count);
 }
 
 static int vrnic_cmd_handle(struct vrnic_dev *dev, u8 opcode, u32 uctx,
@@ -615,7 +642,7 @@ int vrnic_cmd_query_qp(struct vrnic_dev *dev, u32 uctx, u32 qpn,
 	cmd.qpn = cpu_to_le32(qpn);
 	cmd.uctx = cpu_to_le32(uctx);
 	return vrnic_aq_exec_out(dev, &cmd, &cmd.out_addr, &cmd.out_len, out,
-				 sizeof(*out));
+				 sizeof(*out), NULL);
 }
 
 int vrnic_cmd_destroy_qp(struct vrnic_dev *dev, u32 uctx, u32 qpn)
@@ -730,7 +757,7 @@ int vrnic_cmd_query_srq(struct vrnic_dev *dev, u32 uctx, u32 srqn,
 	cmd.srqn = cpu_to_le32(srqn);
 	cmd.uctx = cpu_to_le32(uctx);
 	return vrnic_aq_exec_out(dev, &cmd, &cmd.out_addr, &cmd.out_len, out,
-				 sizeof(*out));
+				 sizeof(*out), NULL);
 }
 
 int vrnic_cmd_destroy_srq(struct vrnic_dev *dev, u32 uctx, u32 srqn)

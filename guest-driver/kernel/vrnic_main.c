@@ -352,6 +352,7 @@ static int vrnic_register(struct vrnic_dev *dev)
 	strscpy(ibdev->node_desc, DRV_NAME, sizeof(ibdev->node_desc));
 	ib_set_device_ops(ibdev, &vrnic_dev_ops);
 	ib_set_device_ops(ibdev, dev->roce ? &vrnic_roce_ops : &vrnic_ib_ops);
+	vrnic_counters_set_ops(dev);
 
 	/*
 	 * Pair with the netdev first: registration then fills the GID table
@@ -489,14 +490,17 @@ static struct vrnic_dev *vrnic_dev_up(struct pci_dev *pdev)
 	err = vrnic_eqs_request_irqs(dev);
 	if (err)
 		goto err_hw;
+	vrnic_counters_init(dev);
 	err = vrnic_register(dev);
 	if (err)
-		goto err_hw;
+		goto err_counters;
 
 	dev_info(&pdev->dev, "%s: %u completion vectors\n",
 		 dev_name(&dev->ibdev.dev), dev->num_comp_eqs);
 	return dev;
 
+err_counters:
+	vrnic_counters_free(dev);
 err_hw:
 	vrnic_hw_teardown(dev);
 err_unmap:
@@ -513,6 +517,7 @@ err_unmap:
 static void vrnic_dev_down(struct vrnic_dev *dev)
 {
 	vrnic_unregister(dev);
+	vrnic_counters_free(dev);
 	vrnic_hw_teardown(dev);
 	WARN_ON(!xa_empty(&dev->cqs) || !xa_empty(&dev->qps) ||
 		!xa_empty(&dev->srqs));

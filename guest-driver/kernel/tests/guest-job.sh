@@ -181,6 +181,78 @@ pynum=$(sed -n 's/^verbs: xrc: srq_num \([0-9]*\),.*/\1/p' /tmp/verbs.log)
 echo "xrc-srq-num $pynum device $srqn"
 echo "xrc-cap-flags $(ibv_devinfo -v -d vrnic0 | grep -cx '[[:space:]]*XRC')"
 
+# Counters (with CAPS.COUNTERS): the port's hw counters (sysfs, `rdma statistic`) and, with
+# per-QP counters on (auto mode), the rdma counter of an RC QP connected to itself that does
+# 100 RDMA WRITEs of 8 KiB (loopback: the QP counts both sides), read while the QP lives;
+# once it is gone, the link has moved by the same.
+hw=/sys/class/infiniband/vrnic0/ports/1/hw_counters
+n=0
+for f in "$hw"/*; do [ ! -f "$f" ] || [ "${f##*/}" = lifespan ] || n=$((n + 1)); done
+echo "hw-counters $n"
+[ ! -d "$hw" ] ||
+  timeout 120 python3 - <<'PYEOF' 2>&1 | sed 's/^/counters: /'
+import subprocess
+import pyverbs.enums as e
+from pyverbs.addr import AHAttr
+from pyverbs.cq import CQ
+from pyverbs.device import Context
+from pyverbs.mr import MR
+from pyverbs.pd import PD
+from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+from pyverbs.wr import SGE, SendWR
+
+N, SIZE = 100, 8192
+NAMES = ('tx_write_requests', 'rx_write_requests', 'tx_bytes', 'rx_bytes')
+
+
+def stat(*args):
+    return subprocess.run(('rdma', 'statistic') + args, capture_output=True, text=True,
+                          check=True).stdout
+
+
+def values(text):
+    t = text.split()
+    return {n: int(t[t.index(n) + 1]) for n in NAMES if n in t}
+
+
+def show(what, v):
+    print(what + ' ' + ' '.join('%s %d' % (n, v.get(n, -1)) for n in NAMES))
+
+
+before = values(stat('show', 'link', 'vrnic0/1'))
+stat('qp', 'set', 'link', 'vrnic0/1', 'auto', 'type', 'on')
+with Context(name='vrnic0') as ctx, PD(ctx) as pd, CQ(ctx, 8) as cq:
+    mr = MR(pd, SIZE, e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE)
+    qp = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq,
+                           cap=QPCap(max_send_wr=4, max_recv_wr=4)))
+    attr = QPAttr(port_num=1)
+    attr.qp_access_flags = e.IBV_ACCESS_REMOTE_WRITE
+    attr.dest_qp_num = qp.qp_num
+    attr.ah_attr = AHAttr(dlid=ctx.query_port(1).lid, port_num=1)
+    attr.max_dest_rd_atomic = 1
+    attr.max_rd_atomic = 1
+    attr.min_rnr_timer = 12
+    attr.timeout = 14
+    attr.retry_cnt = 7
+    attr.rnr_retry = 7
+    qp.to_rts(attr)
+    for _ in range(N):
+        wr = SendWR(opcode=e.IBV_WR_RDMA_WRITE, num_sge=1, sg=[SGE(mr.buf, SIZE, mr.lkey)])
+        wr.set_wr_rdma(mr.rkey, mr.buf)
+        qp.post_send(wr)
+        n, wcs = 0, []
+        while n == 0:
+            n, wcs = cq.poll()
+        if wcs[0].status != e.IBV_WC_SUCCESS:
+            raise RuntimeError('WRITE completed with status %d' % wcs[0].status)
+    show('qp counter', values(stat('qp', 'show', 'link', 'vrnic0/1')))
+    qp.close()
+    mr.close()
+stat('qp', 'set', 'link', 'vrnic0/1', 'auto', 'off')
+after = values(stat('show', 'link', 'vrnic0/1'))
+show('link moved', {n: after[n] - before[n] for n in NAMES if n in after and n in before})
+PYEOF
+
 # A UC QP pair, and RC atomics (FETCH_AND_ADD, then CMP_AND_SWAP).
 loop uc_pingpong ibv_uc_pingpong -d vrnic0 -n 50
 loop atomic_bw_fadd ib_atomic_bw -d vrnic0 -n 200 -A FETCH_AND_ADD

@@ -77,6 +77,17 @@ else
   check xrc-cap-flag-absent '^xrc-cap-flags 0$'
   check xrc-refused '^verbs: xrc: domain refused errno 95$'
 fi
+# Counters follow CAPS.COUNTERS the same way: all COUNTER_COUNT of them, or none at all.
+if (((caps >> 11) & 1)); then
+  ncnt=$(sed -n 's/^#define VRNIC_COUNTER_COUNT \(0x[0-9A-Fa-f]*\)$/\1/p' \
+    "$REPO/hw-spec/include/vrnic/vrnic_admin.h")
+  cnt='tx_write_requests 100 rx_write_requests 100 tx_bytes 819200 rx_bytes 819200'
+  check hw-counters "^hw-counters $((ncnt))\$"
+  check qp-counter "^counters: qp counter $cnt\$"
+  check link-counters-moved "^counters: link moved $cnt\$"
+else
+  check hw-counters-absent '^hw-counters 0$'
+fi
 check irq-sync-per-eq '^irq-sync ctrl=[1-9][0-9]* comp0=[1-9][0-9]* comp1=0 irqs [0-9]+ [0-9]+ [0-9]+$'
 check query-qp 'type RC state INIT'
 check rmmod-with-resources-held '^result rmmod-held 0$'
