@@ -599,28 +599,25 @@ fn finish(rnic: &Rnic, st: &mut RnicState, t: Transfer, response: Response, now:
             ),
         },
     };
-    let waiting = match qp.waiting {
-        Some(w) if w.reason == reason => match w.retries_left {
-            Some(0) => {
-                qp.waiting = None;
-                let failure = match reason {
-                    WaitReason::Rnr => (WcStatus::RnrRetryExcErr, VendorErr::Rnr),
-                    WaitReason::Unreachable => (WcStatus::RetryExcErr, VendorErr::Unreachable),
-                };
-                complete_send(rnic, st, &mem, t.qpn, &t.wqe, Err(failure));
-                return Step::Failed;
-            }
-            left => Waiting {
-                reason,
-                retry_at: now + delay,
-                retries_left: left.map(|n| n - 1),
-            },
-        },
-        _ => Waiting {
-            reason,
-            retry_at: now + delay,
-            retries_left: retries,
-        },
+    // Retries left, this NAK or timeout included: rnr_retry or retry_cnt at the first
+    // (SPEC: the requester retries that many times), fewer at each one after.
+    let left = match qp.waiting {
+        Some(w) if w.reason == reason => w.retries_left,
+        _ => retries,
+    };
+    if left == Some(0) {
+        qp.waiting = None;
+        let failure = match reason {
+            WaitReason::Rnr => (WcStatus::RnrRetryExcErr, VendorErr::Rnr),
+            WaitReason::Unreachable => (WcStatus::RetryExcErr, VendorErr::Unreachable),
+        };
+        complete_send(rnic, st, &mem, t.qpn, &t.wqe, Err(failure));
+        return Step::Failed;
+    }
+    let waiting = Waiting {
+        reason,
+        retry_at: now + delay,
+        retries_left: left.map(|n| n - 1),
     };
     qp.waiting = Some(waiting);
     Step::Waiting(waiting.retry_at)
