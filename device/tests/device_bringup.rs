@@ -87,6 +87,11 @@ fn identity_and_limit_registers_read_their_spec_values_and_ignore_writes() {
         0,
         "XRC included"
     );
+    assert_ne!(
+        d.read_reg(bar0::CAPS) & bar0::CAPS_COUNTERS_MASK,
+        0,
+        "COUNTERS included"
+    );
     assert_eq!(d.read_reg(0xffc), 0, "undefined offsets read 0");
     assert_eq!(d.read_reg(bar0::AQ_DOORBELL), 0, "write-only reads 0");
 }

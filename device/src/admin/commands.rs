@@ -92,8 +92,7 @@ fn run(
         DeallocXrcd => super::xrcd::dealloc_xrcd(rnic, st, &checked(cmd)?),
         ResizeCq => super::queues::resize_cq(rnic, st, mem, reads, &checked(cmd)?),
         ReregMr => super::memory::rereg_mr(st, mem, reads, &checked(cmd)?),
-        // Answered once the device counts (CAPS.COUNTERS stays 0 until then).
-        QueryCounters => Err(CmdError::general(AqStatus::NotSupported)),
+        QueryCounters => super::counters::query_counters(rnic, st, mem, &checked(cmd)?),
     }
 }
 
@@ -132,7 +131,8 @@ reserved!(
     CmdCreateSrq,
     CmdModifySrq,
     CmdResizeCq,
-    CmdReregMr
+    CmdReregMr,
+    CmdQueryCounters
 );
 
 /// Decodes a command, refusing non-zero reserved fields.

@@ -8,6 +8,7 @@
 //! longer than one of them.
 
 mod commands;
+mod counters;
 pub mod error;
 mod gid;
 mod memory;
@@ -54,6 +55,8 @@ pub fn enable(rnic: &Rnic, st: &mut RnicState) {
         .uctxs
         .insert_at(KERNEL_UCTX as usize, Uctx::new(KERNEL_DB_PAGE));
     rnic.doorbells.give_page(KERNEL_DB_PAGE);
+    // Counters start at 0 when the device is enabled (SPEC "Counters").
+    rnic.counters.clear();
     st.admin = Some(AdminQueue {
         aq,
         acq,

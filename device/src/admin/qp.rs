@@ -182,6 +182,7 @@ pub fn create_qp(
             receive_in_flight: false,
             srq,
             xrcdn: None,
+            counters: Default::default(),
         },
     );
     if kind == QpType::Gsi {
@@ -271,6 +272,7 @@ fn create_xrc_tgt(rnic: &Rnic, st: &mut RnicState, cmd: &CmdCreateQp) -> CmdResu
             // Each request names the SRQ (`srqn` is set per message).
             srq: Some(QpSrq::new(0)),
             xrcdn: Some(xrcdn),
+            counters: Default::default(),
         },
     );
     log::debug!("{}: XRC_TGT QP {qpn} created (XRCD {xrcdn})", rnic.name());

@@ -12,12 +12,13 @@ use super::receive;
 use super::responder::Response;
 use crate::addr::{Address, Gid};
 use crate::guest_memory::RamSnapshot;
+use crate::objects::counters::{Answer, Counters, Op, Wire};
 use crate::objects::Qp;
 use crate::rnic::fence::InFlight;
 use crate::rnic::{Rnic, RnicState};
-use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use vrnic_hw::{
-    Cqe, NetworkType, QpType, SendWqeHeader, UdAv, VendorErr, WcFlags, WcOpcode, WcStatus,
+    Counter, Cqe, NetworkType, QpType, SendWqeHeader, UdAv, VendorErr, WcFlags, WcOpcode, WcStatus,
     WrOpcode, CQE_FLAG_SOLICITED, GSI_QKEY, GSI_QPN, QPN_MAX,
 };
 
@@ -126,6 +127,7 @@ pub struct Send<'a> {
 /// A datagram the destination QP took: where its GRH and payload go.
 struct Accepted {
     qpn: u32,
+    counters: Arc<Counters>,
     grh: Option<[u8; GRH_LEN]>,
     pieces: Pieces,
     mem: RamSnapshot,
@@ -136,8 +138,8 @@ struct Accepted {
 /// Why a datagram was not placed (it is dropped, or its receive WQE failed).
 enum Refused {
     Dropped(&'static str),
-    /// The receive WQE completed in error; the datagram is gone.
-    ReceiveFailed,
+    /// The receive WQE completed in error (the QP's counters); the datagram is gone.
+    ReceiveFailed(Arc<Counters>),
 }
 
 /// The datagram at the device `rnic` it was routed to. The sender's answer: Done (placed
@@ -150,7 +152,10 @@ pub fn deliver(rnic: &Rnic, s: &Send) -> Response {
             dropped(rnic, why, s.dg.dest_qpn);
             return Response::Done;
         }
-        Err(Refused::ReceiveFailed) => return Response::Done,
+        Err(Refused::ReceiveFailed(counters)) => {
+            received(rnic, &counters, s);
+            return Response::Done;
+        }
     };
     let (head, tail) = split(&acc.pieces, GRH_LEN as u64);
     let placed = match acc.grh {
@@ -163,7 +168,7 @@ pub fn deliver(rnic: &Rnic, s: &Send) -> Response {
 
 /// A datagram without a taker, counted at `rnic`.
 pub fn dropped(rnic: &Rnic, why: &str, qpn: u32) {
-    rnic.datagrams_dropped.fetch_add(1, Ordering::Relaxed);
+    rnic.counters.inc(Counter::DatagramsDropped);
     log::debug!("{}: datagram to QP {qpn} dropped: {why}", rnic.name());
 }
 
@@ -195,6 +200,7 @@ fn accept(rnic: &Rnic, st: &mut RnicState, s: &Send) -> Result<Accepted, Refused
     if dg.qkey != qkey {
         return Err(Refused::Dropped("Q_Key mismatch"));
     }
+    let counters = qp.counters.clone();
     if !receive::claim(rnic, st, qpn) {
         return Err(Refused::Dropped("no receive WQE"));
     }
@@ -203,13 +209,13 @@ fn accept(rnic: &Rnic, st: &mut RnicState, s: &Send) -> Result<Accepted, Refused
         Ok(head) => head,
         Err((status, why)) => {
             fail_receive(rnic, st, &mem, s, qpn, status, why);
-            return Err(Refused::ReceiveFailed);
+            return Err(Refused::ReceiveFailed(counters));
         }
     };
     if capacity < need {
         let (status, why) = (WcStatus::LocLenErr, VendorErr::Length);
         fail_receive(rnic, st, &mem, s, qpn, status, why);
-        return Err(Refused::ReceiveFailed);
+        return Err(Refused::ReceiveFailed(counters));
     }
     let pieces = super::sge::pieces(&st.objects, &sges, 0, need);
     let grh = dg
@@ -221,6 +227,7 @@ fn accept(rnic: &Rnic, st: &mut RnicState, s: &Send) -> Result<Accepted, Refused
     qp.receive_in_flight = true;
     Ok(Accepted {
         qpn,
+        counters,
         grh,
         pieces,
         mem,
@@ -246,9 +253,11 @@ fn complete(
         Err(Fault::Destination) => {
             let (status, why) = (WcStatus::LocProtErr, VendorErr::DmaFault);
             fail_receive(rnic, st, &acc.mem, s, acc.qpn, status, why);
+            received(rnic, &acc.counters, s);
             return Response::Done;
         }
     }
+    received(rnic, &acc.counters, s);
     let mut cqe = receive_cqe(s, WcStatus::Success, VendorErr::None);
     cqe.byte_len = u32::try_from(GRH_LEN as u64 + s.len)
         .unwrap_or(u32::MAX)
@@ -258,6 +267,26 @@ fn complete(
     }
     receive::complete_head(rnic, st, &acc.mem, acc.qpn, cqe);
     Response::Done
+}
+
+/// Datagram `s` as its wire would carry it: one packet, unacknowledged.
+pub fn wire(len: u64) -> Wire {
+    Wire {
+        op: Op::Send,
+        bytes: len,
+        packets: 1,
+        first: true,
+        last: true,
+        resent: None,
+        reliable: false,
+    }
+}
+
+/// Datagram `s` reached its QP (placed, or its receive WQE failed): counted as received.
+fn received(rnic: &Rnic, qp: &Counters, s: &Send) {
+    let w = wire(s.len);
+    rnic.counters.responded(&w, Answer::Done);
+    qp.responded(&w, Answer::Done);
 }
 
 /// The receive CQE of datagram `s` with `status`.

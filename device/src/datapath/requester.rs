@@ -9,6 +9,7 @@ use super::responder::{respond, Request, Response};
 use super::{atomic, receive, sge, Budget, Peers, Progress, Route, CHUNK, WQE_BUDGET};
 use crate::addr::{Address, Gid};
 use crate::guest_memory::RamSnapshot;
+use crate::objects::counters::{Op, Wire};
 use crate::objects::qp::{packets, psn_add, WaitReason, Waiting};
 use crate::objects::Qp;
 use crate::rnic::fence::InFlight;
@@ -39,6 +40,8 @@ pub struct Transfer {
     pieces: Pieces,
     psn: u32,
     packets: u32,
+    /// The chunk is sent again, and why (the QP was waiting for this retry).
+    resent: Option<WaitReason>,
     /// Where the target is (the AV's LID or GID), and the requester's source GID.
     dest: Address,
     src_gid: Option<Gid>,
@@ -478,6 +481,7 @@ fn resolve(
         pieces,
         psn: qp.next_psn,
         packets: packets(chunk, qp.mtu_bytes()),
+        resent: qp.waiting.map(|w| w.reason),
         dest,
         src_gid,
         dest_qpn: qp.attr.dest_qp_num.to_native(),
@@ -527,6 +531,7 @@ fn carry_out(peers: &dyn Peers, rnic: &Rnic, t: &Transfer) -> Response {
         atomic: t.atomic,
         psn: t.psn,
         packets: t.packets,
+        resent: t.resent,
         solicited,
         imm: with_imm.then_some(t.wqe.imm_data),
         remote_addr: t.wqe.remote_addr.to_native(),
@@ -552,6 +557,13 @@ enum Step {
 fn finish(rnic: &Rnic, st: &mut RnicState, t: Transfer, response: Response, now: Instant) -> Step {
     // The snapshot the transfer was resolved with: still valid (an unmap waits for it).
     let mem = t.mem.clone();
+    let response = match (t.transport, response) {
+        // UC: sent is done, whatever the target made of it (SPEC "Unreliable connected").
+        (QpType::Uc, r) if r != Response::LocalFault => Response::Done,
+        (_, r) => r,
+    };
+    // On the wire whatever became of the QP since.
+    count(rnic, st, &t, response);
     let Some(qp) = st.objects.qp_mut(t.qpn) else {
         return Step::Failed;
     };
@@ -560,11 +572,6 @@ fn finish(rnic: &Rnic, st: &mut RnicState, t: Transfer, response: Response, now:
         // the WQE is flushed or forgotten, as SPEC says for those transitions.
         return Step::Failed;
     }
-    let response = match (t.transport, response) {
-        // UC: sent is done, whatever the target made of it (SPEC "Unreliable connected").
-        (QpType::Uc, r) if r != Response::LocalFault => Response::Done,
-        (_, r) => r,
-    };
     let (reason, delay, retries) = match response {
         Response::Done => {
             qp.waiting = None;
@@ -599,31 +606,54 @@ fn finish(rnic: &Rnic, st: &mut RnicState, t: Transfer, response: Response, now:
             ),
         },
     };
-    let waiting = match qp.waiting {
-        Some(w) if w.reason == reason => match w.retries_left {
-            Some(0) => {
-                qp.waiting = None;
-                let failure = match reason {
-                    WaitReason::Rnr => (WcStatus::RnrRetryExcErr, VendorErr::Rnr),
-                    WaitReason::Unreachable => (WcStatus::RetryExcErr, VendorErr::Unreachable),
-                };
-                complete_send(rnic, st, &mem, t.qpn, &t.wqe, Err(failure));
-                return Step::Failed;
-            }
-            left => Waiting {
-                reason,
-                retry_at: now + delay,
-                retries_left: left.map(|n| n - 1),
-            },
-        },
-        _ => Waiting {
-            reason,
-            retry_at: now + delay,
-            retries_left: retries,
-        },
+    // Retries left, this NAK or timeout included: rnr_retry or retry_cnt at the first
+    // (SPEC: the requester retries that many times), fewer at each one after.
+    let left = match qp.waiting {
+        Some(w) if w.reason == reason => w.retries_left,
+        _ => retries,
+    };
+    if left == Some(0) {
+        qp.waiting = None;
+        let failure = match reason {
+            WaitReason::Rnr => (WcStatus::RnrRetryExcErr, VendorErr::Rnr),
+            WaitReason::Unreachable => (WcStatus::RetryExcErr, VendorErr::Unreachable),
+        };
+        complete_send(rnic, st, &mem, t.qpn, &t.wqe, Err(failure));
+        return Step::Failed;
+    }
+    let waiting = Waiting {
+        reason,
+        retry_at: now + delay,
+        retries_left: left.map(|n| n - 1),
     };
     qp.waiting = Some(waiting);
     Step::Waiting(waiting.retry_at)
+}
+
+/// Counts transfer `t` and what came back at the port and at the QP (SPEC "Counters").
+fn count(rnic: &Rnic, st: &RnicState, t: &Transfer, response: Response) {
+    let Some(answer) = response.answer() else {
+        return;
+    };
+    let wire = match &t.datagram {
+        Some(_) => Some(datagram::wire(t.len)),
+        None => Op::of(t.opcode).map(|op| Wire {
+            op,
+            bytes: t.chunk,
+            packets: t.packets,
+            first: t.offset == 0,
+            last: t.offset + t.chunk == t.len,
+            resent: t.resent,
+            reliable: matches!(t.transport, QpType::Rc | QpType::XrcTgt),
+        }),
+    };
+    let Some(w) = wire else {
+        return;
+    };
+    rnic.counters.requested(&w, answer);
+    if let Some(qp) = st.objects.qp(t.qpn) {
+        qp.counters.requested(&w, answer);
+    }
 }
 
 /// IBTA RNR NAK timer values (code -> microseconds).

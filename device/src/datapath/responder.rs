@@ -7,10 +7,12 @@ use super::copy::{copy, Fault, Pieces};
 use super::{atomic, memory_ops, receive, sge};
 use crate::addr::Gid;
 use crate::guest_memory::RamSnapshot;
-use crate::objects::qp::psn_add;
+use crate::objects::counters::{Answer, Counters, Op, Wire};
+use crate::objects::qp::{psn_add, WaitReason};
 use crate::rnic::fence::InFlight;
 use crate::rnic::notify::post_async;
 use crate::rnic::{Rnic, RnicState};
+use std::sync::Arc;
 use vrnic_hw::{
     Access, AtomicSeg, Cqe, EventType, QpState, QpType, VendorErr, WcFlags, WcOpcode, WcStatus,
     WrOpcode, CQE_FLAG_SOLICITED,
@@ -33,6 +35,8 @@ pub struct Request<'a> {
     /// PSN of the request's first packet, and how many packets it takes.
     pub psn: u32,
     pub packets: u32,
+    /// The requester sends this chunk again (after an RNR NAK or no response).
+    pub resent: Option<WaitReason>,
     pub solicited: bool,
     pub imm: Option<[u8; 4]>,
     pub remote_addr: u64,
@@ -51,6 +55,19 @@ impl Request<'_> {
     /// This chunk ends the message: completions follow it.
     fn is_last(&self) -> bool {
         self.offset + self.chunk == self.len
+    }
+
+    /// The chunk as a wire carries it (None for opcodes that move no data).
+    pub fn wire(&self) -> Option<Wire> {
+        Some(Wire {
+            op: Op::of(self.opcode)?,
+            bytes: self.chunk,
+            packets: self.packets,
+            first: self.offset == 0,
+            last: self.is_last(),
+            resent: self.resent,
+            reliable: matches!(self.transport, QpType::Rc | QpType::XrcTgt),
+        })
     }
 
     /// The request consumes a receive WQE with its data (a SEND of any kind).
@@ -77,6 +94,20 @@ pub enum Response {
     LocalFault,
 }
 
+impl Response {
+    /// What a wire would have carried back (None: the requester's own memory failed, so
+    /// the request never left).
+    pub fn answer(self) -> Option<Answer> {
+        match self {
+            Response::Done => Some(Answer::Done),
+            Response::Rnr(_) => Some(Answer::RnrNak),
+            Response::Remote(..) => Some(Answer::ErrorNak),
+            Response::Unreachable => Some(Answer::Dropped),
+            Response::LocalFault => None,
+        }
+    }
+}
+
 /// A request the target accepted: where its bytes go (or come from).
 struct Accepted {
     pieces: Pieces,
@@ -85,9 +116,21 @@ struct Accepted {
     _in_flight: InFlight,
 }
 
-/// Handles `req` at the target device `rnic`.
+/// Handles `req` at the target device `rnic`, and counts what it received and answered
+/// at the port and at the target QP (SPEC "Counters").
 pub fn respond(rnic: &Rnic, req: &Request) -> Response {
-    let accepted = accept(rnic, &mut rnic.lock(), req);
+    let mut reached = None;
+    let response = exchange(rnic, req, &mut reached);
+    if let (Some(qp), Some(answer), Some(w)) = (reached, response.answer(), req.wire()) {
+        rnic.counters.responded(&w, answer);
+        qp.responded(&w, answer);
+    }
+    response
+}
+
+/// Accepts, places and completes `req`; `reached` gets the counters of the QP it names.
+fn exchange(rnic: &Rnic, req: &Request, reached: &mut Option<Arc<Counters>>) -> Response {
+    let accepted = accept(rnic, &mut rnic.lock(), req, reached);
     let acc = match accepted {
         Ok(acc) => acc,
         Err(response) => return response,
@@ -102,7 +145,12 @@ pub fn respond(rnic: &Rnic, req: &Request) -> Response {
     complete(rnic, &mut rnic.lock(), req, acc, result)
 }
 
-fn accept(rnic: &Rnic, st: &mut RnicState, req: &Request) -> Result<Accepted, Response> {
+fn accept(
+    rnic: &Rnic,
+    st: &mut RnicState,
+    req: &Request,
+    reached: &mut Option<Arc<Counters>>,
+) -> Result<Accepted, Response> {
     if !st.serving() {
         return Err(Response::Unreachable);
     }
@@ -112,6 +160,8 @@ fn accept(rnic: &Rnic, st: &mut RnicState, req: &Request) -> Result<Accepted, Re
     let Some(qp) = st.objects.qp(req.dest_qpn) else {
         return Err(Response::Unreachable);
     };
+    // A request dropped from here on (Unreachable) is not counted either.
+    *reached = Some(qp.counters.clone());
     // RC: only the connected peer reaches a QP; anything else is dropped, as a packet from a
     // stranger would be, and its sender times out. The peer is named by the link mode's
     // address: its LID, or in RoCE mode its source GID.

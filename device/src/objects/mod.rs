@@ -5,6 +5,7 @@
 //! never answers to a destroyed one's name: a peer still holding an old QPN or rkey reaches
 //! nothing.
 
+pub mod counters;
 pub mod keys;
 pub mod mr;
 pub mod page_list;
@@ -483,6 +484,7 @@ mod tests {
             receive_in_flight: false,
             srq: None,
             xrcdn: None,
+            counters: Default::default(),
         }
     }
 

@@ -1,7 +1,9 @@
 //! Queue pairs (RC, UC, XRC_INI, XRC_TGT, and the datagram types UD and GSI) and the IBTA
 //! state machine of MODIFY_QP.
 
+use super::counters::Counters;
 use super::queues::WorkQueue;
+use std::sync::Arc;
 use std::time::Instant;
 use vrnic_hw::{QpAttr, QpState, QpType};
 
@@ -74,6 +76,9 @@ pub struct Qp {
     pub srq: Option<QpSrq>,
     /// XRC_TGT: its XRC domain.
     pub xrcdn: Option<u32>,
+    /// What the QP did, from CREATE_QP (SPEC "Counters"); shared with the transfers that
+    /// count after the device lock was released.
+    pub counters: Arc<Counters>,
 }
 
 /// A QP's part of the SRQ it takes receive WQEs from.

@@ -14,6 +14,7 @@ pub mod regs;
 pub mod waker;
 
 use crate::guest_memory::{GuestRam, RamSnapshot};
+use crate::objects::counters::{self, Counters};
 use crate::objects::Objects;
 use crate::pci::{ConfigSpace, PciIds};
 use crate::ratelimit::WarnLimiter;
@@ -23,7 +24,6 @@ use gids::{DeviceId, GidDirectory, GidTable, Gids};
 use irqs::{IrqLines, PendingIrqs};
 use link::LinkMode;
 use regs::Registers;
-use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard};
 use vrnic_hw::MSIX_TABLE_OFF;
 use waker::Waker;
@@ -68,9 +68,10 @@ pub struct Rnic {
     /// The device's index in its fabric, and the fabric's GID directory.
     pub id: DeviceId,
     gid_directory: Arc<GidDirectory>,
-    /// Datagrams this device sent that found no route, or that came here and found no
-    /// taker (SPEC "Datagrams": dropped, as on a wire).
-    pub datagrams_dropped: AtomicU64,
+    /// The port's counters (SPEC "Counters"): every QP's traffic, and the port-only
+    /// counts (dropped datagrams, CQ and EQ overflows). Outside the device lock: the data
+    /// path adds to them without it.
+    pub counters: Counters,
     waker: Arc<Waker>,
     state: Mutex<RnicState>,
 }
@@ -188,7 +189,7 @@ impl Rnic {
             fence: Arc::new(DmaFence::default()),
             id,
             gid_directory,
-            datagrams_dropped: AtomicU64::new(0),
+            counters: Counters::default(),
             state: Mutex::new(state),
             waker,
         }))
@@ -246,6 +247,7 @@ impl Rnic {
     pub fn reset(&self, st: &mut RnicState) {
         log::debug!("{}: reset", self.name());
         st.objects.reset();
+        self.counters.clear();
         self.gids(st).clear();
         st.admin = None;
         st.regs = Registers::default();
@@ -258,6 +260,18 @@ impl Rnic {
     pub fn reset_function(&self, st: &mut RnicState) {
         self.reset(st);
         st.config_space.reset();
+    }
+
+    /// The port's counters now, value i being counter i (each exact, not read at one
+    /// instant).
+    pub fn port_counters(&self) -> [u64; counters::COUNT] {
+        self.counters.read()
+    }
+
+    /// The counters of QP `qpn`, or None if it does not exist (takes the device lock: not
+    /// while holding one, see `lock_order`). Holding the lock, read `qp.counters` instead.
+    pub fn qp_counters(&self, qpn: u32) -> Option<[u64; counters::COUNT]> {
+        self.lock().objects.qp(qpn).map(|qp| qp.counters.read())
     }
 
     /// A trapped BAR0 read.

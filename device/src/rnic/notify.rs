@@ -12,8 +12,8 @@ use crate::objects::queues::PendingEvent;
 use std::sync::atomic::{fence, Ordering};
 use vm_memory::ByteValued;
 use vrnic_hw::{
-    CqArm, Cqe, DbCqSlot, DbEqSlot, EventType, WcStatus, CQE_FLAG_SOLICITED, CQ_ARM_CMD_MASK,
-    CQ_ARM_SEQ_SHIFT,
+    Counter, CqArm, Cqe, DbCqSlot, DbEqSlot, EventType, WcStatus, CQE_FLAG_SOLICITED,
+    CQ_ARM_CMD_MASK, CQ_ARM_SEQ_SHIFT,
 };
 
 /// Events one EQ may hold back while full; beyond, new ones are dropped (and counted). Each
@@ -66,6 +66,9 @@ pub fn post_cqe(
         });
     if !written {
         cq.error = true;
+        if overflow {
+            rnic.counters.inc(Counter::CqOverflows);
+        }
         let why = if overflow {
             "overflowed"
         } else {
@@ -103,9 +106,16 @@ pub fn post_cqe(
         }
         _ => false,
     };
-    if wanted && seq != cq.fired_seq {
+    let fire = wanted && seq != cq.fired_seq;
+    if fire {
         cq.fired_seq = seq;
-        let eqn = cq.eqn;
+    }
+    let eqn = cq.eqn;
+    rnic.counters.completion(cqe.status);
+    if let Some(qp) = st.objects.qp(cqe.qpn.to_native()) {
+        qp.counters.completion(cqe.status);
+    }
+    if fire {
         post_event(rnic, st, mem, eqn, EventType::Completion, cqn, 0);
     }
     Ok(())
@@ -135,6 +145,7 @@ pub fn post_event(
     };
     if eq.pending.len() >= MAX_PENDING_EVENTS {
         eq.dropped += 1;
+        rnic.counters.inc(Counter::EqOverflows);
         st.warn(
             rnic,
             format_args!("EQ {eqn}: too many events held back; {event:?} for {obj} dropped"),
@@ -142,7 +153,10 @@ pub fn post_event(
         return;
     }
     eq.pending.push_back(pending);
-    deliver(rnic, st, mem, eqn);
+    if deliver(rnic, st, mem, eqn) {
+        // Still held back (the queue is FIFO): this EQE found its EQ full.
+        rnic.counters.inc(Counter::EqOverflows);
+    }
 }
 
 /// Moves held-back events of EQ `eqn` into its ring while it has room. Returns whether

@@ -6,7 +6,7 @@ use vrnic_hw::*;
 
 use super::driver::{AdminResult, FakeDriver};
 use super::memory::PAGE;
-use super::queues::{Cq, Eq, Mr, Qp, QpCaps, Ring};
+use super::queues::{Cq, Eq, Mr, Qp, QpCaps, QpId, Ring};
 
 /// How the pages of a ring or MR are laid out in guest memory and described to the device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -284,6 +284,38 @@ impl FakeDriver {
         );
         self.admin(&cmd).ok();
         self.mem.read_obj(out)
+    }
+
+    /// QUERY_COUNTERS of the port (scope PORT, port 1, the kernel context) or of `qp`
+    /// (scope QP, its own context) into `out_len` bytes at `out`.
+    pub fn query_counters_cmd(qp: Option<QpId>, out: u64, out_len: u32) -> CmdQueryCounters {
+        let (scope, port, qpn, uctx) = match qp {
+            None => (CounterScope::Port, PORT_NUM as u8, 0, KERNEL_UCTX),
+            Some(qp) => (CounterScope::Qp, 0, qp.qpn, qp.uctx),
+        };
+        CmdQueryCounters {
+            hdr: header(AqOpcode::QueryCounters),
+            out_addr: out.into(),
+            out_len: out_len.into(),
+            scope: scope.into(),
+            port,
+            qpn: qpn.into(),
+            uctx: uctx.into(),
+            ..Default::default()
+        }
+    }
+
+    /// Every counter of the port (None) or of a QP, value i being counter i.
+    pub fn counters(&mut self, qp: Option<QpId>) -> Vec<u64> {
+        let len = 8 * COUNTER_COUNT;
+        let out = self.mem.alloc(u64::from(len), 8);
+        let n = self.admin(&Self::query_counters_cmd(qp, out, len)).ok()[0];
+        assert_eq!(n, COUNTER_COUNT, "QUERY_COUNTERS result0");
+        let bytes = self.mem.read_vec(out, len as usize);
+        bytes
+            .chunks(8)
+            .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+            .collect()
     }
 
     // ------------------------------------------------------------------ GIDs (RoCE mode)

@@ -171,6 +171,22 @@ pub struct Qp {
     pub recv_cqn: u32,
 }
 
+/// How admin commands name a QP: its number and context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpId {
+    pub qpn: u32,
+    pub uctx: u32,
+}
+
+impl Qp {
+    pub fn id(&self) -> QpId {
+        QpId {
+            qpn: self.qpn,
+            uctx: self.uctx,
+        }
+    }
+}
+
 /// A registered memory region and where its bytes live in guest memory.
 #[derive(Debug, Clone)]
 pub struct Mr {

@@ -1053,7 +1053,7 @@ struct vrnic_cmd_query_counters {
 	__u8 port; /* 21: PORT: the port number (1, else BAD_FIELD). QP: 0. */
 	__le16 reserved0; /* 22: must be zero */
 	__le32 qpn; /* 24: QP: the QP (BAD_HANDLE if unknown). PORT: 0. */
-	__le32 uctx; /* 28: The context the caller acts for: KERNEL_UCTX reads any QP, another context only its own (PERMISSION). */
+	__le32 uctx; /* 28: The context the caller acts for: KERNEL_UCTX reads the port and any QP, another context only its own QPs (else PERMISSION). */
 	__u8 reserved1[96]; /* 32: must be zero */
 };
 #define VRNIC_CMD_QUERY_COUNTERS_SIZE 128

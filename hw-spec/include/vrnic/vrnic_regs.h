@@ -57,9 +57,9 @@ enum vrnic_cq_arm {
 #define VRNIC_BAR0_VERSION_READABLE_MASK 0xFFFFFFFFu
 #define VRNIC_BAR0_VERSION_RESERVED_MASK 0x0u
 
-/* Capability flags. (ro, reset 0x7FF) */
+/* Capability flags. (ro, reset 0xFFF) */
 #define VRNIC_BAR0_CAPS_OFF 0x004
-#define VRNIC_BAR0_CAPS_RESET 0x7FFu
+#define VRNIC_BAR0_CAPS_RESET 0xFFFu
 #define VRNIC_BAR0_CAPS_POLLED_DOORBELLS_SHIFT 0 /* ro: Doorbells are polled from the doorbell BAR; kicks follow the POLL_STATE protocol. */
 #define VRNIC_BAR0_CAPS_POLLED_DOORBELLS_MASK 0x1u
 #define VRNIC_BAR0_CAPS_INLINE_SHIFT 1 /* ro: Send WQEs may carry inline data. */

@@ -286,7 +286,7 @@ pub mod bar0 {
     };
     /// Capability flags.
     pub const CAPS: u64 = 4;
-    pub const CAPS_RESET: u32 = 0x7FF;
+    pub const CAPS_RESET: u32 = 0xFFF;
     /// Doorbells are polled from the doorbell BAR; kicks follow the POLL_STATE protocol. (ro)
     pub const CAPS_POLLED_DOORBELLS_SHIFT: u32 = 0;
     pub const CAPS_POLLED_DOORBELLS_MASK: u32 = 0x1;
@@ -4304,7 +4304,7 @@ pub struct CmdQueryCounters {
     pub reserved0: Le16,
     /// QP: the QP (BAD_HANDLE if unknown). PORT: 0.
     pub qpn: Le32,
-    /// The context the caller acts for: KERNEL_UCTX reads any QP, another context only its own (PERMISSION).
+    /// The context the caller acts for: KERNEL_UCTX reads the port and any QP, another context only its own QPs (else PERMISSION).
     pub uctx: Le32,
     /// Reserved, must be zero.
     pub reserved1: [u8; 96],

@@ -797,6 +797,23 @@ fn build(inp: &mut Input, ram: &mut CanaryRam, heap: &mut Heap, h: &Handles) -> 
     bytes
 }
 
+/// What a successful command must have answered, as far as the command alone says.
+fn check_answer(cmd: &[u8; 128], results: [u32; 4]) {
+    if cmd[0] == u8::from(AqOpcode::QueryCounters) {
+        let at = CmdQueryCounters::OUT_LEN_OFF;
+        let out_len = u32::from_le_bytes([cmd[at], cmd[at + 1], cmd[at + 2], cmd[at + 3]]);
+        assert!(
+            out_len != 0 && out_len.is_multiple_of(8) && out_len <= 8 * COUNTER_COUNT_MAX,
+            "QUERY_COUNTERS accepted out_len {out_len}"
+        );
+        assert_eq!(
+            results[0],
+            (out_len / 8).min(COUNTER_COUNT),
+            "QUERY_COUNTERS result0: the values written"
+        );
+    }
+}
+
 /// Records the objects a successful command created and forgets those it destroyed.
 fn record(h: &mut Handles, cmd: &[u8; 128], results: [u32; 4]) {
     let u32_at =
@@ -912,6 +929,7 @@ fn run(rig: &mut Rig, input: &[u8]) {
                 .map_or_else(|_| "unknown opcode".into(), |o| format!("{o:?}"));
             stats::count("admin", format_args!("{op} {:?}", d.status));
             if let Some(results) = d.ok() {
+                check_answer(cmd, results);
                 record(&mut h, cmd, results);
             }
         }
