@@ -17,6 +17,8 @@ on_both_topologies!(
     writes_take_ceil_len_over_mtu_packets_and_one_ack_at_mtu_1024,
     writes_take_ceil_len_over_mtu_packets_and_one_ack_at_mtu_4096,
     a_write_of_several_chunks_is_one_message_and_one_ack,
+    a_read_of_several_chunks_is_one_request_and_all_its_response_packets,
+    uc_messages_are_not_acknowledged_and_a_dropped_one_is_not_received,
     sends_count_like_writes_and_the_receive_completion_at_the_target,
     write_with_imm_is_a_write_that_completes_a_receive,
     reads_are_one_request_and_ceil_len_over_mtu_response_packets,
@@ -198,6 +200,69 @@ fn a_write_of_several_chunks_is_one_message_and_one_ack(t: Topology) {
 
     let (a, b) = acked(C::TxWriteRequests, C::RxWriteRequests, len, 513);
     check(&mut p, &before, "WRITE of 2 MiB + 5", &a, &b);
+}
+
+fn a_read_of_several_chunks_is_one_request_and_all_its_response_packets(t: Topology) {
+    let mut p = pair_at(t, Mtu::Size4096);
+    let len = (2 << 20) + 5;
+    let local = p.mr(A, len, ACCESS_ALL);
+    let remote = p.mr(B, len, ACCESS_ALL);
+    let before = snap(&mut p);
+
+    let wr = SendWr::read(4, vec![local.sge(0, len as u32)], &remote, 0).signaled();
+    p.post_send(A, &wr);
+    assert_cqe_ok(&p.send_cqe(A), 4, WcOpcode::RdmaRead);
+
+    let a = [
+        (C::TxPackets, 1),
+        (C::TxReadRequests, 1),
+        (C::RxPackets, 513),
+        (C::RxBytes, len),
+        (C::Completions, 1),
+    ];
+    let b = [
+        (C::RxPackets, 1),
+        (C::RxReadRequests, 1),
+        (C::TxPackets, 513),
+        (C::TxBytes, len),
+    ];
+    check(&mut p, &before, "READ of 2 MiB + 5", &a, &b);
+}
+
+fn uc_messages_are_not_acknowledged_and_a_dropped_one_is_not_received(t: Topology) {
+    let opts = ConnectOpts {
+        path_mtu: Mtu::Size1024,
+        ..ConnectOpts::default()
+    };
+    let mut p = Pair::with(t, QpCaps::of(QpType::Uc), opts);
+    let src = p.mr(A, 3000, ACCESS_ALL);
+    let dst = p.mr(B, 3000, ACCESS_ALL);
+    let before = snap(&mut p);
+
+    write(&mut p, &src, &dst, 3000);
+    // No receive posted: the UC target drops the SEND, the sender completes it.
+    p.post_send(A, &SendWr::send(2, vec![src.sge(0, 100)]).signaled());
+    assert_cqe_ok(&p.send_cqe(A), 2, WcOpcode::Send);
+
+    let a = [
+        (C::TxPackets, 4),
+        (C::TxBytes, 3100),
+        (C::TxWriteRequests, 1),
+        (C::TxSendRequests, 1),
+        (C::Completions, 2),
+    ];
+    let b = [
+        (C::RxPackets, 3),
+        (C::RxBytes, 3000),
+        (C::RxWriteRequests, 1),
+    ];
+    check(
+        &mut p,
+        &before,
+        "UC WRITE of 3000 and a dropped SEND",
+        &a,
+        &b,
+    );
 }
 
 fn sends_count_like_writes_and_the_receive_completion_at_the_target(t: Topology) {
