@@ -38,23 +38,12 @@ type Counts = Vec<u64>;
 /// Expected counts: (counter, value), the others 0.
 type Want = Vec<(C, u64)>;
 
-/// The non-zero counters of `v` by name, in index order (what a test compares).
 fn named(v: &[u64]) -> Vec<(&'static str, u64)> {
-    C::ALL
-        .iter()
-        .zip(v)
-        .filter(|(_, &n)| n != 0)
-        .map(|(c, &n)| (c.name(), n))
-        .collect()
+    nonzero_counters(v)
 }
 
-/// The counts `pairs` say, every other counter 0, by name.
 fn expect(pairs: &[(C, u64)]) -> Vec<(&'static str, u64)> {
-    let mut v = vec![0u64; COUNTER_COUNT as usize];
-    for &(c, n) in pairs {
-        v[c as usize] += n;
-    }
-    named(&v)
+    counters_of(pairs)
 }
 
 fn delta(after: &[u64], before: &[u64]) -> Counts {
