@@ -17,6 +17,8 @@ on_both_topologies!(
     writes_take_ceil_len_over_mtu_packets_and_one_ack_at_mtu_1024,
     writes_take_ceil_len_over_mtu_packets_and_one_ack_at_mtu_4096,
     a_write_of_several_chunks_is_one_message_and_one_ack,
+    a_read_of_several_chunks_is_one_request_and_all_its_response_packets,
+    uc_messages_are_not_acknowledged_and_a_dropped_one_is_not_received,
     sends_count_like_writes_and_the_receive_completion_at_the_target,
     write_with_imm_is_a_write_that_completes_a_receive,
     reads_are_one_request_and_ceil_len_over_mtu_response_packets,
@@ -27,6 +29,7 @@ on_both_topologies!(
     flushed_work_requests_count_completions_but_no_packets,
     an_unready_target_counts_nothing_and_the_requester_counts_its_transport_retries,
     a_cq_overflow_counts_at_the_port_only,
+    an_event_that_finds_its_eq_full_counts_one_eq_overflow_at_the_port,
     datagrams_sent_and_received_count_one_packet_each,
     dropped_datagrams_count_at_the_dropping_port_only,
 );
@@ -35,23 +38,12 @@ type Counts = Vec<u64>;
 /// Expected counts: (counter, value), the others 0.
 type Want = Vec<(C, u64)>;
 
-/// The non-zero counters of `v` by name, in index order (what a test compares).
 fn named(v: &[u64]) -> Vec<(&'static str, u64)> {
-    C::ALL
-        .iter()
-        .zip(v)
-        .filter(|(_, &n)| n != 0)
-        .map(|(c, &n)| (c.name(), n))
-        .collect()
+    nonzero_counters(v)
 }
 
-/// The counts `pairs` say, every other counter 0, by name.
 fn expect(pairs: &[(C, u64)]) -> Vec<(&'static str, u64)> {
-    let mut v = vec![0u64; COUNTER_COUNT as usize];
-    for &(c, n) in pairs {
-        v[c as usize] += n;
-    }
-    named(&v)
+    counters_of(pairs)
 }
 
 fn delta(after: &[u64], before: &[u64]) -> Counts {
@@ -197,6 +189,69 @@ fn a_write_of_several_chunks_is_one_message_and_one_ack(t: Topology) {
 
     let (a, b) = acked(C::TxWriteRequests, C::RxWriteRequests, len, 513);
     check(&mut p, &before, "WRITE of 2 MiB + 5", &a, &b);
+}
+
+fn a_read_of_several_chunks_is_one_request_and_all_its_response_packets(t: Topology) {
+    let mut p = pair_at(t, Mtu::Size4096);
+    let len = (2 << 20) + 5;
+    let local = p.mr(A, len, ACCESS_ALL);
+    let remote = p.mr(B, len, ACCESS_ALL);
+    let before = snap(&mut p);
+
+    let wr = SendWr::read(4, vec![local.sge(0, len as u32)], &remote, 0).signaled();
+    p.post_send(A, &wr);
+    assert_cqe_ok(&p.send_cqe(A), 4, WcOpcode::RdmaRead);
+
+    let a = [
+        (C::TxPackets, 1),
+        (C::TxReadRequests, 1),
+        (C::RxPackets, 513),
+        (C::RxBytes, len),
+        (C::Completions, 1),
+    ];
+    let b = [
+        (C::RxPackets, 1),
+        (C::RxReadRequests, 1),
+        (C::TxPackets, 513),
+        (C::TxBytes, len),
+    ];
+    check(&mut p, &before, "READ of 2 MiB + 5", &a, &b);
+}
+
+fn uc_messages_are_not_acknowledged_and_a_dropped_one_is_not_received(t: Topology) {
+    let opts = ConnectOpts {
+        path_mtu: Mtu::Size1024,
+        ..ConnectOpts::default()
+    };
+    let mut p = Pair::with(t, QpCaps::of(QpType::Uc), opts);
+    let src = p.mr(A, 3000, ACCESS_ALL);
+    let dst = p.mr(B, 3000, ACCESS_ALL);
+    let before = snap(&mut p);
+
+    write(&mut p, &src, &dst, 3000);
+    // No receive posted: the UC target drops the SEND, the sender completes it.
+    p.post_send(A, &SendWr::send(2, vec![src.sge(0, 100)]).signaled());
+    assert_cqe_ok(&p.send_cqe(A), 2, WcOpcode::Send);
+
+    let a = [
+        (C::TxPackets, 4),
+        (C::TxBytes, 3100),
+        (C::TxWriteRequests, 1),
+        (C::TxSendRequests, 1),
+        (C::Completions, 2),
+    ];
+    let b = [
+        (C::RxPackets, 3),
+        (C::RxBytes, 3000),
+        (C::RxWriteRequests, 1),
+    ];
+    check(
+        &mut p,
+        &before,
+        "UC WRITE of 3000 and a dropped SEND",
+        &a,
+        &b,
+    );
 }
 
 fn sends_count_like_writes_and_the_receive_completion_at_the_target(t: Topology) {
@@ -458,16 +513,13 @@ fn an_unready_target_counts_nothing_and_the_requester_counts_its_transport_retri
     check(&mut p, &before, "WRITE to a QP in INIT", &a, &[]);
 }
 
-fn a_cq_overflow_counts_at_the_port_only(t: Topology) {
-    let mut p = pair_at(t, Mtu::Size4096);
-    let src = p.mr(A, 8, ACCESS_ALL);
-    let dst = p.mr(B, 8, ACCESS_ALL);
+/// A QP on A whose send and receive CQ is `cq`, connected to a new QP on B.
+fn qp_on_cq(p: &mut Pair, cq: &Cq) -> harness::Qp {
+    let caps = QpCaps::default();
     let (addr_a, addr_b) = (p.addr(A), p.addr(B));
     let (drv, side) = p.side(A);
-    let small = drv.create_cq(side.uctx, 1);
-    let mut qp = drv.create_qp(side.uctx, side.pd, &small, &small, QpCaps::default());
+    let qp = drv.create_qp(side.uctx, side.pd, cq, cq, caps);
     let (drv_b, side_b) = p.side(B);
-    let caps = QpCaps::default();
     let peer = drv_b.create_qp(
         side_b.uctx,
         side_b.pd,
@@ -478,6 +530,16 @@ fn a_cq_overflow_counts_at_the_port_only(t: Topology) {
     drv_b.connect_qp_to(&peer, addr_a, qp.qpn, &ConnectOpts::default());
     p.drv(A)
         .connect_qp_to(&qp, addr_b, peer.qpn, &ConnectOpts::default());
+    qp
+}
+
+fn a_cq_overflow_counts_at_the_port_only(t: Topology) {
+    let mut p = pair_at(t, Mtu::Size4096);
+    let src = p.mr(A, 8, ACCESS_ALL);
+    let dst = p.mr(B, 8, ACCESS_ALL);
+    let uctx = p.a.uctx;
+    let small = p.drv(A).create_cq(uctx, 1);
+    let mut qp = qp_on_cq(&mut p, &small);
     let port_before = p.drv(A).counters(None);
     let wrs: Vec<SendWr> = (0..3)
         .map(|i| SendWr::write(i, vec![src.sge(0, 8)], &dst, 0).signaled())
@@ -492,6 +554,42 @@ fn a_cq_overflow_counts_at_the_port_only(t: Topology) {
     assert_eq!(get(&qp_counts, C::CqOverflows), 0, "port only");
     assert_eq!(get(&port, C::CqOverflows), 1);
     assert_eq!(get(&port, C::Completions), 2);
+}
+
+fn an_event_that_finds_its_eq_full_counts_one_eq_overflow_at_the_port(t: Topology) {
+    let mut p = pair_at(t, Mtu::Size4096);
+    let src = p.mr(A, 8, ACCESS_ALL);
+    let dst = p.mr(B, 8, ACCESS_ALL);
+    let uctx = p.a.uctx;
+    // An EQ of 2 entries the driver does not consume, and a CQ on it.
+    let mut eq = p.drv(A).create_eq(1, false, 2);
+    let mut cq = p.drv(A).create_cq_on(uctx, 4, Layout::Scattered, eq.eqn);
+    let mut qp = qp_on_cq(&mut p, &cq);
+    let port_before = p.drv(A).counters(None);
+
+    let drv = p.drv(A);
+    for i in 0..3 {
+        drv.arm_cq(&mut cq, CqArm::Next);
+        drv.post_send(
+            &mut qp,
+            &SendWr::write(i, vec![src.sge(0, 8)], &dst, 0).signaled(),
+        );
+        assert_cqe_ok(&drv.wait_cqe(&mut cq), i, WcOpcode::RdmaWrite);
+    }
+    let full = delta(&drv.counters(None), &port_before);
+    // The held-back event arrives once the driver makes room; that is no new overflow.
+    for _ in 0..3 {
+        drv.wait_eqe(&mut eq);
+    }
+    let after = delta(&drv.counters(None), &port_before);
+
+    assert_eq!(get(&full, C::EqOverflows), 1, "the third event");
+    assert_eq!(get(&after, C::EqOverflows), 1);
+    assert_eq!(
+        get(&drv.counters(Some(qp.id())), C::EqOverflows),
+        0,
+        "port only"
+    );
 }
 
 /// Two UD ends of IB-mode devices: a on device 0, b on device 1 (or 0 in loopback).
@@ -805,4 +903,19 @@ fn a_new_qp_starts_at_zero_while_the_port_keeps_counting() {
 
     assert_eq!(named(&fresh), expect(&[]));
     assert_eq!(get(&port, C::TxWriteRequests), 1);
+}
+
+#[test]
+fn a_reset_zeroes_the_port_counters() {
+    let mut p = pair_at(Topology::TwoDevices, Mtu::Size4096);
+    let src = p.mr(A, 100, ACCESS_ALL);
+    let dst = p.mr(B, 100, ACCESS_ALL);
+    write(&mut p, &src, &dst, 100);
+    assert_ne!(named(&p.drv(A).counters(None)), expect(&[]));
+
+    let d = p.drv(A);
+    d.reset_device();
+    d.bring_up();
+
+    assert_eq!(named(&d.counters(None)), expect(&[]));
 }

@@ -26,6 +26,7 @@ on_both_topologies!(
     an_empty_xrc_srq_with_rnr_retry_0_fails_the_initiator,
     a_tgt_qp_entering_err_flushes_its_taken_wqe_then_posts_last_wqe_reached,
     a_destroyed_xrc_srq_is_not_busy_and_later_requests_for_it_fail,
+    xrc_messages_count_at_the_ini_and_tgt_qps_as_rc_ones_do,
 );
 
 /// A process on the target device: a context, a PD, a CQ and an XRC SRQ completing on it.
@@ -883,4 +884,46 @@ fn a_device_reset_destroys_every_xrc_domain() {
     d.dealloc_xrcd(x + 1)
         .expect_err(AqStatus::BadHandle, CmdHandle::HANDLE_OFF);
     assert_eq!(d.alloc_xrcd(), x, "the table was emptied");
+}
+
+// ---------------------------------------------------------------------- counters
+
+fn xrc_messages_count_at_the_ini_and_tgt_qps_as_rc_ones_do(t: Topology) {
+    let mut x = Xrc::new(t); // path MTU 4096
+    let buf = x.sink(0, 5000);
+    x.post_srq(0, &[RecvWr::new(0x10, vec![buf.sge(0, 5000)])]);
+    let src = x.source(&pattern(3, 5000));
+    let srqn = x.srqn(0);
+
+    x.post(
+        &SendWr::send(1, vec![src.sge(0, 5000)])
+            .for_srq(srqn)
+            .signaled(),
+    );
+    assert_cqe_ok(&x.send_cqe(), 1, WcOpcode::Send);
+    assert_cqe_ok(&x.recv_cqe(0), 0x10, WcOpcode::Recv);
+
+    let (ini, tgt) = (x.ini.id(), x.tgt.id());
+    let at_ini = x.a().counters(Some(ini));
+    let at_tgt = x.b().counters(Some(tgt));
+    use Counter as C;
+    // Two packets at MTU 4096, one ACK; the receive completes at the TGT QP.
+    let want_ini = [
+        (C::TxPackets, 2),
+        (C::TxBytes, 5000),
+        (C::TxSendRequests, 1),
+        (C::RxPackets, 1),
+        (C::RxAcks, 1),
+        (C::Completions, 1),
+    ];
+    let want_tgt = [
+        (C::RxPackets, 2),
+        (C::RxBytes, 5000),
+        (C::RxSendRequests, 1),
+        (C::TxPackets, 1),
+        (C::TxAcks, 1),
+        (C::Completions, 1),
+    ];
+    assert_eq!(nonzero_counters(&at_ini), counters_of(&want_ini), "XRC_INI");
+    assert_eq!(nonzero_counters(&at_tgt), counters_of(&want_tgt), "XRC_TGT");
 }

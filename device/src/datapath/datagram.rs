@@ -269,7 +269,7 @@ fn complete(
     Response::Done
 }
 
-/// Datagram `s` as its wire would carry it: one packet, unacknowledged.
+/// A datagram of `len` bytes as a wire carries it: one packet, unacknowledged.
 pub fn wire(len: u64) -> Wire {
     Wire {
         op: Op::Send,

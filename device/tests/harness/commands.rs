@@ -154,6 +154,27 @@ pub fn cmd_set_gid(index: u8, gid: Option<[u8; 16]>) -> CmdSetGid {
     }
 }
 
+/// The non-zero values of a QUERY_COUNTERS answer by counter name, in index order (what a
+/// test compares, so a failure names the counters).
+pub fn nonzero_counters(values: &[u64]) -> Vec<(&'static str, u64)> {
+    Counter::ALL
+        .iter()
+        .zip(values)
+        .filter(|(_, &n)| n != 0)
+        .map(|(c, &n)| (c.name(), n))
+        .collect()
+}
+
+/// The answer `pairs` describe (summed per counter; every other counter 0), as
+/// `nonzero_counters` shows it.
+pub fn counters_of(pairs: &[(Counter, u64)]) -> Vec<(&'static str, u64)> {
+    let mut values = vec![0u64; COUNTER_COUNT as usize];
+    for &(c, n) in pairs {
+        values[c as usize] += n;
+    }
+    nonzero_counters(&values)
+}
+
 /// Attributes for connecting an RC QP (INIT -> RTR -> RTS).
 #[derive(Debug, Clone, Copy)]
 pub struct ConnectOpts {
