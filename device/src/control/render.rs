@@ -122,9 +122,10 @@ fn qps(v: &[QpView]) -> String {
     let rows: Vec<Vec<String>> = v
         .iter()
         .map(|q| {
+            // IB mode routes by LID (a GRH is optional there); RoCE mode has LID 0.
             let dest = match &q.dgid {
-                Some(gid) => gid.clone(),
-                None => format!("lid {}", q.dlid),
+                Some(gid) if q.dlid == 0 => gid.clone(),
+                _ => format!("lid {}", q.dlid),
             };
             vec![
                 format!("{:#08x}", q.qpn),
@@ -319,5 +320,63 @@ mod tests {
         ] {
             assert!(row.contains(want), "{row:?} lacks {want:?}");
         }
+    }
+
+    fn qp(dlid: u16, dgid: Option<&str>) -> QpView {
+        QpView {
+            qpn: 0x10002,
+            kind: "RC".into(),
+            state: "RTS".into(),
+            uctx: 1,
+            pdn: Some(0),
+            send_cqn: Some(3),
+            recv_cqn: Some(4),
+            srqn: None,
+            xrcdn: None,
+            sq: Some(QueueView {
+                depth: 64,
+                pi: 2,
+                ci: 1,
+            }),
+            rq: None,
+            sq_psn: 0x108,
+            rq_psn: 0x100,
+            dest_qpn: 0x20001,
+            dlid,
+            dgid: dgid.map(String::from),
+            mtu: 4096,
+            waiting: Some("RNR".into()),
+        }
+    }
+
+    #[test]
+    fn a_qp_row_shows_its_queues_psns_and_destination_by_link_mode() {
+        let reply = ObjectsReply {
+            device: "r0".into(),
+            objects: crate::rnic::snapshot::ObjectsView {
+                qps: Some(vec![qp(2, Some("fe80::1")), qp(0, Some("::ffff:10.0.0.2"))]),
+                ..Default::default()
+            },
+        };
+        let line = serde_json::to_string(&reply).unwrap();
+        let text = render(
+            &Request::Objects {
+                device: "r0".into(),
+                kinds: vec![],
+            },
+            &line,
+        )
+        .unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(&lines[..3], ["device r0", "", "QPs (2)"]);
+        let cells: Vec<&str> = lines[4].split_whitespace().collect();
+        assert_eq!(
+            cells,
+            [
+                "0x010002", "RC", "RTS", "1", "0", "3", "4", "-", "2/1/64", "-", "0x000108",
+                "0x000100", "0x020001", "lid", "2", "4096", "RNR"
+            ]
+        );
+        assert!(lines[5].contains(" ::ffff:10.0.0.2 "), "{}", lines[5]);
     }
 }

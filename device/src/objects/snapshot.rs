@@ -390,3 +390,34 @@ impl Objects {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_resume_at_the_next_live_index_and_end_with_none() {
+        let mut t = Table::new(16);
+        for i in [0usize, 3, 4, 9] {
+            t.insert_at(i, i as u32 * 10);
+        }
+        let first = chunk(&t, 0, 2, |i, v| (i, *v));
+        assert_eq!((first.views, first.next), (vec![(0, 0), (3, 30)], Some(4)));
+        let second = chunk(&t, 4, 2, |i, v| (i, *v));
+        assert_eq!((second.views, second.next), (vec![(4, 40), (9, 90)], None));
+        let empty = chunk(&Table::<u32>::new(4), 0, 2, |i, v| (i, *v));
+        assert_eq!((empty.views, empty.next), (vec![], None));
+    }
+
+    #[test]
+    fn object_kinds_are_named_as_on_the_command_line() {
+        for kind in ObjectKind::ALL {
+            assert_eq!(ObjectKind::from_name(kind.name()), Some(kind));
+            assert_eq!(
+                serde_json::to_string(&kind).unwrap(),
+                format!("\"{}\"", kind.name())
+            );
+        }
+        assert_eq!(ObjectKind::from_name("pds"), None);
+    }
+}
