@@ -570,6 +570,44 @@ fn a_control_path_held_by_a_live_server_or_another_file_refuses_the_start() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+#[test]
+fn another_user_can_neither_connect_nor_be_served_once_the_mode_is_opened() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("NOT RUN: needs root to act as another user");
+        return;
+    }
+    let dir = temp_dir("uid");
+    let path = dir.join("control.sock");
+    let service = Service::start_with_control(vec![config(&dir, "r0")], poller(), Some(&path))
+        .expect("service");
+    let as_nobody = || {
+        use std::os::unix::process::CommandExt;
+        Command::new(env!("CARGO_BIN_EXE_vrnic"))
+            .args(["ctl", "--control"])
+            .arg(&path)
+            .arg("devices")
+            .uid(65534)
+            .gid(65534)
+            .output()
+            .expect("run vrnic ctl as nobody")
+    };
+    let out = as_nobody();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("Permission denied"), "mode 0600: {err}");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let out = as_nobody();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8(out.stderr).unwrap(),
+        "vrnic: permission denied: peer uid 65534 is neither root nor this server's user\n"
+    );
+    assert_eq!(devices(&mut Ctl::connect(&path)).len(), 1, "root still is");
+    with_hang_guard(move || service.stop());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// `vrnic ctl` as a process against `vrnic serve --control` as a process.
 #[test]
 fn vrnic_ctl_talks_to_vrnic_serve_in_json_and_in_tables() {

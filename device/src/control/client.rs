@@ -44,11 +44,15 @@ pub fn call(path: &Path, request: &Request) -> Result<String, ClientError> {
     stream.set_write_timeout(Some(TIMEOUT))?;
     let mut line = serde_json::to_vec(request).map_err(|e| ClientError::NotJson(e.to_string()))?;
     line.push(b'\n');
-    (&stream).write_all(&line)?;
+    // A server that refuses the connection (too many clients, another user) answers and
+    // closes before reading: the request may not go out, the answer is still there.
+    let sent = (&stream).write_all(&line);
     let mut reader = BufReader::new((&stream).take(MAX_RESPONSE_LINE + 1));
     let mut reply = Vec::new();
-    reader.read_until(b'\n', &mut reply)?;
+    let read = reader.read_until(b'\n', &mut reply);
     if reply.last() != Some(&b'\n') {
+        sent?;
+        read?;
         return Err(if reply.len() as u64 > MAX_RESPONSE_LINE {
             ClientError::TooLong
         } else {
