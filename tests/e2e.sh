@@ -111,14 +111,48 @@ for g in a b; do printf '%s\n' "${TESTS[@]}" | cut -d'|' -f1,2,4,5 | suite_job "
 nvmeof_job_files "$WORK/a" "$WORK/b"
 echo "1234 7653" >"$WORK/a/new_id"
 
+# While the guests run, the host sees their drivers through the control socket: rnic0 (A)
+# and rnic1 (B) with a VMM, enabled, with the driver's EQs. Checked every second until it
+# holds or the guests are done.
+ctl_check() {
+	local out
+	while :; do
+		out=$(vrnic_ctl --json devices 2>&1) || { echo "vrnic ctl devices failed: $out"; return 1; }
+		local ready=1 dev
+		for dev in rnic0 rnic1; do
+			grep -Eq "\"name\":\"$dev\"[^}]*\"vmm_connected\":true,\"state\":\"enabled\"" <<<"$out" || ready=0
+		done
+		if ((ready)); then
+			out=$(vrnic_ctl --json objects rnic0 eqs 2>&1) || { echo "vrnic ctl objects failed: $out"; return 1; }
+			grep -q '"async":true' <<<"$out" || { echo "no async EQ on rnic0: $out"; return 1; }
+			vrnic_ctl devices
+			return 0
+		fi
+		local g running=0
+		for g in "${GUEST_PID[@]}"; do kill -0 "$g" 2>/dev/null && running=1; done
+		((running)) || { echo "the guests ended before their devices were enabled: $out"; return 1; }
+		sleep 1
+	done
+}
+
 say "booting guests A and B; ${#TESTS[@]} tests"
 t0=$SECONDS
 guest_start a --link --dev rnic0 --dev rnic2 --dev rnic3 --dev rnic5 --timeout 3000
 guest_start b --link --dev rnic1 --dev rnic4 --timeout 3000
+ctl_rc=0
+ctl_check >"$WORK/ctl-check.out" 2>&1 || ctl_rc=$?
 guests_wait || true
 say "guests done after $((SECONDS - t0)) s"
 
 pass=0 fail=0
+if ((ctl_rc == 0)); then
+	pass=$((pass + 1))
+	echo "PASS vrnic-ctl-devices (host, while the guests run)"
+else
+	fail=$((fail + 1))
+	echo "FAIL vrnic-ctl-devices (host, while the guests run)"
+fi
+sed 's/^/    | /' "$WORK/ctl-check.out"
 for t in "${TESTS[@]}"; do
 	IFS='|' read -r name where checks server client <<<"$t"
 	res_c=$WORK/a/results/$name.client

@@ -3,7 +3,8 @@
 # qemu-config/launch.sh, qemu-config/selftest.sh):
 #   session_begin NAME        work directory $WORK; guests and vrnic are torn down at exit
 #   build_all [PROFILE [IMAGE OVERLAY]]   provision, build vrnic, vrnic.ko, the provider, pack
-#   start_vrnic SPEC...       one `vrnic serve` process, one device per SPEC (NAME,opts)
+#   start_vrnic SPEC...       one `vrnic serve` process, one device per SPEC (NAME,opts),
+#                             its control socket at $WORK/control.sock (vrnic_ctl ARGS...)
 #   guest_start ROLE [OPT]... boot a guest in the background (guest_run: in the foreground)
 #   guests_wait               wait for the guests started; GUEST_RC[ROLE] holds their status
 #   show_tails                guest consoles and vrnic's log, for a failure report
@@ -73,14 +74,16 @@ build_all() {
 }
 
 # start_vrnic SPEC...: one `vrnic serve` serving a device per SPEC (NAME,lid=N,...) on
-# $WORK/NAME.sock, logging to $WORK/vrnic.log; returns once every socket listens.
+# $WORK/NAME.sock, and its control socket on $WORK/control.sock, logging to
+# $WORK/vrnic.log; returns once every socket listens.
 start_vrnic() {
 	local args=() spec n
 	for spec in "$@"; do
 		args+=(--device "${spec%%,*},socket=$WORK/${spec%%,*}.sock,${spec#*,}")
 	done
 	# shellcheck disable=SC2086 # VRNIC_SERVE_ARGS: extra options, e.g. --poll-idle-us 0
-	RUST_LOG=${RUST_LOG:-info} "$VRNIC_BIN" serve "${args[@]}" ${VRNIC_SERVE_ARGS:-} >"$WORK/vrnic.log" 2>&1 &
+	RUST_LOG=${RUST_LOG:-info} "$VRNIC_BIN" serve "${args[@]}" --control "$WORK/control.sock" \
+		${VRNIC_SERVE_ARGS:-} >"$WORK/vrnic.log" 2>&1 &
 	VRNIC_PID=$!
 	for spec in "$@"; do
 		n=0
@@ -99,6 +102,11 @@ roce_spec() {
 	b) echo "$2,link=eth,mac=$LINK_B_MAC" ;;
 	*) say "roce_spec: only roles a and b are linked, not '$1'"; return 2 ;;
 	esac
+}
+
+# vrnic_ctl ARGS...: `vrnic ctl` against the running vrnic (e.g. vrnic_ctl --json devices).
+vrnic_ctl() {
+	"$VRNIC_BIN" ctl --control "$WORK/control.sock" "$@"
 }
 
 # stop_vrnic [SIGNAL]: stops vrnic (SIGTERM, or SIGNAL) and reaps it.

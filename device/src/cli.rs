@@ -1,7 +1,10 @@
-//! The command line and the TOML configuration file of `vrnic serve`.
+//! The command line and the TOML configuration file of `vrnic serve`, and the command line
+//! of `vrnic ctl`.
 
 use crate::addr::Mac;
+use crate::control::Request;
 use crate::fabric::PollerConfig;
+use crate::objects::snapshot::ObjectKind;
 use crate::pci::PciIds;
 use crate::rnic::link::LinkMode;
 use crate::rnic::RnicConfig;
@@ -17,6 +20,9 @@ Usage:
               --device NAME,socket=PATH,link=eth,mac=MAC[,IDS] ...     (RoCE v2 mode)
               IDS: vendor=ID,device=ID,subsystem-vendor=ID,subsystem=ID
               [--config FILE] [--poll-idle-us N] [--poll-always] [--pollers N]
+              [--control PATH]
+  vrnic ctl --control PATH [--json] devices
+  vrnic ctl --control PATH [--json] objects DEVICE [qps|cqs|mrs|eqs|srqs ...]
   vrnic --help
 
 Options:
@@ -29,9 +35,10 @@ Options:
                       it with the network interface of that MAC. IDs are hex (0x1234) or
                       decimal PCI IDs; the defaults are the hw-spec's (1234:7652,
                       subsystem 1234:0001).
-  --config FILE       Read devices (and poll_idle_us) from a TOML file:
+  --config FILE       Read devices (and poll_idle_us, control) from a TOML file:
                         poll_idle_us = 1000
                         poll_always = false
+                        control = \"/run/vrnic/control.sock\"
                         [[device]]
                         name = \"rnic0\"
                         socket = \"/run/vrnic/rnic0.sock\"
@@ -51,6 +58,20 @@ Options:
   --pollers N         Poller threads serving the devices' doorbells (default: one per
                       core, never more than devices). Devices are spread over them, so N
                       busy devices can use N cores; an idle poller sleeps.
+  --control PATH      Serve the control socket at PATH (a UNIX socket, mode 0600; a stale
+                      socket there is replaced, any other file is an error; removed at a
+                      clean stop), for `vrnic ctl` while guests run.
+
+vrnic ctl talks to that socket: one request, one reply, as tables (or with --json, the
+server's JSON reply line, for scripts):
+  devices             Every device: name, link (IB LID or RoCE MAC), node GUID, whether a
+                      VMM is connected, enabled/fatal state, object counts, socket.
+  objects DEVICE [KIND ...]
+                      The device's objects (default: all kinds): qps (type, state, context,
+                      PD, CQs, SRQ, send/receive queue pi/ci/depth, PSNs, destination),
+                      cqs (depth, pi/ci, arm, EQ), mrs (key, MR/FRMR/MW, PD, range,
+                      access, state), eqs, srqs (depth, pi/ci, limit).
+The protocol (one JSON request per line, one JSON reply per line) is in the README.
 
 Attach with QEMU (guest RAM must be shared memfd memory):
   -object memory-backend-memfd,id=mem,size=2G,share=on -machine q35,memory-backend=mem -m 2G
@@ -63,12 +84,24 @@ Logging: RUST_LOG=info|debug|trace (env_logger). SIGINT/SIGTERM stop cleanly.";
 pub struct ServeArgs {
     pub devices: Vec<RnicConfig>,
     pub poller: PollerConfig,
+    /// Where the control socket listens, if anywhere.
+    pub control: Option<PathBuf>,
+}
+
+/// A parsed `vrnic ctl`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CtlArgs {
+    pub control: PathBuf,
+    /// Print the server's JSON reply line instead of tables.
+    pub json: bool,
+    pub request: Request,
 }
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum Command {
     Help,
     Serve(ServeArgs),
+    Ctl(CtlArgs),
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -97,6 +130,10 @@ pub enum CliError {
     DuplicateLid(String, String, u16),
     #[error("devices {0} and {1} both use MAC {2}")]
     DuplicateMac(String, String, Mac),
+    #[error("vrnic ctl needs --control PATH (the socket of `vrnic serve --control PATH`)")]
+    NoControl,
+    #[error("vrnic ctl: {0}; try `vrnic --help`")]
+    BadCtl(String),
 }
 
 /// Parses the arguments after the program name.
@@ -105,6 +142,7 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
     match it.next().map(String::as_str) {
         None => return Err(CliError::NoCommand),
         Some("-h" | "--help" | "help") => return Ok(Command::Help),
+        Some("ctl") => return parse_ctl(it.as_slice()),
         Some("serve") => {}
         Some(other) => return Err(CliError::Unknown(other.into())),
     }
@@ -112,6 +150,7 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
     let mut poll_idle_us = None;
     let mut poll_always = None;
     let mut pollers = None;
+    let mut control = None;
     while let Some(arg) = it.next() {
         match arg.as_str() {
             "-h" | "--help" => return Ok(Command::Help),
@@ -123,6 +162,10 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
                 poll_idle_us = Some(v.parse().map_err(|_| CliError::BadNumber(v.clone()))?);
             }
             "--poll-always" => poll_always = Some(true),
+            "--control" => {
+                let v = it.next().ok_or(CliError::MissingValue("--control"))?;
+                control = Some(PathBuf::from(v));
+            }
             "--pollers" => {
                 let v = it.next().ok_or(CliError::MissingValue("--pollers"))?;
                 let n: usize = v.parse().map_err(|_| CliError::BadPollers(v.clone()))?;
@@ -137,6 +180,7 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
                 devices.extend(file.devices);
                 poll_idle_us = poll_idle_us.or(file.poll_idle_us);
                 poll_always = poll_always.or(file.poll_always);
+                control = control.or(file.control);
             }
             other => return Err(CliError::Unknown(other.into())),
         }
@@ -149,6 +193,53 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
             give_way: !poll_always.unwrap_or(false),
             threads: pollers,
         },
+        control,
+    }))
+}
+
+/// `vrnic ctl`'s arguments: options anywhere, then the command and its arguments.
+fn parse_ctl(args: &[String]) -> Result<Command, CliError> {
+    let mut control = None;
+    let mut json = false;
+    let mut words = Vec::new();
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "-h" | "--help" => return Ok(Command::Help),
+            "--json" => json = true,
+            "--control" => {
+                let v = it.next().ok_or(CliError::MissingValue("--control"))?;
+                control = Some(PathBuf::from(v));
+            }
+            other if other.starts_with('-') => return Err(CliError::Unknown(other.into())),
+            word => words.push(word),
+        }
+    }
+    let bad = |why: String| CliError::BadCtl(why);
+    let request = match words.as_slice() {
+        [] => return Err(bad("missing command (devices, objects)".into())),
+        ["devices"] => Request::Devices {},
+        ["objects", device, kinds @ ..] => Request::Objects {
+            device: device.to_string(),
+            kinds: kinds
+                .iter()
+                .map(|k| {
+                    ObjectKind::from_name(k).ok_or_else(|| {
+                        bad(format!(
+                            "`{k}` is not an object kind (qps, cqs, mrs, eqs, srqs)"
+                        ))
+                    })
+                })
+                .collect::<Result<_, _>>()?,
+        },
+        ["objects"] => return Err(bad("objects needs a DEVICE".into())),
+        ["devices", extra, ..] => return Err(bad(format!("devices takes no argument `{extra}`"))),
+        [other, ..] => return Err(bad(format!("unknown command `{other}` (devices, objects)"))),
+    };
+    Ok(Command::Ctl(CtlArgs {
+        control: control.ok_or(CliError::NoControl)?,
+        json,
+        request,
     }))
 }
 
@@ -319,6 +410,7 @@ fn parse_device(spec: &str) -> Result<RnicConfig, CliError> {
 struct ConfigFile {
     poll_idle_us: Option<u64>,
     poll_always: Option<bool>,
+    control: Option<PathBuf>,
     #[serde(default, rename = "device")]
     devices: Vec<DeviceEntry>,
 }
@@ -342,6 +434,7 @@ struct Config {
     devices: Vec<RnicConfig>,
     poll_idle_us: Option<u64>,
     poll_always: Option<bool>,
+    control: Option<PathBuf>,
 }
 
 fn read_config(path: &str) -> Result<Config, CliError> {
@@ -377,6 +470,7 @@ fn read_config(path: &str) -> Result<Config, CliError> {
         devices,
         poll_idle_us: file.poll_idle_us,
         poll_always: file.poll_always,
+        control: file.control,
     })
 }
 
@@ -556,5 +650,103 @@ mod tests {
             Err(CliError::Config { .. })
         ));
         let _ = std::fs::remove_file(path);
+    }
+
+    #[test]
+    fn serve_takes_a_control_socket_from_the_command_line_or_the_config_file() {
+        let Ok(Command::Serve(a)) = parse(&args(
+            "serve --device a,socket=/tmp/a,lid=1 --control /tmp/ctl.sock",
+        )) else {
+            panic!("parse failed")
+        };
+        assert_eq!(a.control, Some(PathBuf::from("/tmp/ctl.sock")));
+        let Ok(Command::Serve(a)) = parse(&args("serve --device a,socket=/tmp/a,lid=1")) else {
+            panic!("parse failed")
+        };
+        assert_eq!(a.control, None);
+        assert_eq!(
+            parse(&args("serve --device a,socket=/tmp/a,lid=1 --control")),
+            Err(CliError::MissingValue("--control"))
+        );
+        let path = std::env::temp_dir().join(format!("vrnic-cli-ctl-{}.toml", std::process::id()));
+        std::fs::write(
+            &path,
+            "control = \"/run/c.sock\"\n[[device]]\nname = \"r0\"\nsocket = \"/tmp/r0\"\nlid = 3\n",
+        )
+        .unwrap();
+        let from_file = parse(&args(&format!("serve --config {}", path.display())));
+        let on_top = parse(&args(&format!(
+            "serve --control /tmp/first.sock --config {}",
+            path.display()
+        )));
+        let _ = std::fs::remove_file(&path);
+        let Ok(Command::Serve(a)) = from_file else {
+            panic!("{from_file:?}")
+        };
+        assert_eq!(a.control, Some(PathBuf::from("/run/c.sock")));
+        let Ok(Command::Serve(a)) = on_top else {
+            panic!("{on_top:?}")
+        };
+        assert_eq!(
+            a.control,
+            Some(PathBuf::from("/tmp/first.sock")),
+            "the command line wins over the file"
+        );
+    }
+
+    #[test]
+    fn ctl_parses_its_commands_with_options_anywhere() {
+        assert_eq!(
+            parse(&args("ctl --control /c --json devices")),
+            Ok(Command::Ctl(CtlArgs {
+                control: "/c".into(),
+                json: true,
+                request: Request::Devices {}
+            }))
+        );
+        assert_eq!(
+            parse(&args("ctl objects rnic0 qps mrs --control /c")),
+            Ok(Command::Ctl(CtlArgs {
+                control: "/c".into(),
+                json: false,
+                request: Request::Objects {
+                    device: "rnic0".into(),
+                    kinds: vec![ObjectKind::Qps, ObjectKind::Mrs]
+                }
+            }))
+        );
+        assert_eq!(
+            parse(&args("ctl --control /c objects rnic0")),
+            Ok(Command::Ctl(CtlArgs {
+                control: "/c".into(),
+                json: false,
+                request: Request::Objects {
+                    device: "rnic0".into(),
+                    kinds: vec![]
+                }
+            }))
+        );
+    }
+
+    #[test]
+    fn bad_ctl_arguments_get_clear_errors() {
+        assert_eq!(parse(&args("ctl devices")), Err(CliError::NoControl));
+        assert_eq!(
+            parse(&args("ctl --control")),
+            Err(CliError::MissingValue("--control"))
+        );
+        let why = |line: &str| match parse(&args(line)) {
+            Err(CliError::BadCtl(why)) => why,
+            other => panic!("{line}: {other:?}"),
+        };
+        assert!(why("ctl --control /c").contains("missing command"));
+        assert!(why("ctl --control /c reboot").contains("unknown command `reboot`"));
+        assert!(why("ctl --control /c objects").contains("needs a DEVICE"));
+        assert!(why("ctl --control /c objects r0 pds").contains("`pds` is not an object kind"));
+        assert!(why("ctl --control /c devices r0").contains("no argument"));
+        assert_eq!(
+            parse(&args("ctl --control /c --pretty devices")),
+            Err(CliError::Unknown("--pretty".into()))
+        );
     }
 }

@@ -8,11 +8,13 @@
 //!    notifications that change it (CQEs, EQEs);
 //! 4. `admin` (the admin queue engine) and `datapath` (work requests between devices);
 //! 5. `model` (the vfio-user face of a device) and `fabric` (routing, poller shards);
-//! 6. `serve` (the wiring `main` and the tests share) and `cli`.
+//! 6. `control` (the control socket and `vrnic ctl`: views of the devices while they run);
+//! 7. `serve` (the wiring `main` and the tests share) and `cli`.
 
 pub mod addr;
 pub mod admin;
 pub mod cli;
+pub mod control;
 pub mod datapath;
 pub mod fabric;
 pub mod guest_memory;

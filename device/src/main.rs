@@ -1,7 +1,10 @@
 //! `vrnic serve`: serves the configured devices until SIGINT or SIGTERM.
+//! `vrnic ctl`: asks a running `vrnic serve` about its devices (its control socket).
 
+use std::io::Write;
 use std::process::ExitCode;
 use vrnic::cli::{self, Command};
+use vrnic::control::{client, render};
 use vrnic::serve::Service;
 
 /// Blocks SIGINT and SIGTERM in this thread (and so in every thread started after it) so
@@ -28,11 +31,27 @@ fn wait_for_signal(set: &libc::sigset_t) -> i32 {
 fn serve(args: cli::ServeArgs) -> Result<(), String> {
     let signals = block_signals();
     vrnic::vfio_user::raise_fd_limit();
-    let service = Service::start(args.devices, args.poller).map_err(|e| e.to_string())?;
+    let service = Service::start_with_control(args.devices, args.poller, args.control.as_deref())
+        .map_err(|e| e.to_string())?;
     let sig = wait_for_signal(&signals);
     log::info!("signal {sig}: stopping");
     service.stop();
     Ok(())
+}
+
+/// One request to the control socket; the reply as text (or its JSON line).
+fn ctl(args: cli::CtlArgs) -> Result<(), String> {
+    let reply = client::call(&args.control, &args.request).map_err(|e| e.to_string())?;
+    let text = if args.json {
+        reply + "\n"
+    } else {
+        render::render(&args.request, &reply).map_err(|e| format!("cannot read the reply: {e}"))?
+    };
+    // A reader that stops early (`| head`) is not an error.
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(format!("stdout: {e}")),
+        _ => Ok(()),
+    }
 }
 
 fn main() -> ExitCode {
@@ -44,13 +63,20 @@ fn main() -> ExitCode {
             Ok(())
         }
         Ok(Command::Serve(serve_args)) => serve(serve_args),
+        Ok(Command::Ctl(ctl_args)) => return exit(ctl(ctl_args), 1),
         Err(e) => Err(e.to_string()),
     };
+    exit(result, 2)
+}
+
+/// Success, or the error on stderr and exit status `code` (2: bad usage or a failed
+/// start; `vrnic ctl` uses 1 for an error the server answered or a socket that failed).
+fn exit(result: Result<(), String>, code: u8) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("vrnic: {e}");
-            ExitCode::from(2)
+            ExitCode::from(code)
         }
     }
 }

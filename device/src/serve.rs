@@ -1,10 +1,13 @@
 //! `vrnic serve` wired up: the fabric of devices, one vfio-user server thread per device,
-//! the poller shards. `main` and the test harness both start the service this way.
+//! the poller shards, and the control socket if asked for. `main` and the test harness both
+//! start the service this way.
 
+use crate::control::{ControlError, ControlServer, Limits};
 use crate::fabric::{Fabric, FabricError, PollerConfig, Pollers};
 use crate::model::RnicModel;
 use crate::rnic::RnicConfig;
 use crate::vfio_user::{DeviceModel, Server, ServerError};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
@@ -19,6 +22,8 @@ pub enum ServeError {
         #[source]
         source: ServerError,
     },
+    #[error(transparent)]
+    Control(#[from] ControlError),
     #[error("cannot start: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -29,12 +34,36 @@ pub struct Service {
     stop: Arc<EventFd>,
     servers: Vec<JoinHandle<()>>,
     pollers: Option<Pollers>,
+    /// The control socket's accept thread.
+    control: Option<JoinHandle<()>>,
 }
 
 impl Service {
     /// Binds every device's socket, then starts its server thread and the pollers.
     pub fn start(devices: Vec<RnicConfig>, poller: PollerConfig) -> Result<Service, ServeError> {
+        Self::start_with_control(devices, poller, None)
+    }
+
+    /// `start`, with a control socket at `control` (`vrnic serve --control`) serving with
+    /// the default limits.
+    pub fn start_with_control(
+        devices: Vec<RnicConfig>,
+        poller: PollerConfig,
+        control: Option<&Path>,
+    ) -> Result<Service, ServeError> {
+        Self::start_with_limits(devices, poller, control.map(|p| (p, Limits::default())))
+    }
+
+    /// `start`, with a control socket at the path given, serving within its limits.
+    pub fn start_with_limits(
+        devices: Vec<RnicConfig>,
+        poller: PollerConfig,
+        control: Option<(&Path, Limits)>,
+    ) -> Result<Service, ServeError> {
         let fabric = Fabric::new(devices, &poller)?;
+        let control = control
+            .map(|(path, limits)| ControlServer::bind(path, fabric.clone(), limits))
+            .transpose()?;
         let stop = Arc::new(EventFd::new(EFD_NONBLOCK)?);
         let mut bound = Vec::new();
         for rnic in fabric.devices() {
@@ -51,6 +80,7 @@ impl Service {
             stop,
             servers: Vec::new(),
             pollers: None,
+            control: None,
         };
         for (name, server) in bound {
             let stop = service.stop.clone();
@@ -64,6 +94,14 @@ impl Service {
             service.servers.push(thread);
         }
         service.pollers = Some(fabric.start_pollers(poller)?);
+        if let Some(control) = control {
+            let stop = service.stop.clone();
+            service.control = Some(
+                std::thread::Builder::new()
+                    .name("vrnic-control".into())
+                    .spawn(move || control.run(&stop))?,
+            );
+        }
         for rnic in fabric.devices() {
             let link = match rnic.link().mac() {
                 Some(mac) => format!("RoCE, MAC {mac}"),
@@ -89,6 +127,9 @@ impl Service {
 
     fn shut_down(&mut self) {
         let _ = self.stop.write(1);
+        if let Some(t) = self.control.take() {
+            let _ = t.join();
+        }
         for t in self.servers.drain(..) {
             let _ = t.join();
         }

@@ -11,6 +11,7 @@ pub mod mr;
 pub mod page_list;
 pub mod qp;
 pub mod queues;
+pub mod snapshot;
 pub mod srq;
 pub mod table;
 pub mod xrcd;

@@ -69,6 +69,15 @@ impl<T> Table<T> {
             .filter_map(|(i, s)| s.as_ref().map(|v| (i as u32, v)))
     }
 
+    /// The objects at index `start` and above, lowest index first.
+    pub fn iter_from(&self, start: u32) -> impl Iterator<Item = (u32, &T)> {
+        self.slots
+            .iter()
+            .enumerate()
+            .skip(start as usize)
+            .filter_map(|(i, s)| s.as_ref().map(|v| (i as u32, v)))
+    }
+
     pub fn iter_mut(&mut self) -> impl Iterator<Item = (u32, &mut T)> {
         self.slots
             .iter_mut()

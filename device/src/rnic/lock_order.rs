@@ -6,13 +6,16 @@
 //!    An SRQ is state of its device like a CQ: the QPs sharing it are that device's, so
 //!    taking an SRQ WQE needs only the device lock the receive path already holds.
 //! 2. Leaf locks (interrupt lines, the DMA fence, a GuestRam table, the fabric's GID
-//!    directory, the process-wide atomics lock of `datapath::atomic`) are taken for a few
+//!    directory, the process-wide atomics lock of `datapath::atomic`, the control socket's
+//!    client list) are taken for a few
 //!    instructions and nothing is locked while they are held. SET_GID and reset update the
 //!    GID directory under their device lock; route look-ups read it with no device lock
 //!    held. An atomic's read-modify-write takes the atomics lock with no device lock held
 //!    (between the target's accept and complete, where other transfers copy).
 //! 3. Nothing blocks while a device lock is held: interrupts are signalled, and the DMA
-//!    fence is waited for, only after the device lock is released.
+//!    fence is waited for, only after the device lock is released. The control socket
+//!    copies views under one device lock at a time (`rnic::snapshot`) and does its socket
+//!    I/O with none held.
 
 #[cfg(debug_assertions)]
 thread_local! {

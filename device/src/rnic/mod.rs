@@ -11,6 +11,7 @@ pub mod link;
 pub mod lock_order;
 pub mod notify;
 pub mod regs;
+pub mod snapshot;
 pub mod waker;
 
 use crate::guest_memory::{GuestRam, RamSnapshot};

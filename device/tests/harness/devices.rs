@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use vmm_sys_util::tempdir::TempDir;
 use vrnic::addr::Mac;
+use vrnic::control::Limits;
 use vrnic::fabric::PollerConfig;
 use vrnic::pci::PciIds;
 use vrnic::rnic::link::LinkMode;
@@ -60,6 +61,8 @@ pub fn roce(i: usize) -> LinkMode {
 pub struct TestDevices {
     service: Option<Service>,
     sockets: Vec<PathBuf>,
+    /// The control socket, if started with one.
+    control: Option<PathBuf>,
     links: Vec<LinkMode>,
     _dir: TempDir,
 }
@@ -104,6 +107,21 @@ impl TestDevices {
     }
 
     pub fn start_links_with(links: Vec<LinkMode>, poller: PollerConfig) -> Self {
+        Self::start_full(links, poller, None)
+    }
+
+    /// One device per link mode, and a control socket (`vrnic serve --control`) with
+    /// `limits`, at `control_socket()`.
+    pub fn start_with_control(links: Vec<LinkMode>, limits: Limits) -> Self {
+        let poller = PollerConfig {
+            idle: TEST_POLL_IDLE,
+            give_way: false,
+            threads: None,
+        };
+        Self::start_full(links, poller, Some(limits))
+    }
+
+    fn start_full(links: Vec<LinkMode>, poller: PollerConfig, control: Option<Limits>) -> Self {
         let dir = TempDir::new().expect("temp dir");
         let configs: Vec<RnicConfig> = links
             .iter()
@@ -116,13 +134,27 @@ impl TestDevices {
             })
             .collect();
         let sockets = configs.iter().map(|c| c.socket.clone()).collect();
-        let service = Service::start(configs, poller).expect("service");
+        let control_path = control.map(|limits| (dir.as_path().join("control.sock"), limits));
+        let service = Service::start_with_limits(
+            configs,
+            poller,
+            control_path.as_ref().map(|(p, l)| (p.as_path(), *l)),
+        )
+        .expect("service");
         TestDevices {
             service: Some(service),
             sockets,
+            control: control_path.map(|(p, _)| p),
             links,
             _dir: dir,
         }
+    }
+
+    /// The control socket (started with `start_with_control`).
+    pub fn control_socket(&self) -> &Path {
+        self.control
+            .as_deref()
+            .expect("started without a control socket")
     }
 
     pub fn link(&self, i: usize) -> LinkMode {
@@ -164,8 +196,10 @@ impl TestDevices {
     }
 }
 
-impl Drop for TestDevices {
-    fn drop(&mut self) {
+impl TestDevices {
+    /// Stops the service now (sockets removed, threads joined) instead of at drop; fails
+    /// the test if that takes longer than `TIMEOUT`.
+    pub fn stop(&mut self) {
         let Some(service) = self.service.take() else {
             return;
         };
@@ -177,5 +211,11 @@ impl Drop for TestDevices {
         if rx.recv_timeout(TIMEOUT).is_err() && !std::thread::panicking() {
             panic!("device threads did not stop within {TIMEOUT:?}");
         }
+    }
+}
+
+impl Drop for TestDevices {
+    fn drop(&mut self) {
+        self.stop();
     }
 }

@@ -1,0 +1,63 @@
+//! What each request does: one handler per `Request` variant, each returning its response
+//! line.
+//!
+//! Handlers take device state only through the views of the layers that own it
+//! (`Rnic::view`, `Rnic::objects_view`), which hold one device lock at a time for a short
+//! copy; the reply is encoded and written by the caller with no lock held.
+
+use super::protocol::{DevicesReply, ObjectsReply, Request, RequestError};
+use crate::fabric::Fabric;
+use crate::objects::snapshot::ObjectKind;
+use crate::rnic::Rnic;
+use serde::Serialize;
+use std::sync::Arc;
+
+/// Runs `request` against the devices of `fabric`; the response line, newline included.
+pub fn handle(fabric: &Fabric, request: &Request) -> Result<Vec<u8>, RequestError> {
+    match request {
+        Request::Devices {} => devices(fabric),
+        Request::Objects { device, kinds } => objects(fabric, device, kinds),
+    }
+}
+
+/// The response line (newline included) of `reply`.
+fn encode<T: Serialize>(reply: &T) -> Result<Vec<u8>, RequestError> {
+    let mut line = serde_json::to_vec(reply).map_err(|e| RequestError::Encode(e.to_string()))?;
+    line.push(b'\n');
+    Ok(line)
+}
+
+fn device<'a>(fabric: &'a Fabric, name: &str) -> Result<&'a Arc<Rnic>, RequestError> {
+    fabric
+        .devices()
+        .iter()
+        .find(|d| d.name() == name)
+        .ok_or_else(|| RequestError::UnknownDevice {
+            name: name.chars().take(64).collect(),
+            known: fabric
+                .devices()
+                .iter()
+                .map(|d| d.name())
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+}
+
+fn devices(fabric: &Fabric) -> Result<Vec<u8>, RequestError> {
+    encode(&DevicesReply {
+        devices: fabric.devices().iter().map(|d| d.view()).collect(),
+    })
+}
+
+fn objects(fabric: &Fabric, name: &str, kinds: &[ObjectKind]) -> Result<Vec<u8>, RequestError> {
+    let rnic = device(fabric, name)?;
+    let kinds = if kinds.is_empty() {
+        &ObjectKind::ALL[..]
+    } else {
+        kinds
+    };
+    encode(&ObjectsReply {
+        device: rnic.name().into(),
+        objects: rnic.objects_view(kinds),
+    })
+}

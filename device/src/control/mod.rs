@@ -1,0 +1,56 @@
+//! The control socket (`vrnic serve --control PATH`) and its client (`vrnic ctl`): a view
+//! into the running devices while guests use them.
+//!
+//! # Protocol
+//!
+//! A UNIX stream socket, mode 0600 (root and the server's user only). The client sends one
+//! JSON object per line; the server answers each with one JSON object on one line, in
+//! order. A request names its command in `cmd`:
+//!
+//! ```text
+//! {"cmd":"devices"}
+//!   -> {"devices":[{"name":"rnic0","link":"ib","lid":1,"mac":null,
+//!        "node_guid":"0x0200000000000001","socket":"/run/vrnic/rnic0.sock",
+//!        "vmm_connected":true,"state":"enabled","fatal_code":null,
+//!        "objects":{"uctxs":2,"pds":1,"mrs":1,"cqs":2,"eqs":2,"qps":1,"srqs":0,"xrcds":0}}]}
+//! {"cmd":"objects","device":"rnic0"}                      every kind
+//! {"cmd":"objects","device":"rnic0","kinds":["qps","cqs"]} some: qps cqs mrs eqs srqs
+//!   -> {"device":"rnic0","qps":[{"qpn":65536,"type":"RC","state":"RTS",...}],"cqs":[...]}
+//! ```
+//!
+//! The fields of each object are those of `objects::snapshot` (QPs: type, state, context,
+//! PD, CQs, SRQ, send and receive queue depth/pi/ci, sq_psn and rq_psn as the device keeps
+//! them, dest_qpn, dlid/dgid; CQs: depth, pi/ci, arm request and whether it is armed, EQ;
+//! MRs: key, kind MR/FRMR/MW, PD, iova, length, access, state; EQs; SRQs: depth, limit,
+//! pi/ci). Producer indices the driver owns (a QP's sq/rq pi, an SRQ's pi, a CQ's or EQ's
+//! ci) are what its doorbell slot holds at that moment.
+//!
+//! A failed request is answered with `{"error":"..."}` (the only reply with an `error`
+//! key): not JSON, no `cmd`, an unknown command, unknown or missing fields, an unknown
+//! device. The connection stays open, except for these, which also close it:
+//! a line longer than 64 KiB; no complete request within 30 s of the connection or of the
+//! last response; a client beyond the 16 served at once (refused at once); a peer of
+//! another user. A response not taken by the client within 10 s closes the connection.
+//!
+//! # Concurrency
+//!
+//! One thread accepts, one thread serves each client (`server::Limits`). A request copies
+//! what it needs from the devices under one device lock at a time, for a bounded number of
+//! objects each time (`rnic::snapshot`), and encodes and writes the reply with no lock
+//! held, so a slow or stuck client never holds up a device or another client.
+//!
+//! # Adding a command
+//!
+//! A variant of `protocol::Request` (and its name in `Request::COMMANDS`), its handler in
+//! `handlers`, its reply type in `protocol`, its command line in `cli` and its text form in
+//! `render`.
+
+pub mod client;
+pub mod connection;
+pub mod handlers;
+pub mod protocol;
+pub mod render;
+pub mod server;
+
+pub use protocol::Request;
+pub use server::{ControlError, ControlServer, Limits};

@@ -1,0 +1,187 @@
+//! The control protocol's messages: one JSON request per line, one JSON response per line
+//! (see the module doc of `control` for the whole protocol).
+
+use crate::objects::snapshot::ObjectKind;
+use crate::rnic::snapshot::{DeviceView, ObjectsView};
+use serde::{Deserialize, Serialize};
+
+/// Longest request line the server reads (newline included); a longer one is answered with
+/// an error and the connection is closed.
+pub const MAX_REQUEST_LINE: usize = 64 * 1024;
+
+/// A request. Adding a command is a variant here (its name in `COMMANDS`) and its handler
+/// in `handlers`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "cmd", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Request {
+    /// Every device: identity, link, VMM, state, object counts. (A struct variant: serde
+    /// refuses unknown fields only in those.)
+    Devices {},
+    /// A device's objects, of the kinds given (all when empty).
+    Objects {
+        device: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        kinds: Vec<ObjectKind>,
+    },
+}
+
+impl Request {
+    /// The command names, as `cmd` spells them.
+    pub const COMMANDS: &[&str] = &["devices", "objects"];
+}
+
+/// The answer to `devices`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DevicesReply {
+    pub devices: Vec<DeviceView>,
+}
+
+/// The answer to `objects`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectsReply {
+    pub device: String,
+    #[serde(flatten)]
+    pub objects: ObjectsView,
+}
+
+/// The answer to a request that failed; the only response with an `error` key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorReply {
+    pub error: String,
+}
+
+/// Why a request got an error response. Each is answered in-band; only `TooLong` (and a
+/// timeout) also ends the connection.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RequestError {
+    #[error("not JSON: {0}")]
+    NotJson(String),
+    #[error("a request is a JSON object with a \"cmd\" string, e.g. {{\"cmd\":\"devices\"}}")]
+    NoCommand,
+    #[error("unknown command `{0}` (commands: {list})", list = Request::COMMANDS.join(", "))]
+    UnknownCommand(String),
+    #[error("bad request: {0}")]
+    BadRequest(String),
+    #[error("unknown device `{name}` (devices: {known})")]
+    UnknownDevice { name: String, known: String },
+    #[error("request line longer than {0} bytes; closing the connection")]
+    TooLong(usize),
+    #[error("no complete request within {0} s; closing the connection")]
+    Timeout(u64),
+    #[error("too many control clients (at most {0}); try again later")]
+    TooManyClients(usize),
+    #[error("permission denied: peer uid {0} is neither root nor this server's user")]
+    NotPermitted(u32),
+    #[error("cannot encode the response: {0}")]
+    Encode(String),
+}
+
+/// Parses one request line (without its newline).
+pub fn parse_request(line: &[u8]) -> Result<Request, RequestError> {
+    let value: serde_json::Value =
+        serde_json::from_slice(line).map_err(|e| RequestError::NotJson(e.to_string()))?;
+    let cmd = value
+        .get("cmd")
+        .and_then(serde_json::Value::as_str)
+        .ok_or(RequestError::NoCommand)?;
+    if !Request::COMMANDS.contains(&cmd) {
+        // Bounded: a 64 KiB command name is not echoed back whole.
+        let shown: String = cmd.chars().take(64).collect();
+        return Err(RequestError::UnknownCommand(shown));
+    }
+    serde_json::from_value(value).map_err(|e| RequestError::BadRequest(e.to_string()))
+}
+
+/// The response line (newline included) for an error.
+pub fn error_line(e: &RequestError) -> Vec<u8> {
+    let mut line = serde_json::to_vec(&ErrorReply {
+        error: e.to_string(),
+    })
+    .unwrap_or_else(|_| br#"{"error":"internal error"}"#.to_vec());
+    line.push(b'\n');
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_parse_from_their_json_lines() {
+        assert_eq!(
+            parse_request(br#"{"cmd":"devices"}"#),
+            Ok(Request::Devices {})
+        );
+        assert_eq!(
+            parse_request(br#"{"cmd":"objects","device":"rnic0","kinds":["qps","mrs"]}"#),
+            Ok(Request::Objects {
+                device: "rnic0".into(),
+                kinds: vec![ObjectKind::Qps, ObjectKind::Mrs]
+            })
+        );
+        assert_eq!(
+            parse_request(br#"{"cmd":"objects","device":"x"}"#),
+            Ok(Request::Objects {
+                device: "x".into(),
+                kinds: vec![]
+            })
+        );
+    }
+
+    #[test]
+    fn a_request_round_trips_through_its_json() {
+        let r = Request::Objects {
+            device: "d".into(),
+            kinds: vec![ObjectKind::Srqs],
+        };
+        let line = serde_json::to_vec(&r).unwrap();
+        assert_eq!(parse_request(&line), Ok(r));
+        assert_eq!(
+            serde_json::to_string(&Request::Devices {}).unwrap(),
+            r#"{"cmd":"devices"}"#
+        );
+    }
+
+    #[test]
+    fn malformed_requests_get_errors_that_say_what_is_wrong() {
+        assert!(matches!(
+            parse_request(b"{not json"),
+            Err(RequestError::NotJson(_))
+        ));
+        assert!(matches!(
+            parse_request(b"\xff\xfe"),
+            Err(RequestError::NotJson(_))
+        ));
+        assert_eq!(parse_request(b"[1,2]"), Err(RequestError::NoCommand));
+        assert_eq!(parse_request(br#"{"cmd":7}"#), Err(RequestError::NoCommand));
+        assert_eq!(
+            parse_request(br#"{"cmd":"reboot"}"#),
+            Err(RequestError::UnknownCommand("reboot".into()))
+        );
+        let missing = parse_request(br#"{"cmd":"objects"}"#);
+        assert!(
+            matches!(&missing, Err(RequestError::BadRequest(m)) if m.contains("device")),
+            "{missing:?}"
+        );
+        let extra = parse_request(br#"{"cmd":"devices","force":true}"#);
+        assert!(
+            matches!(&extra, Err(RequestError::BadRequest(m)) if m.contains("force")),
+            "{extra:?}"
+        );
+        let kind = parse_request(br#"{"cmd":"objects","device":"d","kinds":["pds"]}"#);
+        assert!(
+            matches!(&kind, Err(RequestError::BadRequest(m)) if m.contains("pds")),
+            "{kind:?}"
+        );
+        let msg = RequestError::UnknownCommand("x".into()).to_string();
+        assert!(msg.contains("devices, objects"), "{msg}");
+    }
+
+    #[test]
+    fn an_error_line_is_one_json_object_with_the_message() {
+        let line = error_line(&RequestError::TooManyClients(16));
+        assert_eq!(line.last(), Some(&b'\n'));
+        let v: ErrorReply = serde_json::from_slice(&line).unwrap();
+        assert!(v.error.contains("at most 16"));
+    }
+}
