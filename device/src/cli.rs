@@ -23,6 +23,7 @@ Usage:
               [--control PATH]
   vrnic ctl --control PATH [--json] devices
   vrnic ctl --control PATH [--json] objects DEVICE [qps|cqs|mrs|eqs|srqs ...]
+  vrnic ctl --control PATH [--json] counters DEVICE [QPN]
   vrnic --help
 
 Options:
@@ -71,6 +72,10 @@ server's JSON reply line, for scripts):
                       PD, CQs, SRQ, send/receive queue pi/ci/depth, PSNs, destination),
                       cqs (depth, pi/ci, arm, EQ), mrs (key, MR/FRMR/MW, PD, range,
                       access, state), eqs, srqs (depth, pi/ci, limit).
+  counters DEVICE [QPN]
+                      The port's counters, or QP QPN's (hex 0x.. or decimal): packets,
+                      bytes, requests by opcode, ACKs, NAKs, retries, drops, overflows,
+                      completions by status (SPEC \"Counters\").
 The protocol (one JSON request per line, one JSON reply per line) is in the README.
 
 Attach with QEMU (guest RAM must be shared memfd memory):
@@ -217,7 +222,7 @@ fn parse_ctl(args: &[String]) -> Result<Command, CliError> {
     }
     let bad = |why: String| CliError::BadCtl(why);
     let request = match words.as_slice() {
-        [] => return Err(bad("missing command (devices, objects)".into())),
+        [] => return Err(bad("missing command (devices, objects, counters)".into())),
         ["devices"] => Request::Devices {},
         ["objects", device, kinds @ ..] => Request::Objects {
             device: device.to_string(),
@@ -233,8 +238,17 @@ fn parse_ctl(args: &[String]) -> Result<Command, CliError> {
                 .collect::<Result<_, _>>()?,
         },
         ["objects"] => return Err(bad("objects needs a DEVICE".into())),
+        ["counters", device] => Request::Counters {
+            device: device.to_string(),
+            qpn: None,
+        },
+        ["counters", device, qpn] => Request::Counters {
+            device: device.to_string(),
+            qpn: Some(parse_u32(qpn).ok_or_else(|| bad(format!("`{qpn}` is not a QPN")))?),
+        },
+        ["counters", ..] => return Err(bad("counters takes a DEVICE and an optional QPN".into())),
         ["devices", extra, ..] => return Err(bad(format!("devices takes no argument `{extra}`"))),
-        [other, ..] => return Err(bad(format!("unknown command `{other}` (devices, objects)"))),
+        [other, ..] => return Err(bad(format!("unknown command `{other}` (devices, objects, counters)"))),
     };
     Ok(Command::Ctl(CtlArgs {
         control: control.ok_or(CliError::NoControl)?,
@@ -271,6 +285,13 @@ fn check(devices: &[RnicConfig]) -> Result<(), CliError> {
         }
     }
     Ok(())
+}
+
+fn parse_u32(text: &str) -> Option<u32> {
+    match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+        Some(hex) => u32::from_str_radix(hex, 16).ok(),
+        None => text.parse().ok(),
+    }
 }
 
 fn parse_id(text: &str) -> Option<u16> {
@@ -744,6 +765,20 @@ mod tests {
         assert!(why("ctl --control /c objects").contains("needs a DEVICE"));
         assert!(why("ctl --control /c objects r0 pds").contains("`pds` is not an object kind"));
         assert!(why("ctl --control /c devices r0").contains("no argument"));
+        assert!(why("ctl --control /c counters").contains("a DEVICE and an optional QPN"));
+        assert!(why("ctl --control /c counters r0 1 2").contains("a DEVICE and an optional QPN"));
+        assert!(why("ctl --control /c counters r0 qp1").contains("`qp1` is not a QPN"));
+        assert_eq!(
+            parse(&args("ctl --control /c counters r0 0x12")),
+            Ok(Command::Ctl(CtlArgs {
+                control: PathBuf::from("/c"),
+                json: false,
+                request: Request::Counters {
+                    device: "r0".into(),
+                    qpn: Some(0x12)
+                },
+            }))
+        );
         assert_eq!(
             parse(&args("ctl --control /c --pretty devices")),
             Err(CliError::Unknown("--pretty".into()))

@@ -309,6 +309,65 @@ fn objects_show_queue_indices_psns_and_arm_state_after_traffic() {
 }
 
 #[test]
+fn counters_show_the_port_and_each_qp_as_the_device_counted_them() {
+    let devs = with_control(vec![ib(0), ib(1)]);
+    let control = devs.control_socket().to_path_buf();
+    let mut p = Pair::on(
+        devs,
+        Topology::TwoDevices,
+        QpCaps::default(),
+        ConnectOpts::default(),
+    );
+    let mut ctl = Ctl::connect(&control);
+    const LEN: u64 = 2 * 4096 + 1; // three packets at MTU 4096
+    let src = p.mr(Which::A, LEN, ACCESS_ALL);
+    let dst = p.mr(Which::B, LEN, ACCESS_ALL);
+    p.post_sends(
+        Which::A,
+        &[SendWr::write(1, vec![src.sge(0, LEN as u32)], &dst, 0).signaled()],
+    );
+    assert_cqe_ok(&p.send_cqe(Which::A), 1, WcOpcode::RdmaWrite);
+
+    let qpn_a = p.qpn(Which::A);
+    let port_a = ctl.ask(&json!({"cmd": "counters", "device": "rnic0"}));
+    let qp_a = ctl.ask(&json!({"cmd": "counters", "device": "rnic0", "qpn": qpn_a}));
+    let port_b = ctl.ask(&json!({"cmd": "counters", "device": "rnic1"}));
+    assert_eq!((&port_a["device"], &port_a["qpn"]), (&json!("rnic0"), &Value::Null));
+    assert_eq!(qp_a["qpn"], json!(qpn_a));
+    for c in [&port_a, &qp_a] {
+        let c = &c["counters"];
+        assert_eq!(
+            (&c["tx_packets"], &c["tx_bytes"], &c["tx_write_requests"]),
+            (&json!(3), &json!(LEN), &json!(1)),
+            "{c}"
+        );
+        assert_eq!((&c["rx_acks"], &c["rx_packets"]), (&json!(1), &json!(1)));
+        assert_eq!(c["completions"], json!(1));
+        assert_eq!(
+            c.as_object().unwrap().len(),
+            vrnic_hw::COUNTER_COUNT as usize,
+            "every counter, by name"
+        );
+    }
+    let b = &port_b["counters"];
+    assert_eq!(
+        (&b["rx_packets"], &b["rx_bytes"], &b["rx_write_requests"], &b["tx_acks"]),
+        (&json!(3), &json!(LEN), &json!(1), &json!(1))
+    );
+    assert_eq!(
+        ctl.ask(&json!({"cmd": "counters", "device": "rnic0", "qpn": 0xabcdef})),
+        json!({"error": "device `rnic0` has no QP 0xabcdef"})
+    );
+    assert_eq!(
+        ctl.ask(&json!({"cmd": "counters", "device": "rnic0", "qpn": "one"}))["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("bad request"),
+        true
+    );
+}
+
+#[test]
 fn srqs_and_key_kinds_show_their_own_fields() {
     let devs = with_control(vec![ib(0)]);
     let mut ctl = Ctl::connect(devs.control_socket());
@@ -382,7 +441,7 @@ fn garbage_and_unknown_requests_get_clear_errors_and_the_connection_keeps_servin
     assert!(ctl.error_for("[1,2,3]").contains("\"cmd\" string"));
     assert_eq!(
         ctl.error_for(r#"{"cmd":"reboot"}"#),
-        "unknown command `reboot` (commands: devices, objects)"
+        "unknown command `reboot` (commands: devices, objects, counters)"
     );
     assert!(ctl.error_for(r#"{"cmd":"objects"}"#).contains("device"));
     assert!(ctl
@@ -665,6 +724,19 @@ fn vrnic_ctl_talks_to_vrnic_serve_in_json_and_in_tables() {
     assert_eq!(
         String::from_utf8(out.stdout).unwrap(),
         "device rnic0\n\nQPs (0)\n\nCQs (0)\n"
+    );
+    let out = ctl(&["counters", "rnic0"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("rnic0 port 1"));
+    assert!(lines.next().unwrap().starts_with("COUNTER"));
+    assert!(lines.next().unwrap().starts_with("tx_packets "), "{text}");
+    assert_eq!(lines.count(), vrnic_hw::COUNTER_COUNT as usize - 1, "{text}");
+    let out = ctl(&["counters", "rnic0", "0x77"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8(out.stderr).unwrap(),
+        "vrnic: device `rnic0` has no QP 0x77\n"
     );
     let out = ctl(&["objects", "nope"]);
     assert_eq!(out.status.code(), Some(1));

@@ -5,8 +5,9 @@
 //! (`Rnic::view`, `Rnic::objects_view`), which hold one device lock at a time for a short
 //! copy; the reply is encoded and written by the caller with no lock held.
 
-use super::protocol::{DevicesReply, ObjectsReply, Request, RequestError};
+use super::protocol::{CountersReply, DevicesReply, ObjectsReply, Request, RequestError};
 use crate::fabric::Fabric;
+use crate::objects::counters;
 use crate::objects::snapshot::ObjectKind;
 use crate::rnic::Rnic;
 use serde::Serialize;
@@ -17,6 +18,7 @@ pub fn handle(fabric: &Fabric, request: &Request) -> Result<Vec<u8>, RequestErro
     match request {
         Request::Devices {} => devices(fabric),
         Request::Objects { device, kinds } => objects(fabric, device, kinds),
+        Request::Counters { device, qpn } => counters(fabric, device, *qpn),
     }
 }
 
@@ -59,5 +61,22 @@ fn objects(fabric: &Fabric, name: &str, kinds: &[ObjectKind]) -> Result<Vec<u8>,
     encode(&ObjectsReply {
         device: rnic.name().into(),
         objects: rnic.objects_view(kinds),
+    })
+}
+
+fn counters(fabric: &Fabric, name: &str, qpn: Option<u32>) -> Result<Vec<u8>, RequestError> {
+    let rnic = device(fabric, name)?;
+    // Rnic::qp_counters takes the device lock once, briefly; no lock is held here.
+    let values = match qpn {
+        None => rnic.port_counters(),
+        Some(qpn) => rnic.qp_counters(qpn).ok_or_else(|| RequestError::UnknownQp {
+            device: rnic.name().into(),
+            qpn,
+        })?,
+    };
+    encode(&CountersReply {
+        device: rnic.name().into(),
+        qpn,
+        counters: counters::named(&values).collect(),
     })
 }

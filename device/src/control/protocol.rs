@@ -4,6 +4,7 @@
 use crate::objects::snapshot::ObjectKind;
 use crate::rnic::snapshot::{DeviceView, ObjectsView};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// Longest request line the server reads (newline included); a longer one is answered with
 /// an error and the connection is closed.
@@ -23,11 +24,17 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         kinds: Vec<ObjectKind>,
     },
+    /// The counters of a device's port, or of one of its QPs (SPEC "Counters").
+    Counters {
+        device: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        qpn: Option<u32>,
+    },
 }
 
 impl Request {
     /// The command names, as `cmd` spells them.
-    pub const COMMANDS: &[&str] = &["devices", "objects"];
+    pub const COMMANDS: &[&str] = &["devices", "objects", "counters"];
 }
 
 /// The answer to `devices`.
@@ -42,6 +49,16 @@ pub struct ObjectsReply {
     pub device: String,
     #[serde(flatten)]
     pub objects: ObjectsView,
+}
+
+/// The answer to `counters`: every counter by its lowercased hw-spec name (tx_packets).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CountersReply {
+    pub device: String,
+    /// The QP read, or none for the port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qpn: Option<u32>,
+    pub counters: BTreeMap<String, u64>,
 }
 
 /// The answer to a request that failed; the only response with an `error` key.
@@ -64,6 +81,8 @@ pub enum RequestError {
     BadRequest(String),
     #[error("unknown device `{name}` (devices: {known})")]
     UnknownDevice { name: String, known: String },
+    #[error("device `{device}` has no QP {qpn:#x}")]
+    UnknownQp { device: String, qpn: u32 },
     #[error("request line longer than {0} bytes; closing the connection")]
     TooLong(usize),
     #[error("no complete request within {0} s; closing the connection")]

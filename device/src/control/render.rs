@@ -1,6 +1,7 @@
 //! `vrnic ctl`'s human-readable output: the JSON replies as aligned tables.
 
-use super::protocol::{DevicesReply, ObjectsReply, Request};
+use super::protocol::{CountersReply, DevicesReply, ObjectsReply, Request};
+use crate::objects::counters;
 use crate::objects::snapshot::{CqView, EqView, MrView, QpView, QueueView, SrqView};
 use crate::rnic::snapshot::DeviceView;
 
@@ -9,6 +10,7 @@ pub fn render(request: &Request, reply: &str) -> Result<String, serde_json::Erro
     Ok(match request {
         Request::Devices {} => devices(&serde_json::from_str::<DevicesReply>(reply)?.devices),
         Request::Objects { .. } => objects(&serde_json::from_str::<ObjectsReply>(reply)?),
+        Request::Counters { .. } => counter_table(&serde_json::from_str::<CountersReply>(reply)?),
     })
 }
 
@@ -48,6 +50,25 @@ fn yes(b: bool) -> String {
 
 fn queue(q: &Option<QueueView>) -> String {
     q.map_or_else(|| "-".into(), |q| format!("{}/{}/{}", q.pi, q.ci, q.depth))
+}
+
+/// The counters in hw-spec order (the reply's map is sorted by name), then any the
+/// server has and this client does not know.
+fn counter_table(reply: &CountersReply) -> String {
+    let mut left = reply.counters.clone();
+    let mut rows: Vec<Vec<String>> = vrnic_hw::Counter::ALL
+        .iter()
+        .filter_map(|&c| {
+            let name = counters::name(c);
+            left.remove(&name).map(|v| vec![name, v.to_string()])
+        })
+        .collect();
+    rows.extend(left.into_iter().map(|(name, v)| vec![name, v.to_string()]));
+    let title = match reply.qpn {
+        Some(qpn) => format!("{} QP {qpn:#x}\n", reply.device),
+        None => format!("{} port 1\n", reply.device),
+    };
+    title + &table(&["COUNTER", "VALUE"], &rows)
 }
 
 fn devices(devices: &[DeviceView]) -> String {

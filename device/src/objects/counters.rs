@@ -14,6 +14,17 @@ use vrnic_hw::{Counter, WcStatus, WrOpcode};
 /// Counters of this version of the spec.
 pub const COUNT: usize = vrnic_hw::COUNTER_COUNT as usize;
 
+/// The name tools show for `counter`: its hw-spec name lowercased (tx_packets), as the
+/// guest's kernel names its hw counters.
+pub fn name(counter: Counter) -> String {
+    counter.name().to_ascii_lowercase()
+}
+
+/// `values` (value i being counter i) with their names, in counter order.
+pub fn named(values: &[u64; COUNT]) -> impl Iterator<Item = (String, u64)> + '_ {
+    Counter::ALL.iter().map(move |&c| (name(c), values[c as usize]))
+}
+
 /// One value per enum counter.
 #[derive(Debug)]
 pub struct Counters([AtomicU64; COUNT]);
