@@ -248,7 +248,11 @@ fn parse_ctl(args: &[String]) -> Result<Command, CliError> {
         },
         ["counters", ..] => return Err(bad("counters takes a DEVICE and an optional QPN".into())),
         ["devices", extra, ..] => return Err(bad(format!("devices takes no argument `{extra}`"))),
-        [other, ..] => return Err(bad(format!("unknown command `{other}` (devices, objects, counters)"))),
+        [other, ..] => {
+            return Err(bad(format!(
+                "unknown command `{other}` (devices, objects, counters)"
+            )))
+        }
     };
     Ok(Command::Ctl(CtlArgs {
         control: control.ok_or(CliError::NoControl)?,

@@ -332,7 +332,10 @@ fn counters_show_the_port_and_each_qp_as_the_device_counted_them() {
     let port_a = ctl.ask(&json!({"cmd": "counters", "device": "rnic0"}));
     let qp_a = ctl.ask(&json!({"cmd": "counters", "device": "rnic0", "qpn": qpn_a}));
     let port_b = ctl.ask(&json!({"cmd": "counters", "device": "rnic1"}));
-    assert_eq!((&port_a["device"], &port_a["qpn"]), (&json!("rnic0"), &Value::Null));
+    assert_eq!(
+        (&port_a["device"], &port_a["qpn"]),
+        (&json!("rnic0"), &Value::Null)
+    );
     assert_eq!(qp_a["qpn"], json!(qpn_a));
     for c in [&port_a, &qp_a] {
         let c = &c["counters"];
@@ -351,7 +354,12 @@ fn counters_show_the_port_and_each_qp_as_the_device_counted_them() {
     }
     let b = &port_b["counters"];
     assert_eq!(
-        (&b["rx_packets"], &b["rx_bytes"], &b["rx_write_requests"], &b["tx_acks"]),
+        (
+            &b["rx_packets"],
+            &b["rx_bytes"],
+            &b["rx_write_requests"],
+            &b["tx_acks"]
+        ),
         (&json!(3), &json!(LEN), &json!(1), &json!(1))
     );
     assert_eq!(
@@ -731,7 +739,11 @@ fn vrnic_ctl_talks_to_vrnic_serve_in_json_and_in_tables() {
     assert_eq!(lines.next(), Some("rnic0 port 1"));
     assert!(lines.next().unwrap().starts_with("COUNTER"));
     assert!(lines.next().unwrap().starts_with("tx_packets "), "{text}");
-    assert_eq!(lines.count(), vrnic_hw::COUNTER_COUNT as usize - 1, "{text}");
+    assert_eq!(
+        lines.count(),
+        vrnic_hw::COUNTER_COUNT as usize - 1,
+        "{text}"
+    );
     let out = ctl(&["counters", "rnic0", "0x77"]);
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(

@@ -69,10 +69,12 @@ fn counters(fabric: &Fabric, name: &str, qpn: Option<u32>) -> Result<Vec<u8>, Re
     // Rnic::qp_counters takes the device lock once, briefly; no lock is held here.
     let values = match qpn {
         None => rnic.port_counters(),
-        Some(qpn) => rnic.qp_counters(qpn).ok_or_else(|| RequestError::UnknownQp {
-            device: rnic.name().into(),
-            qpn,
-        })?,
+        Some(qpn) => rnic
+            .qp_counters(qpn)
+            .ok_or_else(|| RequestError::UnknownQp {
+                device: rnic.name().into(),
+                qpn,
+            })?,
     };
     encode(&CountersReply {
         device: rnic.name().into(),

@@ -22,7 +22,9 @@ pub fn name(counter: Counter) -> String {
 
 /// `values` (value i being counter i) with their names, in counter order.
 pub fn named(values: &[u64; COUNT]) -> impl Iterator<Item = (String, u64)> + '_ {
-    Counter::ALL.iter().map(move |&c| (name(c), values[c as usize]))
+    Counter::ALL
+        .iter()
+        .map(move |&c| (name(c), values[c as usize]))
 }
 
 /// One value per enum counter.
