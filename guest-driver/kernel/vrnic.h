@@ -650,6 +650,7 @@ void vrnic_cq_event(struct vrnic_dev *dev, u32 cqn, bool completion);
 /* vrnic_poll.c: kernel CQs */
 int vrnic_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc);
 int vrnic_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags);
+void vrnic_cq_clean(struct ib_cq *ibcq, struct vrnic_qp *qp);
 
 /* vrnic_post.c: kernel QPs */
 int vrnic_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,

@@ -7,7 +7,8 @@
  * QP's CQs after erasing it, so a poller never uses a QP being freed. A
  * receive of a QP with an SRQ frees the slot the CQE names in the SRQ the
  * CQE names (CQE_FLAG_SRQ, srqn; vrnic_srq.c), which must be the QP's: the
- * SRQ outlives its QPs (ib_core counts them). While a kernel CQ is being
+ * SRQ outlives its QPs (ib_core counts them); vrnic_cq_clean() drops the
+ * CQEs of a destroyed or reset QP. While a kernel CQ is being
  * resized (vrnic_cq.c) its pollers find nothing and arming reports a missed
  * event, so that ib_cq's pollers come back.
  *
@@ -28,17 +29,23 @@ VRNIC_ASSERT_SAME(VRNIC_NETWORK_TYPE_ROCE_V1, RDMA_NETWORK_ROCE_V1);
 VRNIC_ASSERT_SAME(VRNIC_NETWORK_TYPE_IPV4, RDMA_NETWORK_IPV4);
 VRNIC_ASSERT_SAME(VRNIC_NETWORK_TYPE_IPV6, RDMA_NETWORK_IPV6);
 
-/* The CQE at cq->ci, if the device has written it (owner read first). */
-static const struct vrnic_cqe *vrnic_cq_next(struct vrnic_cq *cq)
+/* The CQE at free-running index @ci, if the device has written it. */
+static struct vrnic_cqe *vrnic_cq_at(struct vrnic_cq *cq, u32 ci)
 {
-	const struct vrnic_cqe *cqe =
-		vrnic_kring_entry(&cq->ring, cq->ci & ((1U << cq->depth_log2) - 1));
+	struct vrnic_cqe *cqe =
+		vrnic_kring_entry(&cq->ring, ci & ((1U << cq->depth_log2) - 1));
 
-	if (!vrnic_cqe_owned(READ_ONCE(cqe->owner), cq->ci, cq->depth_log2))
+	if (!vrnic_cqe_owned(READ_ONCE(cqe->owner), ci, cq->depth_log2))
 		return NULL;
 	/* Acquire: the rest of the entry after owner. */
 	dma_rmb();
 	return cqe;
+}
+
+/* The CQE at cq->ci, if the device has written it (owner read first). */
+static const struct vrnic_cqe *vrnic_cq_next(struct vrnic_cq *cq)
+{
+	return vrnic_cq_at(cq, cq->ci);
 }
 
 /* Retire every WQE of @wq up to and including the one at @wqe_index. */
@@ -176,6 +183,8 @@ int vrnic_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc)
 	while (n < num_entries && (cqe = vrnic_cq_next(cq))) {
 		vrnic_cqe_decode(cqe, &f);
 		cq->ci++;
+		if (!f.qpn)
+			continue;	/* dropped by vrnic_cq_clean() */
 		qp = xa_load(&dev->qps, f.qpn);
 		if (!qp || !qp->kernel) {
 			/* Its QP was destroyed after the device wrote it. */
@@ -193,6 +202,40 @@ int vrnic_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc)
 	}
 	spin_unlock_irqrestore(&cq->lock, flags);
 	return n;
+}
+
+/*
+ * Drop the CQEs of kernel QP @qp that @cq holds and no poller has taken yet
+ * (destroy_qp, once DESTROY_QP has completed, and a move to RESET, once the
+ * device has forgotten the QP's WQEs): a receive among them that names the
+ * QP's SRQ frees that SRQ slot, as polling it would have, so that the slot
+ * of a CQE nobody will poll does not stay busy and stop post_srq_recv at it
+ * for good; other CQEs would retire WQEs of the QP's next incarnation. The
+ * device never writes an entry the driver has not consumed, so the written
+ * ones after ci may be edited: QPN 0, which the device never uses, marks a
+ * dropped one for poll_cq. While the CQ is being resized its CQEs are moving
+ * to the new ring and are left alone (poll_cq skips those of a destroyed QP).
+ */
+void vrnic_cq_clean(struct ib_cq *ibcq, struct vrnic_qp *qp)
+{
+	struct vrnic_cq *cq = to_vcq(ibcq);
+	struct vrnic_cqe_fields f;
+	struct vrnic_cqe *cqe;
+	unsigned long flags;
+	u32 ci;
+
+	if (!ibcq || cq->umem)
+		return;
+	spin_lock_irqsave(&cq->lock, flags);
+	for (ci = cq->ci; !cq->resizing && (cqe = vrnic_cq_at(cq, ci)); ci++) {
+		vrnic_cqe_decode(cqe, &f);
+		if (f.qpn != qp->qpn)
+			continue;
+		if ((f.flags & VRNIC_CQE_FLAG_RECV) && qp->ibqp.srq)
+			vrnic_cqe_retire(qp, &f);
+		WRITE_ONCE(cqe->qpn, 0);
+	}
+	spin_unlock_irqrestore(&cq->lock, flags);
 }
 
 /*

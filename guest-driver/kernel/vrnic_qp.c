@@ -712,8 +712,14 @@ int vrnic_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int attr_mask,
 		ether_addr_copy(qp->dmac, dmac);
 	if (attr_mask & IB_QP_STATE)
 		WRITE_ONCE(qp->state, next);
-	/* RESET forgot every WQE and zeroed the doorbell slot. */
+	/*
+	 * RESET forgot every WQE and zeroed the doorbell slot: the QP's CQEs
+	 * not yet polled belong to WQEs that are gone.
+	 */
 	if (qp->kernel && (attr_mask & IB_QP_STATE) && next == IB_QPS_RESET) {
+		vrnic_cq_clean(ibqp->send_cq, qp);
+		if (ibqp->recv_cq != ibqp->send_cq)
+			vrnic_cq_clean(ibqp->recv_cq, qp);
 		vrnic_wq_reset(&qp->sq);
 		vrnic_wq_reset(&qp->rq);
 	}
@@ -846,6 +852,10 @@ int vrnic_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 			"DESTROY_QP %u failed (%d): leaking its rings\n",
 			qp->qpn, err);
 	} else if (qp->kernel) {
+		/* The device writes no more CQEs for it. */
+		vrnic_cq_clean(ibqp->send_cq, qp);
+		if (ibqp->recv_cq != ibqp->send_cq)
+			vrnic_cq_clean(ibqp->recv_cq, qp);
 		vrnic_kring_free(dev, &qp->rq.ring);
 		vrnic_kring_free(dev, &qp->sq.ring);
 	} else {
