@@ -15,6 +15,13 @@
 # connects to a's control port (PORT + 10000); a runs the client, then connects to b's
 # control port; b then gives the server GRACE seconds to end before it kills it.
 #
+# A perftest client whose own clock calibration failed ("Correlation coefficient r^2: ...
+# < 0.9": it fits the TSC against gettimeofday, which a busy TCG host can bend) reports
+# inf and measured nothing, for no fault of the device: such a test runs once more, and
+# its note says so (the first output stays in NAME.client.try1.out). In a pair test, a
+# tells b by listening on PORT + 30000 before its done signal; b tries to connect there
+# once (a refusal says done).
+#
 # Commands also see IB0, IB1, ROCE, ROCE_UNPAIRED and GIDX (tests/guest/devices.sh) and
 # MYIP (this guest's address).
 role=$(cat /job/role)
@@ -96,6 +103,13 @@ end_server() {
 	finish "$1" server "$2"
 }
 
+# again NAME: the client of test NAME must run once more (see the top), noted; run once.
+again() {
+	[ "$attempt" = 1 ] && grep -q '^Correlation coefficient r^2' "/job/results/$1.client.out" 2>/dev/null || return 1
+	mv "/job/results/$1.client.out" "/job/results/$1.client.try1.out"
+	echo "perftest's clock calibration failed (r^2 < 0.9): ran again" >>"/job/results/$1.note"
+}
+
 # A device started with other PCI IDs binds through new_id (README: "own PCI IDs").
 if [ -f /job/new_id ]; then
 	cat /job/new_id >/sys/bus/pci/drivers/vrnic/new_id || echo "new_id failed"
@@ -114,32 +128,53 @@ while IFS='|' read -r name where server cmd; do
 	case $where in *@*) lport=${where#*@} where=${where%@*} ;; esac
 	export PORT="$port" PEER="$peer"
 	echo "== $name ($where)"
-	case "$where/$role" in
-	pair/b)
-		start "$name" server "$server"
-		spid=$started
-		wait_listen "$name" "$lport" "$spid"
-		signal "$other" "$ctrl" || echo "guest a never took the ready signal" >>"/job/results/$name.note"
-		await "$ctrl" || echo "guest a never said its client ended" >>"/job/results/$name.note"
-		end_server "$name" "$spid"
-		;;
-	pair/a)
-		if [ -n "$peer_gone" ] || ! await "$ctrl"; then
-			peer_gone=1
-			echo "no ready signal from guest b: not run" >>"/job/results/$name.note"
-			continue
-		fi
-		run "$name" client "$cmd"
-		signal "$peer" "$ctrl" || echo "guest b never took the done signal" >>"/job/results/$name.note"
-		;;
-	local/a)
-		start "$name" server "$server"
-		spid=$started
-		wait_listen "$name" "$lport" "$spid"
-		PEER=127.0.0.1 run "$name" client "$cmd"
-		end_server "$name" "$spid"
-		;;
-	one/a) run "$name" client "$cmd" ;;
-	esac
+	attempt=0
+	while [ $attempt -lt 2 ]; do
+		attempt=$((attempt + 1))
+		case "$where/$role" in
+		pair/b)
+			start "$name" server "$server"
+			spid=$started
+			wait_listen "$name" "$lport" "$spid"
+			signal "$other" "$ctrl" || echo "guest a never took the ready signal" >>"/job/results/$name.note"
+			await "$ctrl" || echo "guest a never said its client ended" >>"/job/results/$name.note"
+			end_server "$name" "$spid"
+			if [ $attempt != 1 ] || ! busybox nc -w 5 "$other" $((port + 30000)) </dev/null >/dev/null 2>&1; then
+				break
+			fi
+			;;
+		pair/a)
+			if [ -n "$peer_gone" ] || ! await "$ctrl"; then
+				peer_gone=1
+				echo "no ready signal from guest b: not run" >>"/job/results/$name.note"
+				break
+			fi
+			run "$name" client "$cmd"
+			asked=''
+			if again "$name"; then
+				timeout 60 busybox nc -l -p $((port + 30000)) </dev/null >/dev/null 2>&1 &
+				asked=$!
+				sleep 0.5 # listening before b looks
+			fi
+			signal "$peer" "$ctrl" || echo "guest b never took the done signal" >>"/job/results/$name.note"
+			if [ -z "$asked" ] || ! wait "$asked"; then
+				break
+			fi
+			;;
+		local/a)
+			start "$name" server "$server"
+			spid=$started
+			wait_listen "$name" "$lport" "$spid"
+			PEER=127.0.0.1 run "$name" client "$cmd"
+			end_server "$name" "$spid"
+			again "$name" || break
+			;;
+		one/a)
+			run "$name" client "$cmd"
+			break
+			;;
+		*) break ;;
+		esac
+	done
 done </job/tests
 echo "suite done"
