@@ -262,7 +262,7 @@ enum vrnic_counter {
 	VRNIC_COUNTER_TRANSPORT_RETRIES = 0x10, /* Requests sent again after no response (a peer QP not ready or unreachable). */
 	VRNIC_COUNTER_ERROR_NAKS_SENT = 0x11, /* NAKs sent for a remote access, invalid request or operation error. */
 	VRNIC_COUNTER_ERROR_NAKS_RECEIVED = 0x12, /* Such NAKs received. */
-	VRNIC_COUNTER_DATAGRAMS_DROPPED = 0x13, /* UD and GSI datagrams dropped: no route, no taker, Q_Key or MTU mismatch, no receive WQE (port only). */
+	VRNIC_COUNTER_DATAGRAMS_DROPPED = 0x13, /* UD and GSI datagrams dropped: no route, a target device not serving, no such QP or one not ready to receive, Q_Key mismatch, no receive WQE (port only). */
 	VRNIC_COUNTER_CQ_OVERFLOWS = 0x14, /* CQEs that found their CQ full (the CQ's error event; port only). */
 	VRNIC_COUNTER_EQ_OVERFLOWS = 0x15, /* EQEs that found their EQ full (port only). */
 	VRNIC_COUNTER_COMPLETIONS = 0x16, /* CQEs written, of every status. */

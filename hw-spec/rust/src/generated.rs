@@ -2498,7 +2498,7 @@ pub enum Counter {
     ErrorNaksSent = 0x11,
     /// Such NAKs received.
     ErrorNaksReceived = 0x12,
-    /// UD and GSI datagrams dropped: no route, no taker, Q_Key or MTU mismatch, no receive WQE (port only).
+    /// UD and GSI datagrams dropped: no route, a target device not serving, no such QP or one not ready to receive, Q_Key mismatch, no receive WQE (port only).
     DatagramsDropped = 0x13,
     /// CQEs that found their CQ full (the CQ's error event; port only).
     CqOverflows = 0x14,
