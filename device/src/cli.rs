@@ -831,4 +831,55 @@ mod tests {
             Err(CliError::Unknown("--pretty".into()))
         );
     }
+
+    #[test]
+    fn ctl_trace_takes_kinds_and_a_qp_and_only_trace_takes_them() {
+        use crate::trace::Kind;
+        let Ok(Command::Ctl(c)) = parse(&args(
+            "ctl --control /c trace rnic0 --kinds cqe,admin --qp 0x10000",
+        )) else {
+            panic!("parse failed")
+        };
+        assert_eq!(
+            c.request,
+            Request::Trace {
+                device: "rnic0".into(),
+                kinds: vec![Kind::Admin, Kind::Cqe],
+                qpn: Some(0x10000),
+            }
+        );
+        let Ok(Command::Ctl(c)) = parse(&args("ctl --control /c trace rnic0")) else {
+            panic!("parse failed")
+        };
+        assert!(matches!(c.request, Request::Trace { kinds, qpn: None, .. } if kinds.is_empty()));
+        let err = |s: &str| match parse(&args(s)) {
+            Err(CliError::BadCtl(why)) => why,
+            other => panic!("{s}: {other:?}"),
+        };
+        assert!(err("ctl --control /c trace rnic0 --kinds pcap").contains("`pcap`"));
+        assert!(err("ctl --control /c trace rnic0 --qp x").contains("not a QPN"));
+        assert!(err("ctl --control /c counters rnic0 --qp 5").contains("trace only"));
+        assert!(err("ctl --control /c trace").contains("one DEVICE"));
+    }
+
+    #[test]
+    fn a_device_may_trace_into_a_file_of_its_own() {
+        let Ok(Command::Serve(a)) = parse(&args(
+            "serve --device a,socket=/tmp/a,lid=1,trace=/tmp/a.trace --device b,socket=/tmp/b,lid=2",
+        )) else {
+            panic!("parse failed")
+        };
+        assert_eq!(a.devices[0].trace, Some(PathBuf::from("/tmp/a.trace")));
+        assert_eq!(a.devices[1].trace, None);
+        assert_eq!(
+            parse(&args(
+                "serve --device a,socket=/tmp/a,lid=1,trace=/t --device b,socket=/tmp/b,lid=2,trace=/t"
+            )),
+            Err(CliError::DuplicateTrace("a".into(), "b".into(), "/t".into()))
+        );
+        assert!(matches!(
+            parse(&args("serve --device a,socket=/tmp/a,lid=1,trace=")),
+            Err(CliError::BadDevice { .. })
+        ));
+    }
 }

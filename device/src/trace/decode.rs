@@ -156,16 +156,12 @@ pub fn admin(cmd: &[u8], done: &AqCompletion, duration_ns: u64) -> (Option<u32>,
     if ok && hdr.opcode == u8::from(AqOpcode::CreateQp) {
         qpn = Some(results[0]);
     }
-    let shown = match ok {
-        true => results.len() - results.iter().rev().take_while(|r| **r == 0).count(),
-        false => 0,
-    };
     let body = Body::Admin {
         opcode,
         cmd_id: hdr.cmd_id.to_native(),
         fields,
         status: status.map_or_else(|_| number(done.status.into()), |s| s.name().into()),
-        results: results[..shown].to_vec(),
+        results: if ok { results.to_vec() } else { Vec::new() },
         duration_ns,
     };
     (qpn, body)

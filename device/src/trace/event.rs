@@ -88,7 +88,7 @@ pub enum Body {
         fields: BTreeMap<Name, u64>,
         /// `AqStatus::name()`.
         status: Name,
-        /// result0..result3 of a successful command (only the nonzero prefix).
+        /// result0..result3 of a successful command (none for a failed one).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         results: Vec<u32>,
         /// From reading the command to publishing its completion.

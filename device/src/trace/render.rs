@@ -44,7 +44,9 @@ pub fn event_line(e: &Event) -> String {
                 let _ = write!(out, " {k}={v:#x}");
             }
             let _ = write!(out, " -> {status}");
-            for (i, r) in results.iter().enumerate() {
+            // result0, and the others up to the last that is not 0.
+            let shown = results.iter().rposition(|r| *r != 0).map_or(1, |i| i + 1);
+            for (i, r) in results.iter().take(shown).enumerate() {
                 let _ = write!(out, " result{i}={r:#x}");
             }
             write!(out, " ({} us)", duration_ns / 1000)

@@ -162,6 +162,12 @@ impl TestDevices {
         self.links[i]
     }
 
+    /// Device `i` itself, for what the host sees of it (its tracer).
+    pub fn rnic(&self, i: usize) -> std::sync::Arc<vrnic::rnic::Rnic> {
+        let service = self.service.as_ref().expect("the devices are running");
+        service.fabric().devices()[i].clone()
+    }
+
     pub fn len(&self) -> usize {
         self.sockets.len()
     }
