@@ -39,8 +39,9 @@
 //!   -> {"lost":310}
 //! ```
 //!
-//! The kinds: admin, doorbell, wqe, cqe, eqe, irq, state (see `trace::event::Body`). The
-//! device never waits for a client: each client has a bounded queue, and the limits below
+//! The kinds asked for: admin, doorbell, wqe, cqe, eqe, irq, state. An event's `kind` is
+//! one of those, but for state, whose events are qp_state, device (ENABLED, RESET, FATAL)
+//! and cq_arm (see `trace::event::Body`). The device never waits for a client: each client has a bounded queue, and the limits below
 //! apply to a stream as to any response (each batch of lines must be taken within 10 s).
 //!
 //! A failed request is answered with `{"error":"..."}` (the only reply with an `error`
