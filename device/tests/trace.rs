@@ -547,3 +547,34 @@ fn vrnic_ctl_trace_prints_one_line_per_event_as_text_or_json_until_killed() {
         (rnic.trace.subscribers() == 0).then_some(())
     });
 }
+
+#[test]
+fn a_trace_path_that_cannot_be_created_refuses_the_start_and_says_which() {
+    let dir = std::env::temp_dir().join(format!("vrnic-trace-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = RnicConfig {
+        name: "rnic0".into(),
+        socket: dir.join("rnic0.sock"),
+        link: ib(0),
+        ids: PciIds::default(),
+        trace: Some(dir.join("no-such-dir").join("rnic0.trace")),
+    };
+    let poller = PollerConfig {
+        idle: TEST_POLL_IDLE,
+        give_way: false,
+        threads: None,
+    };
+    let err = Service::start(vec![config], poller)
+        .err()
+        .expect("the start is refused")
+        .to_string();
+    assert!(
+        err.contains("device rnic0: trace file") && err.contains("no-such-dir/rnic0.trace"),
+        "{err}"
+    );
+    assert!(
+        !dir.join("rnic0.sock").exists(),
+        "nothing was left listening"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
