@@ -102,10 +102,11 @@ fi
 
 session_begin e2e
 build_all
+# rnic0 is traced from start-up into rnic0.trace (checked after the guests: trace_check).
 # rnic2 runs with its own PCI device ID: the guest binds it through new_id, the provider
 # matches it by name. rnic3 and rnic4 are RoCE-mode devices paired with A's and B's
 # virtio-net interfaces; rnic5's MAC matches no interface.
-start_vrnic "rnic0,lid=1" "rnic1,lid=2" "rnic2,lid=3,device=0x7653" "$(roce_spec a rnic3)" "$(roce_spec b rnic4)" \
+start_vrnic "rnic0,lid=1,trace=$WORK/rnic0.trace" "rnic1,lid=2" "rnic2,lid=3,device=0x7653" "$(roce_spec a rnic3)" "$(roce_spec b rnic4)" \
 	"rnic5,link=eth,mac=$UNPAIRED_MAC"
 for g in a b; do printf '%s\n' "${TESTS[@]}" | cut -d'|' -f1,2,4,5 | suite_job "$g"; done
 nvmeof_job_files "$WORK/a" "$WORK/b"
@@ -135,6 +136,23 @@ ctl_check() {
 	done
 }
 
+# After the guests: rnic0's trace file (trace=PATH) holds A's driver probe and a perftest
+# WRITE run, decoded: the device enabled, CREATE_QP commands that succeeded, RDMA_WRITE
+# WQEs of 64 KiB and their successful CQEs (the writer may drop events under load; these
+# recur, so some of each stay).
+trace_check() {
+	local f=$WORK/rnic0.trace p
+	[[ -s $f ]] || { echo "no trace file $f"; return 1; }
+	for p in '"kind":"device","state":"ENABLED"' \
+		'"kind":"admin","opcode":"CREATE_QP",.*"status":"SUCCESS"' \
+		'"kind":"wqe",.*"opcode":"RDMA_WRITE",.*"length":65536,' \
+		'"kind":"cqe",.*"opcode":"RDMA_WRITE","status":"SUCCESS"'; do
+		grep -Eq -m1 -- "$p" "$f" || { echo "$f has no line matching /$p/"; return 1; }
+	done
+	echo "$(wc -l <"$f") lines; e.g.:"
+	grep -E -m1 '"kind":"wqe",.*"opcode":"RDMA_WRITE",.*"length":65536,' "$f"
+}
+
 say "booting guests A and B; ${#TESTS[@]} tests"
 t0=$SECONDS
 guest_start a --link --dev rnic0 --dev rnic2 --dev rnic3 --dev rnic5 --timeout 3000
@@ -153,6 +171,16 @@ else
 	echo "FAIL vrnic-ctl-devices (host, while the guests run)"
 fi
 sed 's/^/    | /' "$WORK/ctl-check.out"
+if [[ -z $only || ib_write_bw-65536 =~ $only ]]; then
+	if trace_check >"$WORK/trace-check.out" 2>&1; then
+		pass=$((pass + 1))
+		echo "PASS vrnic-trace-file (host: rnic0's trace=PATH after the guests)"
+	else
+		fail=$((fail + 1))
+		echo "FAIL vrnic-trace-file (host: rnic0's trace=PATH after the guests)"
+	fi
+	sed 's/^/    | /' "$WORK/trace-check.out"
+fi
 for t in "${TESTS[@]}"; do
 	IFS='|' read -r name where checks server client <<<"$t"
 	res_c=$WORK/a/results/$name.client

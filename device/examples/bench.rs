@@ -57,19 +57,50 @@ impl Bench {
 }
 
 /// Devices as `vrnic serve` runs them: pollers poll for 1 ms after work, one per core
-/// (VRNIC_BENCH_POLLERS=N: N poller threads).
+/// (VRNIC_BENCH_POLLERS=N: N poller threads). VRNIC_BENCH_TRACE=1: each device traced by a
+/// subscriber that encodes every event as `vrnic ctl --json trace` would.
 fn devices(n: usize) -> TestDevices {
     let threads = std::env::var("VRNIC_BENCH_POLLERS")
         .ok()
         .and_then(|v| v.parse().ok());
-    TestDevices::start_with(
+    let devices = TestDevices::start_with(
         n,
         vrnic::fabric::PollerConfig {
             idle: Duration::from_millis(1),
             give_way: true,
             threads,
         },
-    )
+    );
+    if std::env::var_os("VRNIC_BENCH_TRACE").is_some() {
+        (0..n).for_each(|i| trace_all(&devices, i));
+    }
+    devices
+}
+
+/// A subscriber of every event of device `i` that encodes each one as a JSON line, as the
+/// control socket does; it ends with the device, saying how many it got and lost.
+fn trace_all(devices: &TestDevices, i: usize) {
+    use vrnic::trace::{queue, Filter, StreamItem};
+    let sub = devices
+        .rnic(i)
+        .trace
+        .subscribe(Filter::default(), queue::DEFAULT_CAPACITY);
+    std::thread::spawn(move || {
+        let (mut got, mut lost, mut bytes) = (0u64, 0u64, Vec::new());
+        while let Some(items) = sub.take(Duration::from_millis(200)) {
+            for item in items {
+                if let StreamItem::Lost { lost: n } = item {
+                    lost += n;
+                    continue;
+                }
+                bytes.clear();
+                let _ = serde_json::to_writer(&mut bytes, &item);
+                black_box(&bytes);
+                got += 1;
+            }
+        }
+        eprintln!("  (traced device {i}: {got} events, {lost} lost)");
+    });
 }
 
 /// A connected QP from device `i` to device `j`, with MRs on each.

@@ -19,11 +19,13 @@ Usage:
   vrnic serve --device NAME,socket=PATH,lid=N[,guid=GUID][,IDS] ...        (IB mode)
               --device NAME,socket=PATH,link=eth,mac=MAC[,IDS] ...     (RoCE v2 mode)
               IDS: vendor=ID,device=ID,subsystem-vendor=ID,subsystem=ID
+              and in either mode [,trace=PATH]
               [--config FILE] [--poll-idle-us N] [--poll-always] [--pollers N]
               [--control PATH]
   vrnic ctl --control PATH [--json] devices
   vrnic ctl --control PATH [--json] objects DEVICE [qps|cqs|mrs|eqs|srqs ...]
   vrnic ctl --control PATH [--json] counters DEVICE [QPN]
+  vrnic ctl --control PATH [--json] trace DEVICE [--kinds KIND,...] [--qp QPN]
   vrnic --help
 
 Options:
@@ -35,7 +37,10 @@ Options:
                       unique); its GUID is the MAC's EUI-64 and the guest's driver pairs
                       it with the network interface of that MAC. IDs are hex (0x1234) or
                       decimal PCI IDs; the defaults are the hw-spec's (1234:7652,
-                      subsystem 1234:0001).
+                      subsystem 1234:0001). trace=PATH: every trace event of the
+                      device from start-up into PATH (created or truncated), one JSON
+                      object per line, as `vrnic ctl --json trace` prints them; a
+                      writer that falls behind drops events and writes {\"lost\":N}.
   --config FILE       Read devices (and poll_idle_us, control) from a TOML file:
                         poll_idle_us = 1000
                         poll_always = false
@@ -49,6 +54,7 @@ Options:
                         socket = \"/run/vrnic/rnic1.sock\"
                         link = \"eth\"
                         mac = \"02:00:00:00:00:01\"
+                        trace = \"/tmp/rnic1.trace\"
   --poll-idle-us N    How long the doorbell poller keeps polling after the last work before
                       it sleeps until a driver kicks it (default 1000).
   --poll-always       Keep idle polling even when the host has no core to spare. By default
@@ -76,6 +82,13 @@ server's JSON reply line, for scripts):
                       The port's counters, or QP QPN's (hex 0x.. or decimal): packets,
                       bytes, requests by opcode, ACKs, NAKs, retries, drops, overflows,
                       completions by status (SPEC \"Counters\").
+  trace DEVICE [--kinds KIND,...] [--qp QPN]
+                      Streams the device's events, one line each, until interrupted:
+                      admin (each command decoded, its status and duration), doorbell,
+                      wqe (each send WQE taken), cqe, eqe, irq, state (QP state changes,
+                      device enable/reset/fatal, CQ events fired). --kinds picks some
+                      (default all), --qp one QP's. A reader too slow for the device
+                      loses events: \"lost N events\" says how many, where.
 The protocol (one JSON request per line, one JSON reply per line) is in the README.
 
 Attach with QEMU (guest RAM must be shared memfd memory):
@@ -135,6 +148,8 @@ pub enum CliError {
     DuplicateLid(String, String, u16),
     #[error("devices {0} and {1} both use MAC {2}")]
     DuplicateMac(String, String, Mac),
+    #[error("devices {0} and {1} both trace into {2}")]
+    DuplicateTrace(String, String, String),
     #[error("vrnic ctl needs --control PATH (the socket of `vrnic serve --control PATH`)")]
     NoControl,
     #[error("vrnic ctl: {0}; try `vrnic --help`")]
@@ -207,11 +222,13 @@ fn parse_ctl(args: &[String]) -> Result<Command, CliError> {
     let mut control = None;
     let mut json = false;
     let mut words = Vec::new();
+    let mut trace = crate::trace::cli::TraceOptions::default();
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         match arg.as_str() {
             "-h" | "--help" => return Ok(Command::Help),
             "--json" => json = true,
+            "--kinds" | "--qp" => trace.option(arg, it.next()).map_err(CliError::BadCtl)?,
             "--control" => {
                 let v = it.next().ok_or(CliError::MissingValue("--control"))?;
                 control = Some(PathBuf::from(v));
@@ -222,7 +239,11 @@ fn parse_ctl(args: &[String]) -> Result<Command, CliError> {
     }
     let bad = |why: String| CliError::BadCtl(why);
     let request = match words.as_slice() {
-        [] => return Err(bad("missing command (devices, objects, counters)".into())),
+        [] => {
+            return Err(bad(
+                "missing command (devices, objects, counters, trace)".into()
+            ))
+        }
         ["devices"] => Request::Devices {},
         ["objects", device, kinds @ ..] => Request::Objects {
             device: device.to_string(),
@@ -247,13 +268,20 @@ fn parse_ctl(args: &[String]) -> Result<Command, CliError> {
             qpn: Some(parse_u32(qpn).ok_or_else(|| bad(format!("`{qpn}` is not a QPN")))?),
         },
         ["counters", ..] => return Err(bad("counters takes a DEVICE and an optional QPN".into())),
+        ["trace", device] => Request::Trace {
+            device: device.to_string(),
+            kinds: trace.kinds.take().unwrap_or_default(),
+            qpn: trace.qpn.take(),
+        },
+        ["trace", ..] => return Err(bad("trace takes one DEVICE".into())),
         ["devices", extra, ..] => return Err(bad(format!("devices takes no argument `{extra}`"))),
         [other, ..] => {
             return Err(bad(format!(
-                "unknown command `{other}` (devices, objects, counters)"
+                "unknown command `{other}` (devices, objects, counters, trace)"
             )))
         }
     };
+    trace.all_used().map_err(CliError::BadCtl)?;
     Ok(Command::Ctl(CtlArgs {
         control: control.ok_or(CliError::NoControl)?,
         json,
@@ -285,6 +313,16 @@ fn check(devices: &[RnicConfig]) -> Result<(), CliError> {
                     b.name.clone(),
                     a.socket.display().to_string(),
                 ));
+            }
+            if let (Some(x), Some(y)) = (&a.trace, &b.trace) {
+                if x == y {
+                    let path = x.display().to_string();
+                    return Err(CliError::DuplicateTrace(
+                        a.name.clone(),
+                        b.name.clone(),
+                        path,
+                    ));
+                }
             }
         }
     }
@@ -343,6 +381,7 @@ struct DeviceKeys {
     mac: Option<String>,
     guid: Option<String>,
     ids: PciIds,
+    trace: Option<PathBuf>,
 }
 
 impl DeviceKeys {
@@ -384,6 +423,7 @@ impl DeviceKeys {
             socket,
             link,
             ids: self.ids,
+            trace: self.trace,
         })
     }
 }
@@ -424,6 +464,7 @@ fn parse_device(spec: &str) -> Result<RnicConfig, CliError> {
             "device" => keys.ids.device = id()?,
             "subsystem-vendor" => keys.ids.subsystem_vendor = id()?,
             "subsystem" => keys.ids.subsystem = id()?,
+            "trace" if !value.is_empty() => keys.trace = Some(PathBuf::from(value)),
             _ => return Err(bad(format!("unknown or empty key `{key}`"))),
         }
     }
@@ -453,6 +494,7 @@ struct DeviceEntry {
     device: Option<u16>,
     subsystem_vendor: Option<u16>,
     subsystem: Option<u16>,
+    trace: Option<PathBuf>,
 }
 
 struct Config {
@@ -486,6 +528,7 @@ fn read_config(path: &str) -> Result<Config, CliError> {
                     subsystem_vendor: d.subsystem_vendor.unwrap_or(defaults.subsystem_vendor),
                     subsystem: d.subsystem.unwrap_or(defaults.subsystem),
                 },
+                trace: d.trace,
             };
             keys.finish(&d.name)
                 .map_err(|why| err(format!("device {}: {why}", d.name)))
@@ -787,5 +830,56 @@ mod tests {
             parse(&args("ctl --control /c --pretty devices")),
             Err(CliError::Unknown("--pretty".into()))
         );
+    }
+
+    #[test]
+    fn ctl_trace_takes_kinds_and_a_qp_and_only_trace_takes_them() {
+        use crate::trace::Kind;
+        let Ok(Command::Ctl(c)) = parse(&args(
+            "ctl --control /c trace rnic0 --kinds cqe,admin --qp 0x10000",
+        )) else {
+            panic!("parse failed")
+        };
+        assert_eq!(
+            c.request,
+            Request::Trace {
+                device: "rnic0".into(),
+                kinds: vec![Kind::Admin, Kind::Cqe],
+                qpn: Some(0x10000),
+            }
+        );
+        let Ok(Command::Ctl(c)) = parse(&args("ctl --control /c trace rnic0")) else {
+            panic!("parse failed")
+        };
+        assert!(matches!(c.request, Request::Trace { kinds, qpn: None, .. } if kinds.is_empty()));
+        let err = |s: &str| match parse(&args(s)) {
+            Err(CliError::BadCtl(why)) => why,
+            other => panic!("{s}: {other:?}"),
+        };
+        assert!(err("ctl --control /c trace rnic0 --kinds pcap").contains("`pcap`"));
+        assert!(err("ctl --control /c trace rnic0 --qp x").contains("not a QPN"));
+        assert!(err("ctl --control /c counters rnic0 --qp 5").contains("trace only"));
+        assert!(err("ctl --control /c trace").contains("one DEVICE"));
+    }
+
+    #[test]
+    fn a_device_may_trace_into_a_file_of_its_own() {
+        let Ok(Command::Serve(a)) = parse(&args(
+            "serve --device a,socket=/tmp/a,lid=1,trace=/tmp/a.trace --device b,socket=/tmp/b,lid=2",
+        )) else {
+            panic!("parse failed")
+        };
+        assert_eq!(a.devices[0].trace, Some(PathBuf::from("/tmp/a.trace")));
+        assert_eq!(a.devices[1].trace, None);
+        assert_eq!(
+            parse(&args(
+                "serve --device a,socket=/tmp/a,lid=1,trace=/t --device b,socket=/tmp/b,lid=2,trace=/t"
+            )),
+            Err(CliError::DuplicateTrace("a".into(), "b".into(), "/t".into()))
+        );
+        assert!(matches!(
+            parse(&args("serve --device a,socket=/tmp/a,lid=1,trace=")),
+            Err(CliError::BadDevice { .. })
+        ));
     }
 }

@@ -41,6 +41,9 @@ fn serve(args: cli::ServeArgs) -> Result<(), String> {
 
 /// One request to the control socket; the reply as text (or its JSON line).
 fn ctl(args: cli::CtlArgs) -> Result<(), String> {
+    if let vrnic::control::Request::Trace { .. } = args.request {
+        return trace(args);
+    }
     let reply = client::call(&args.control, &args.request).map_err(|e| e.to_string())?;
     let text = if args.json {
         reply + "\n"
@@ -52,6 +55,21 @@ fn ctl(args: cli::CtlArgs) -> Result<(), String> {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(format!("stdout: {e}")),
         _ => Ok(()),
     }
+}
+
+/// `vrnic ctl trace`: the stream's lines as text (or as they come, with `--json`) until
+/// the server ends it or the user interrupts.
+fn trace(args: cli::CtlArgs) -> Result<(), String> {
+    let mut out = std::io::stdout().lock();
+    vrnic::control::trace::follow(&args.control, &args.request, |line| {
+        let text = match args.json {
+            true => format!("{line}\n"),
+            false => vrnic::control::trace::render_line(line).map_err(std::io::Error::other)?,
+        };
+        out.write_all(text.as_bytes())?;
+        out.flush()
+    })
+    .map_err(|e| e.to_string())
 }
 
 fn main() -> ExitCode {

@@ -136,6 +136,10 @@ impl Service {
         if let Some(pollers) = self.pollers.take() {
             pollers.stop();
         }
+        // Every event is made by now: the trace files get all of them.
+        for rnic in self.fabric.devices() {
+            rnic.trace.finish_file();
+        }
     }
 }
 

@@ -64,6 +64,7 @@ pub fn enable(rnic: &Rnic, st: &mut RnicState) {
         ci: 0,
     });
     st.regs.dev_status = bar0::DEV_STATUS_READY_MASK;
+    rnic.trace.device_state("ENABLED", None);
     log::debug!(
         "{}: enabled, admin queue depth {}",
         rnic.name(),
@@ -80,6 +81,7 @@ pub fn fatal(rnic: &Rnic, st: &mut RnicState, code: FatalCode) {
         format_args!("fatal device error {code:?}; a reset is needed"),
     );
     st.regs.dev_status = bar0::DEV_STATUS_FATAL_MASK;
+    rnic.trace.device_state("FATAL", Some(code));
     st.regs.fatal_code = u32::from(code);
     st.admin = None;
     post_async(rnic, st, vrnic_hw::EventType::DeviceFatal, 0, 0);
@@ -122,6 +124,7 @@ fn fetch(rnic: &Rnic, st: &mut RnicState) -> Option<(Fetched, crate::guest_memor
 
 /// AQ_DOORBELL was written with producer index `pi`: run every new command.
 pub fn doorbell(rnic: &Rnic, pi: u32) {
+    rnic.trace.admin_doorbell(pi);
     let pending = {
         let mut st = rnic.lock();
         let Some(queue) = st.admin.as_ref() else {
@@ -144,6 +147,7 @@ pub fn doorbell(rnic: &Rnic, pi: u32) {
         pending
     };
     for _ in 0..pending {
+        let started = rnic.trace.admin_start();
         let Some((fetched, mem)) = fetch(rnic, &mut rnic.lock()) else {
             break;
         };
@@ -162,6 +166,7 @@ pub fn doorbell(rnic: &Rnic, pi: u32) {
         if !complete(rnic, &mut st, &mem, &fetched, completion) {
             break;
         }
+        rnic.trace.admin(started, &fetched.cmd, &completion);
     }
     rnic.lock().pending_irqs.raise(0);
 }

@@ -474,6 +474,7 @@ pub fn modify_qp(rnic: &Rnic, st: &mut RnicState, cmd: &CmdModifyQp) -> CmdResul
         // Also starts an SRQ QP's last-WQE report (SPEC "Shared receive queues").
         qp.enter_error();
     }
+    rnic.trace.qp_state(qpn, || Some(qp.state), target);
     qp.state = target;
     let (page, slot) = (qp.db_page, qp.db_slot);
     // SQ_DRAINED is owed only if this move to SQD asks for it.

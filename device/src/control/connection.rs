@@ -84,7 +84,7 @@ fn is_timeout(e: &io::Error) -> bool {
 }
 
 /// Writes all of `bytes` by `deadline`.
-fn write_by(stream: &mut UnixStream, bytes: &[u8], deadline: Instant) -> io::Result<()> {
+pub(super) fn write_by(stream: &mut UnixStream, bytes: &[u8], deadline: Instant) -> io::Result<()> {
     let mut off = 0;
     while off < bytes.len() {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -141,6 +141,12 @@ pub fn serve(mut stream: UnixStream, fabric: &Fabric, limits: &Limits, who: &str
         };
         if line.trim_ascii().is_empty() {
             continue;
+        }
+        if let Some(go_on) = super::trace::serve_if_trace(&mut stream, fabric, limits, who, &line) {
+            match go_on {
+                true => continue,
+                false => return,
+            }
         }
         let reply = respond(fabric, &line);
         if let Err(e) = write_by(&mut stream, &reply, Instant::now() + limits.write_timeout) {

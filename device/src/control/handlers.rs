@@ -19,6 +19,8 @@ pub fn handle(fabric: &Fabric, request: &Request) -> Result<Vec<u8>, RequestErro
         Request::Devices {} => devices(fabric),
         Request::Objects { device, kinds } => objects(fabric, device, kinds),
         Request::Counters { device, qpn } => counters(fabric, device, *qpn),
+        // The connection serves it as a stream (`control::trace`); never one reply.
+        Request::Trace { .. } => Err(RequestError::BadRequest("trace is a stream".into())),
     }
 }
 
@@ -29,7 +31,7 @@ fn encode<T: Serialize>(reply: &T) -> Result<Vec<u8>, RequestError> {
     Ok(line)
 }
 
-fn device<'a>(fabric: &'a Fabric, name: &str) -> Result<&'a Arc<Rnic>, RequestError> {
+pub(super) fn device<'a>(fabric: &'a Fabric, name: &str) -> Result<&'a Arc<Rnic>, RequestError> {
     fabric
         .devices()
         .iter()

@@ -25,11 +25,30 @@
 //! pi/ci). Producer indices the driver owns (a QP's sq/rq pi, an SRQ's pi, a CQ's or EQ's
 //! ci) are what its doorbell slot holds at that moment.
 //!
+//! `trace` turns the connection into a stream: after its first line (what is traced), one
+//! line per event of the device (`trace::Event`: seq, ts_ns, device, qpn if any, kind and
+//! the kind's decoded fields), and `{"lost":N}` where N events did not fit the client's
+//! queue (8192), until the client closes or the server stops. Nothing more is read.
+//!
+//! ```text
+//! {"cmd":"trace","device":"rnic0"}                                     every kind
+//! {"cmd":"trace","device":"rnic0","kinds":["admin","cqe"],"qpn":65536} some, one QP
+//!   -> {"trace":"rnic0","kinds":["admin","cqe"],"qpn":65536}
+//!   -> {"seq":41,"ts_ns":1203344,"device":"rnic0","qpn":65536,"kind":"cqe","cqn":2,
+//!       "wqe_index":0,"opcode":"RDMA_WRITE","status":"SUCCESS","byte_len":0,...}
+//!   -> {"lost":310}
+//! ```
+//!
+//! The kinds asked for: admin, doorbell, wqe, cqe, eqe, irq, state. An event's `kind` is
+//! one of those, but for state, whose events are qp_state, device (ENABLED, RESET, FATAL)
+//! and cq_arm (see `trace::event::Body`). The device never waits for a client: each client has a bounded queue, and the limits below
+//! apply to a stream as to any response (each batch of lines must be taken within 10 s).
+//!
 //! A failed request is answered with `{"error":"..."}` (the only reply with an `error`
 //! key): not JSON, no `cmd`, an unknown command, unknown or missing fields, an unknown
 //! device. The connection stays open, except for these, which also close it:
 //! a line longer than 64 KiB; no complete request within 30 s of the connection or of the
-//! last response; a client beyond the 16 served at once (refused at once); a peer of
+//! last response (a trace stream excepted); a client beyond the 16 served at once (refused at once); a peer of
 //! another user. A response not taken by the client within 10 s closes the connection.
 //!
 //! # Concurrency
@@ -51,6 +70,7 @@ pub mod handlers;
 pub mod protocol;
 pub mod render;
 pub mod server;
+pub mod trace;
 
 pub use protocol::Request;
 pub use server::{ControlError, ControlServer, Limits};

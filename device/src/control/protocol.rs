@@ -30,11 +30,20 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         qpn: Option<u32>,
     },
+    /// A device's trace events, of the kinds given (all when empty), of one QP if given:
+    /// the connection becomes a stream (`control::trace`).
+    Trace {
+        device: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        kinds: Vec<crate::trace::Kind>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        qpn: Option<u32>,
+    },
 }
 
 impl Request {
     /// The command names, as `cmd` spells them.
-    pub const COMMANDS: &[&str] = &["devices", "objects", "counters"];
+    pub const COMMANDS: &[&str] = &["devices", "objects", "counters", "trace"];
 }
 
 /// The answer to `devices`.

@@ -93,6 +93,9 @@ fn find_rung_doorbells(rnic: &Rnic, st: &mut RnicState) {
         for &slot in &slots {
             // Flags on CQ, EQ or free slots name no QP: ignored (flags are hints).
             if let Some(qpn) = st.objects.qp_by_slot(page, slot) {
+                rnic.trace.qp_doorbell(qpn, page, slot, |field| {
+                    rnic.doorbells.slot_word(page, slot, field)
+                });
                 st.objects.mark_active(qpn);
             }
         }

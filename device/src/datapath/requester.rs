@@ -212,6 +212,8 @@ fn plan(rnic: &Rnic, st: &mut RnicState, qpn: u32, now: Instant) -> Plan {
             rnic,
             format_args!("QP {qpn}: doorbell beyond the queue depth (sq_pi {sq_pi}, rq_pi {rq_pi}); moving to ERR"),
         );
+        let from = || st.objects.qp(qpn).map(|qp| qp.state);
+        rnic.trace.qp_state(qpn, from, QpState::Err);
         to_error(st, qpn);
         post_async(rnic, st, EventType::QpFatal, qpn, 0);
         return Plan::Worked;
@@ -233,6 +235,8 @@ fn plan(rnic: &Rnic, st: &mut RnicState, qpn: u32, now: Instant) -> Plan {
                     return Plan::Worked;
                 }
             };
+            let first_chunk = || (qp.sq_offset == 0).then_some(qp.sq.ci);
+            rnic.trace.wqe(qpn, qp_kind, &mem, addr, &wqe, first_chunk);
             // XRC_INI has no memory operations (SPEC "XRC"): resolve refuses them.
             if memory_ops::is_memory_op(wqe.opcode) && qp_kind != QpType::XrcIni {
                 return memory_op(rnic, st, &mem, qpn, addr, &wqe);
@@ -703,6 +707,7 @@ fn complete_send(
                 "{}: QP {qpn} WQE {index} failed: {status:?} ({why:?})",
                 rnic.name()
             );
+            rnic.trace.qp_state(qpn, || Some(qp.state), QpState::Err);
             qp.enter_error();
             // Still in the active set: it is being served.
             (status, why, 0)

@@ -401,6 +401,8 @@ fn fail(
         rnic,
         format_args!("QP {qpn} refused a request ({why:?}); moving to ERR"),
     );
+    let from = || st.objects.qp(qpn).map(|qp| qp.state);
+    rnic.trace.qp_state(qpn, from, QpState::Err);
     st.objects.qp_to_error(qpn);
     post_async(rnic, st, event, qpn, u32::from(u8::from(why)));
     // The target's own poller flushes the QP, and may be asleep on another shard.

@@ -30,6 +30,11 @@ impl PendingIrqs {
     pub fn is_empty(&self) -> bool {
         self.0 == 0
     }
+
+    /// The vectors, one bit each.
+    pub fn bits(&self) -> u32 {
+        self.0
+    }
 }
 
 #[derive(Default)]

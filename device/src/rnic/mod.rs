@@ -19,6 +19,7 @@ use crate::objects::counters::{self, Counters};
 use crate::objects::Objects;
 use crate::pci::{ConfigSpace, PciIds};
 use crate::ratelimit::WarnLimiter;
+use crate::trace::Tracer;
 use doorbells::DoorbellBar;
 use fence::DmaFence;
 use gids::{DeviceId, GidDirectory, GidTable, Gids};
@@ -36,6 +37,8 @@ pub struct RnicConfig {
     pub socket: std::path::PathBuf,
     pub link: LinkMode,
     pub ids: PciIds,
+    /// `trace=PATH`: every event of the device, from start-up, into this file.
+    pub trace: Option<std::path::PathBuf>,
 }
 
 /// The admin queue pair latched at ENABLE.
@@ -73,6 +76,8 @@ pub struct Rnic {
     /// counts (dropped datagrams, CQ and EQ overflows). Outside the device lock: the data
     /// path adds to them without it.
     pub counters: Counters,
+    /// Decoded events for subscribers (`vrnic ctl trace`, `trace=PATH`).
+    pub trace: Tracer,
     waker: Arc<Waker>,
     state: Mutex<RnicState>,
 }
@@ -169,6 +174,7 @@ impl Drop for StateGuard<'_> {
             .unwrap_or_default();
         self.guard = None;
         lock_order::after_device_unlock();
+        self.rnic.trace.irqs(pending.bits());
         self.rnic.irq_lines.signal(pending, self.rnic.name());
     }
 }
@@ -182,7 +188,12 @@ impl Rnic {
         id: DeviceId,
     ) -> std::io::Result<Arc<Rnic>> {
         let state = RnicState::new(config.ids);
+        let trace = Tracer::new(&config.name);
+        if let Some(path) = &config.trace {
+            trace.trace_to_file(path)?;
+        }
         Ok(Arc::new(Rnic {
+            trace,
             node_guid: config.link.node_guid(),
             config,
             doorbells: DoorbellBar::new()?,
@@ -247,6 +258,7 @@ impl Rnic {
     /// wait for the fence before they report the reset done (`fence.wait()`, unlocked).
     pub fn reset(&self, st: &mut RnicState) {
         log::debug!("{}: reset", self.name());
+        self.trace.device_state("RESET", None);
         st.objects.reset();
         self.counters.clear();
         self.gids(st).clear();
@@ -311,6 +323,7 @@ pub mod testing {
             socket: "/nonexistent".into(),
             link: LinkMode::Ib { lid: 1, guid: None },
             ids: PciIds::default(),
+            trace: None,
         };
         let rnic = Rnic::new(config, Arc::new(Waker::new().unwrap()), Arc::default(), 0).unwrap();
         let ram = GuestRam::new();

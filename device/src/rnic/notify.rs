@@ -84,6 +84,8 @@ pub fn post_cqe(
             .map(|(_, qp)| qp.qpn)
             .collect();
         for qpn in hit {
+            let from = || st.objects.qp(qpn).map(|qp| qp.state);
+            rnic.trace.qp_state(qpn, from, vrnic_hw::QpState::Err);
             st.objects.qp_to_error(qpn);
         }
         post_async(rnic, st, EventType::CqErr, cqn, 0);
@@ -92,6 +94,7 @@ pub fn post_cqe(
         return Err(CqBroken);
     }
     cq.pi = cq.pi.wrapping_add(1);
+    rnic.trace.cqe(cqn, cqe);
     // Pairs with the driver's barrier between storing `arm` and re-polling the CQ.
     fence(Ordering::SeqCst);
     let arm = rnic
@@ -109,6 +112,7 @@ pub fn post_cqe(
     let fire = wanted && seq != cq.fired_seq;
     if fire {
         cq.fired_seq = seq;
+        rnic.trace.cq_fired(cqn, arm);
     }
     let eqn = cq.eqn;
     rnic.counters.completion(cqe.status);
@@ -199,6 +203,7 @@ fn deliver(rnic: &Rnic, st: &mut RnicState, mem: &RamSnapshot, eqn: u32) -> bool
             return false;
         }
         eq.pending.pop_front();
+        rnic.trace.eqe(eqn, &eqe);
         eq.pi = eq.pi.wrapping_add(1);
         delivered = true;
     }

@@ -131,6 +131,7 @@ impl TestDevices {
                 socket: dir.as_path().join(format!("rnic{i}.sock")),
                 link: *link,
                 ids: PciIds::default(),
+                trace: None,
             })
             .collect();
         let sockets = configs.iter().map(|c| c.socket.clone()).collect();
@@ -159,6 +160,12 @@ impl TestDevices {
 
     pub fn link(&self, i: usize) -> LinkMode {
         self.links[i]
+    }
+
+    /// Device `i` itself, for what the host sees of it (its tracer).
+    pub fn rnic(&self, i: usize) -> std::sync::Arc<vrnic::rnic::Rnic> {
+        let service = self.service.as_ref().expect("the devices are running");
+        service.fabric().devices()[i].clone()
     }
 
     pub fn len(&self) -> usize {
