@@ -1,0 +1,299 @@
+//! A device's packet tap: while on, the data path hands it the packets of each transfer
+//! and a writer thread of its own encodes them into a pcap file. The data path never
+//! waits for it: batches go through a bounded queue (`QUEUE_BATCHES`, `QUEUE_BYTES`) and
+//! are dropped, and counted, when it is full. Off, the data path's check is one relaxed
+//! load of `ACTIVE` (no tap of the process is on) per hook.
+//!
+//! Locks: `running` and `msn` are leaf locks (lock_order rule 2), held for a queue push or
+//! a map update; `stop` joins the writer only after releasing `running`, and is never
+//! called under a device lock (it waits for the writer to drain the queue).
+
+use super::packet::Packet;
+use super::pcap::PcapWriter;
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufWriter};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::SystemTime;
+
+/// Batches (one per transfer) waiting for the writer, at most.
+pub const QUEUE_BATCHES: usize = 1024;
+/// Bytes waiting for the writer, at most (one 1 MiB chunk is about 1 MiB of frames).
+pub const QUEUE_BYTES: usize = 64 << 20;
+/// What a packet costs the queue beyond its payload (headers, bookkeeping).
+const PACKET_OVERHEAD: usize = 128;
+
+/// Taps switched on in this process: the data path's one check while all are off.
+static ACTIVE: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether any tap of the process is on (one relaxed load).
+#[inline]
+pub fn any_on() -> bool {
+    ACTIVE.load(Ordering::Relaxed) != 0
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TapError {
+    #[error("cannot open {path}: {source}")]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{0} is not a regular file")]
+    NotAFile(PathBuf),
+    #[error("cannot start the pcap writer: {0}")]
+    Thread(#[source] io::Error),
+}
+
+/// What a capture wrote so far.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TapStats {
+    pub path: PathBuf,
+    /// Frames written to the file.
+    pub packets: u64,
+    /// Frames dropped: the queue was full, or the file could not be written.
+    pub dropped: u64,
+}
+
+#[derive(Default)]
+struct Counts {
+    written: AtomicU64,
+    dropped: AtomicU64,
+}
+
+/// The packets of one transfer, seen at one time.
+struct Batch {
+    at: SystemTime,
+    packets: Vec<Packet>,
+    bytes: usize,
+}
+
+struct Running {
+    path: PathBuf,
+    tx: SyncSender<Batch>,
+    queued: Arc<AtomicUsize>,
+    counts: Arc<Counts>,
+    writer: JoinHandle<()>,
+}
+
+impl Running {
+    fn stats(&self) -> TapStats {
+        TapStats {
+            path: self.path.clone(),
+            packets: self.counts.written.load(Ordering::Relaxed),
+            dropped: self.counts.dropped.load(Ordering::Relaxed),
+        }
+    }
+}
+
+#[derive(Default)]
+pub struct Tap {
+    on: AtomicBool,
+    running: Mutex<Option<Running>>,
+    /// Per responder QP: the MSN of the last message it completed (AETH, §9.7.5.1.1).
+    msn: Mutex<HashMap<u32, u32>>,
+}
+
+impl Tap {
+    /// This tap is on (one relaxed load).
+    #[inline]
+    pub fn is_on(&self) -> bool {
+        self.on.load(Ordering::Relaxed)
+    }
+
+    /// Captures into `path` (created mode 0600, or truncated if it is a regular file;
+    /// never through a symlink), replacing the capture running, whose final figures it
+    /// returns. `device` names the writer thread and its log lines.
+    pub fn start(&self, path: &Path, device: &str) -> Result<Option<TapStats>, TapError> {
+        let file = open(path)?;
+        let writer =
+            PcapWriter::new(BufWriter::with_capacity(1 << 20, file)).map_err(|source| {
+                TapError::Open {
+                    path: path.into(),
+                    source,
+                }
+            })?;
+        let (tx, rx) = sync_channel(QUEUE_BATCHES);
+        let queued = Arc::new(AtomicUsize::new(0));
+        let counts = Arc::new(Counts::default());
+        let (q, c, name) = (queued.clone(), counts.clone(), device.to_string());
+        let shown = path.display().to_string();
+        let writer = std::thread::Builder::new()
+            .name(format!("pcap-{device}"))
+            .spawn(move || write_all(rx, writer, &q, &c, &name, &shown))
+            .map_err(TapError::Thread)?;
+        let new = Running {
+            path: path.into(),
+            tx,
+            queued,
+            counts,
+            writer,
+        };
+        let old = self.lock_running().replace(new);
+        if old.is_none() {
+            ACTIVE.fetch_add(1, Ordering::Relaxed);
+            self.on.store(true, Ordering::Relaxed);
+        }
+        Ok(old.map(finish))
+    }
+
+    /// Stops the capture (the queue is written out first); its final figures.
+    pub fn stop(&self) -> Option<TapStats> {
+        let old = self.lock_running().take()?;
+        self.on.store(false, Ordering::Relaxed);
+        ACTIVE.fetch_sub(1, Ordering::Relaxed);
+        Some(finish(old))
+    }
+
+    /// The running capture's figures so far.
+    pub fn status(&self) -> Option<TapStats> {
+        self.lock_running().as_ref().map(Running::stats)
+    }
+
+    /// Queues the packets of one transfer, or drops and counts them if the queue is full.
+    pub fn record(&self, packets: Vec<Packet>) {
+        if packets.is_empty() {
+            return;
+        }
+        let at = SystemTime::now();
+        let guard = self.lock_running();
+        let Some(run) = guard.as_ref() else {
+            return;
+        };
+        let n = packets.len() as u64;
+        let bytes = packets
+            .iter()
+            .map(|p| p.payload.len() + PACKET_OVERHEAD)
+            .sum::<usize>();
+        let queued = run.queued.fetch_add(bytes, Ordering::Relaxed);
+        if queued + bytes > QUEUE_BYTES {
+            run.queued.fetch_sub(bytes, Ordering::Relaxed);
+            run.counts.dropped.fetch_add(n, Ordering::Relaxed);
+            return;
+        }
+        let batch = Batch { at, packets, bytes };
+        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = run.tx.try_send(batch) {
+            run.queued.fetch_sub(bytes, Ordering::Relaxed);
+            run.counts.dropped.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    /// The MSN a responder QP's acknowledgement carries: one more than before when
+    /// `completes` (the request ends a message), else the same (§9.7.5.1.1). Starts at 0
+    /// when the capture first sees the QP.
+    pub fn msn(&self, qpn: u32, completes: bool) -> u32 {
+        let mut map = self.msn.lock().unwrap_or_else(|p| p.into_inner());
+        let msn = map.entry(qpn).or_insert(0);
+        if completes {
+            *msn = (*msn + 1) & 0xFF_FFFF;
+        }
+        *msn
+    }
+
+    fn lock_running(&self) -> std::sync::MutexGuard<'_, Option<Running>> {
+        self.running.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Drop for Tap {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Ends a capture: closes its queue, waits for the writer to write it out.
+fn finish(run: Running) -> TapStats {
+    let Running {
+        path,
+        tx,
+        counts,
+        writer,
+        ..
+    } = run;
+    drop(tx);
+    let _ = writer.join();
+    TapStats {
+        path,
+        packets: counts.written.load(Ordering::Relaxed),
+        dropped: counts.dropped.load(Ordering::Relaxed),
+    }
+}
+
+fn open(path: &Path) -> Result<File, TapError> {
+    let err = |source| TapError::Open {
+        path: path.into(),
+        source,
+    };
+    // Non-blocking, so a FIFO at `path` cannot hold the caller in open().
+    let file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(err)?;
+    if !file.metadata().map_err(err)?.is_file() {
+        return Err(TapError::NotAFile(path.into()));
+    }
+    file.set_len(0).map_err(err)?;
+    Ok(file)
+}
+
+/// The writer thread: encodes and writes each batch, flushes whenever the queue is empty,
+/// ends when the queue is closed and empty.
+fn write_all(
+    rx: Receiver<Batch>,
+    mut out: PcapWriter<BufWriter<File>>,
+    queued: &AtomicUsize,
+    counts: &Counts,
+    device: &str,
+    path: &str,
+) {
+    let mut failed = false;
+    let write = |batch: Batch, out: &mut PcapWriter<BufWriter<File>>, failed: &mut bool| {
+        for p in &batch.packets {
+            let written = match p.encode() {
+                Ok(_) if *failed => false,
+                Ok(frame) => match out.frame(batch.at, &frame) {
+                    Ok(()) => true,
+                    Err(e) => {
+                        log::error!(
+                            "{device}: pcap: writing {path} failed ({e}); dropping from now on"
+                        );
+                        *failed = true;
+                        false
+                    }
+                },
+                Err(e) => {
+                    log::warn!("{device}: pcap: a packet could not be encoded: {e}");
+                    false
+                }
+            };
+            let count = if written {
+                &counts.written
+            } else {
+                &counts.dropped
+            };
+            count.fetch_add(1, Ordering::Relaxed);
+        }
+        queued.fetch_sub(batch.bytes, Ordering::Relaxed);
+    };
+    while let Ok(batch) = rx.recv() {
+        write(batch, &mut out, &mut failed);
+        while let Ok(batch) = rx.try_recv() {
+            write(batch, &mut out, &mut failed);
+        }
+        if let Err(e) = out.flush().map_err(|e| (!failed).then_some(e)) {
+            if let Some(e) = e {
+                log::error!("{device}: pcap: writing {path} failed ({e}); dropping from now on");
+            }
+            failed = true;
+        }
+    }
+}
