@@ -19,11 +19,13 @@ Usage:
   vrnic serve --device NAME,socket=PATH,lid=N[,guid=GUID][,IDS] ...        (IB mode)
               --device NAME,socket=PATH,link=eth,mac=MAC[,IDS] ...     (RoCE v2 mode)
               IDS: vendor=ID,device=ID,subsystem-vendor=ID,subsystem=ID
+              (either mode may add pcap=PATH)
               [--config FILE] [--poll-idle-us N] [--poll-always] [--pollers N]
               [--control PATH]
   vrnic ctl --control PATH [--json] devices
   vrnic ctl --control PATH [--json] objects DEVICE [qps|cqs|mrs|eqs|srqs ...]
   vrnic ctl --control PATH [--json] counters DEVICE [QPN]
+  vrnic ctl --control PATH [--json] pcap DEVICE PATH|off
   vrnic --help
 
 Options:
@@ -35,7 +37,9 @@ Options:
                       unique); its GUID is the MAC's EUI-64 and the guest's driver pairs
                       it with the network interface of that MAC. IDs are hex (0x1234) or
                       decimal PCI IDs; the defaults are the hw-spec's (1234:7652,
-                      subsystem 1234:0001).
+                      subsystem 1234:0001). pcap=PATH records the packets its
+                      transfers would put on a RoCEv2 wire into a pcap file (created
+                      mode 0600 or truncated; see `ctl pcap`).
   --config FILE       Read devices (and poll_idle_us, control) from a TOML file:
                         poll_idle_us = 1000
                         poll_always = false
@@ -76,6 +80,12 @@ server's JSON reply line, for scripts):
                       The port's counters, or QP QPN's (hex 0x.. or decimal): packets,
                       bytes, requests by opcode, ACKs, NAKs, retries, drops, overflows,
                       completions by status (SPEC \"Counters\").
+  pcap DEVICE PATH|off
+                      Start recording DEVICE's packets into the pcap file PATH (replacing
+                      a capture running), or stop: what a RoCEv2 wire would carry for its
+                      transfers (Ethernet/IP/UDP 4791/IBTA headers/ICRC, segmented at the
+                      path MTU), for Wireshark or tshark. Packets the writer cannot keep
+                      up with are dropped and counted, never waited for.
 The protocol (one JSON request per line, one JSON reply per line) is in the README.
 
 Attach with QEMU (guest RAM must be shared memfd memory):
@@ -135,6 +145,8 @@ pub enum CliError {
     DuplicateLid(String, String, u16),
     #[error("devices {0} and {1} both use MAC {2}")]
     DuplicateMac(String, String, Mac),
+    #[error("devices {0} and {1} both capture into the same pcap file")]
+    DuplicatePcap(String, String),
     #[error("vrnic ctl needs --control PATH (the socket of `vrnic serve --control PATH`)")]
     NoControl,
     #[error("vrnic ctl: {0}; try `vrnic --help`")]
@@ -222,7 +234,11 @@ fn parse_ctl(args: &[String]) -> Result<Command, CliError> {
     }
     let bad = |why: String| CliError::BadCtl(why);
     let request = match words.as_slice() {
-        [] => return Err(bad("missing command (devices, objects, counters)".into())),
+        [] => {
+            return Err(bad(
+                "missing command (devices, objects, counters, pcap)".into()
+            ))
+        }
         ["devices"] => Request::Devices {},
         ["objects", device, kinds @ ..] => Request::Objects {
             device: device.to_string(),
@@ -247,10 +263,22 @@ fn parse_ctl(args: &[String]) -> Result<Command, CliError> {
             qpn: Some(parse_u32(qpn).ok_or_else(|| bad(format!("`{qpn}` is not a QPN")))?),
         },
         ["counters", ..] => return Err(bad("counters takes a DEVICE and an optional QPN".into())),
+        ["pcap", device, path] => Request::Pcap {
+            device: device.to_string(),
+            // The server's working directory is not the client's.
+            path: match *path {
+                "off" => None,
+                p => Some(
+                    std::path::absolute(p)
+                        .map_err(|e| bad(format!("pcap: `{p}` is not a usable path: {e}")))?,
+                ),
+            },
+        },
+        ["pcap", ..] => return Err(bad("pcap takes a DEVICE and a PATH (or off)".into())),
         ["devices", extra, ..] => return Err(bad(format!("devices takes no argument `{extra}`"))),
         [other, ..] => {
             return Err(bad(format!(
-                "unknown command `{other}` (devices, objects, counters)"
+                "unknown command `{other}` (devices, objects, counters, pcap)"
             )))
         }
     };
@@ -278,6 +306,9 @@ fn check(devices: &[RnicConfig]) -> Result<(), CliError> {
                     return Err(CliError::DuplicateMac(a.name.clone(), b.name.clone(), x));
                 }
                 _ => {}
+            }
+            if a.pcap.is_some() && a.pcap == b.pcap {
+                return Err(CliError::DuplicatePcap(a.name.clone(), b.name.clone()));
             }
             if a.socket == b.socket {
                 return Err(CliError::DuplicateSocket(
@@ -343,6 +374,7 @@ struct DeviceKeys {
     mac: Option<String>,
     guid: Option<String>,
     ids: PciIds,
+    pcap: Option<PathBuf>,
 }
 
 impl DeviceKeys {
@@ -384,6 +416,7 @@ impl DeviceKeys {
             socket,
             link,
             ids: self.ids,
+            pcap: self.pcap,
         })
     }
 }
@@ -424,6 +457,7 @@ fn parse_device(spec: &str) -> Result<RnicConfig, CliError> {
             "device" => keys.ids.device = id()?,
             "subsystem-vendor" => keys.ids.subsystem_vendor = id()?,
             "subsystem" => keys.ids.subsystem = id()?,
+            "pcap" if !value.is_empty() => keys.pcap = Some(PathBuf::from(value)),
             _ => return Err(bad(format!("unknown or empty key `{key}`"))),
         }
     }
@@ -453,6 +487,7 @@ struct DeviceEntry {
     device: Option<u16>,
     subsystem_vendor: Option<u16>,
     subsystem: Option<u16>,
+    pcap: Option<PathBuf>,
 }
 
 struct Config {
@@ -486,6 +521,7 @@ fn read_config(path: &str) -> Result<Config, CliError> {
                     subsystem_vendor: d.subsystem_vendor.unwrap_or(defaults.subsystem_vendor),
                     subsystem: d.subsystem.unwrap_or(defaults.subsystem),
                 },
+                pcap: d.pcap,
             };
             keys.finish(&d.name)
                 .map_err(|why| err(format!("device {}: {why}", d.name)))
@@ -751,6 +787,69 @@ mod tests {
                 }
             }))
         );
+    }
+
+    #[test]
+    fn devices_take_a_pcap_file_from_the_spec_or_the_config_and_never_share_one() {
+        let Ok(Command::Serve(a)) = parse(&args(
+            "serve --device a,socket=/a,lid=1,pcap=/tmp/a.pcap --device b,socket=/b,lid=2",
+        )) else {
+            panic!("parse failed")
+        };
+        assert_eq!(a.devices[0].pcap, Some(PathBuf::from("/tmp/a.pcap")));
+        assert_eq!(a.devices[1].pcap, None);
+        assert_eq!(
+            parse(&args(
+                "serve --device a,socket=/a,lid=1,pcap=/p --device b,socket=/b,lid=2,pcap=/p"
+            )),
+            Err(CliError::DuplicatePcap("a".into(), "b".into()))
+        );
+        assert!(matches!(
+            parse(&args("serve --device a,socket=/a,lid=1,pcap=")),
+            Err(CliError::BadDevice { .. })
+        ));
+        let path = std::env::temp_dir().join(format!("vrnic-cli-pcap-{}.toml", std::process::id()));
+        std::fs::write(
+            &path,
+            "[[device]]\nname = \"r0\"\nsocket = \"/tmp/r0\"\nlid = 3\npcap = \"/tmp/r0.pcap\"\n",
+        )
+        .unwrap();
+        let parsed = parse(&args(&format!("serve --config {}", path.display())));
+        std::fs::remove_file(&path).unwrap();
+        let Ok(Command::Serve(c)) = parsed else {
+            panic!("{parsed:?}")
+        };
+        assert_eq!(c.devices[0].pcap, Some(PathBuf::from("/tmp/r0.pcap")));
+    }
+
+    #[test]
+    fn ctl_pcap_takes_a_path_made_absolute_or_off() {
+        let req = |line: &str| match parse(&args(line)) {
+            Ok(Command::Ctl(c)) => c.request,
+            other => panic!("{line}: {other:?}"),
+        };
+        assert_eq!(
+            req("ctl --control /c pcap r0 /tmp/x.pcap"),
+            Request::Pcap {
+                device: "r0".into(),
+                path: Some("/tmp/x.pcap".into())
+            }
+        );
+        assert_eq!(
+            req("ctl --control /c pcap r0 off"),
+            Request::Pcap {
+                device: "r0".into(),
+                path: None
+            }
+        );
+        let Request::Pcap { path: Some(p), .. } = req("ctl --control /c pcap r0 x.pcap") else {
+            panic!("no path")
+        };
+        assert_eq!(p, std::env::current_dir().unwrap().join("x.pcap"));
+        assert!(matches!(
+            parse(&args("ctl --control /c pcap r0")),
+            Err(CliError::BadCtl(why)) if why.contains("a DEVICE and a PATH")
+        ));
     }
 
     #[test]

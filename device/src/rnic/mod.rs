@@ -19,6 +19,7 @@ use crate::objects::counters::{self, Counters};
 use crate::objects::Objects;
 use crate::pci::{ConfigSpace, PciIds};
 use crate::ratelimit::WarnLimiter;
+use crate::wire::Tap;
 use doorbells::DoorbellBar;
 use fence::DmaFence;
 use gids::{DeviceId, GidDirectory, GidTable, Gids};
@@ -36,6 +37,8 @@ pub struct RnicConfig {
     pub socket: std::path::PathBuf,
     pub link: LinkMode,
     pub ids: PciIds,
+    /// Capture the device's packets into this pcap file from the start (`pcap=PATH`).
+    pub pcap: Option<std::path::PathBuf>,
 }
 
 /// The admin queue pair latched at ENABLE.
@@ -73,6 +76,8 @@ pub struct Rnic {
     /// counts (dropped datagrams, CQ and EQ overflows). Outside the device lock: the data
     /// path adds to them without it.
     pub counters: Counters,
+    /// The packet tap (`pcap=PATH`, `vrnic ctl pcap`): what its transfers put on a wire.
+    pub tap: Tap,
     waker: Arc<Waker>,
     state: Mutex<RnicState>,
 }
@@ -182,6 +187,11 @@ impl Rnic {
         id: DeviceId,
     ) -> std::io::Result<Arc<Rnic>> {
         let state = RnicState::new(config.ids);
+        let tap = Tap::default();
+        if let Some(path) = &config.pcap {
+            tap.start(path, &config.name)
+                .map_err(std::io::Error::other)?;
+        }
         Ok(Arc::new(Rnic {
             node_guid: config.link.node_guid(),
             config,
@@ -191,6 +201,7 @@ impl Rnic {
             id,
             gid_directory,
             counters: Counters::default(),
+            tap,
             state: Mutex::new(state),
             waker,
         }))
@@ -311,6 +322,7 @@ pub mod testing {
             socket: "/nonexistent".into(),
             link: LinkMode::Ib { lid: 1, guid: None },
             ids: PciIds::default(),
+            pcap: None,
         };
         let rnic = Rnic::new(config, Arc::new(Waker::new().unwrap()), Arc::default(), 0).unwrap();
         let ram = GuestRam::new();

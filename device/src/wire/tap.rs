@@ -135,19 +135,26 @@ impl Tap {
             counts,
             writer,
         };
-        let old = self.lock_running().replace(new);
-        if old.is_none() {
-            ACTIVE.fetch_add(1, Ordering::Relaxed);
-            self.on.store(true, Ordering::Relaxed);
-        }
+        let old = {
+            let mut running = self.lock_running();
+            if running.is_none() {
+                ACTIVE.fetch_add(1, Ordering::Relaxed);
+                self.on.store(true, Ordering::Relaxed);
+            }
+            running.replace(new)
+        };
         Ok(old.map(finish))
     }
 
     /// Stops the capture (the queue is written out first); its final figures.
     pub fn stop(&self) -> Option<TapStats> {
-        let old = self.lock_running().take()?;
-        self.on.store(false, Ordering::Relaxed);
-        ACTIVE.fetch_sub(1, Ordering::Relaxed);
+        let old = {
+            let mut running = self.lock_running();
+            let old = running.take()?;
+            self.on.store(false, Ordering::Relaxed);
+            ACTIVE.fetch_sub(1, Ordering::Relaxed);
+            old
+        };
         Some(finish(old))
     }
 
@@ -295,5 +302,99 @@ fn write_all(
             }
             failed = true;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::addr::Mac;
+    use crate::wire::bth::{Bth, Op, Opcode, Transport};
+    use crate::wire::Network;
+    use vmm_sys_util::tempdir::TempDir;
+
+    fn send(payload: usize) -> Packet {
+        Packet {
+            src_mac: Mac([2, 0, 0, 0, 0, 1]),
+            dst_mac: Mac([2, 0, 0, 0, 0, 2]),
+            net: Network::V4 {
+                src: [10, 0, 0, 1],
+                dst: [10, 0, 0, 2],
+                tos: 0,
+                ttl: 64,
+            },
+            udp_src_port: 0xc000,
+            bth: Bth {
+                opcode: Opcode::new(Transport::Rc, Op::SendMiddle).unwrap(),
+                solicited: false,
+                migreq: true,
+                pkey: 0xffff,
+                fecn: false,
+                becn: false,
+                dest_qpn: 1,
+                ack_req: false,
+                psn: 0,
+            },
+            deth: None,
+            xrc_srqn: None,
+            reth: None,
+            atomic_eth: None,
+            aeth: None,
+            atomic_ack: None,
+            imm: None,
+            ieth: None,
+            payload: vec![0; payload],
+        }
+    }
+
+    #[test]
+    fn a_batch_beyond_the_queue_is_dropped_and_counted_and_the_rest_written() {
+        let dir = TempDir::new().unwrap();
+        let path = dir.as_path().join("t.pcap");
+        let tap = Tap::default();
+        assert!(!tap.is_on());
+        assert_eq!(tap.start(&path, "t").unwrap(), None);
+        assert!(tap.is_on() && any_on());
+
+        tap.record(vec![send(100), send(200)]);
+        // More bytes than the queue holds at once: never queued, whatever the writer does.
+        let huge = QUEUE_BYTES / 4096 + 1;
+        tap.record((0..huge).map(|_| send(4096)).collect());
+        tap.record(vec![send(4)]);
+        let stats = tap.stop().unwrap();
+
+        assert_eq!((stats.packets, stats.dropped), (3, huge as u64));
+        assert!(!tap.is_on() && tap.stop().is_none());
+        // Header, then three records of the frames' lengths.
+        let file = std::fs::read(&path).unwrap();
+        let frames: usize = [100, 200, 4]
+            .iter()
+            .map(|&n| 16 + send(n).encode().unwrap().len())
+            .sum();
+        assert_eq!(file.len(), 24 + frames);
+    }
+
+    #[test]
+    fn starting_again_replaces_the_capture_and_reports_the_old_one() {
+        let dir = TempDir::new().unwrap();
+        let (a, b) = (dir.as_path().join("a"), dir.as_path().join("b"));
+        let tap = Tap::default();
+        tap.start(&a, "t").unwrap();
+        tap.record(vec![send(1)]);
+
+        let old = tap.start(&b, "t").unwrap().unwrap();
+
+        assert_eq!((old.path, old.packets, old.dropped), (a, 1, 0));
+        assert_eq!(tap.status().unwrap().path, b);
+        tap.stop();
+    }
+
+    #[test]
+    fn an_msn_counts_completed_messages_per_qp() {
+        let tap = Tap::default();
+        assert_eq!(tap.msn(5, false), 0);
+        assert_eq!(tap.msn(5, true), 1);
+        assert_eq!(tap.msn(5, false), 1);
+        assert_eq!(tap.msn(6, true), 1);
     }
 }
