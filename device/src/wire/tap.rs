@@ -13,7 +13,7 @@ use super::pcap::PcapWriter;
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
@@ -45,7 +45,7 @@ pub enum TapError {
         #[source]
         source: io::Error,
     },
-    #[error("{0} is not a regular file")]
+    #[error("{0} is neither a regular file nor a character device")]
     NotAFile(PathBuf),
     #[error("cannot start the pcap writer: {0}")]
     Thread(#[source] io::Error),
@@ -107,8 +107,8 @@ impl Tap {
         self.on.load(Ordering::Relaxed)
     }
 
-    /// Captures into `path` (created mode 0600, or truncated if it is a regular file;
-    /// never through a symlink), replacing the capture running, whose final figures it
+    /// Captures into `path` (created mode 0600, or truncated if it is a regular file, or a
+    /// character device such as /dev/null; never through a symlink), replacing the capture running, whose final figures it
     /// returns. `device` names the writer thread and its log lines.
     pub fn start(&self, path: &Path, device: &str) -> Result<Option<TapStats>, TapError> {
         let file = open(path)?;
@@ -245,10 +245,14 @@ fn open(path: &Path) -> Result<File, TapError> {
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(path)
         .map_err(err)?;
-    if !file.metadata().map_err(err)?.is_file() {
+    let kind = file.metadata().map_err(err)?.file_type();
+    if kind.is_file() {
+        file.set_len(0).map_err(err)?;
+    } else if !kind.is_char_device() {
+        // A FIFO or socket could block the writer; a character device (/dev/null: the
+        // cost of a capture without the disk) cannot.
         return Err(TapError::NotAFile(path.into()));
     }
-    file.set_len(0).map_err(err)?;
     Ok(file)
 }
 

@@ -151,6 +151,12 @@ impl TestDevices {
         }
     }
 
+    /// Device `i` itself (for what only the host can switch, e.g. its packet tap).
+    pub fn rnic(&self, i: usize) -> std::sync::Arc<vrnic::rnic::Rnic> {
+        let service = self.service.as_ref().expect("devices stopped");
+        service.fabric().devices()[i].clone()
+    }
+
     /// The control socket (started with `start_with_control`).
     pub fn control_socket(&self) -> &Path {
         self.control
