@@ -33,6 +33,7 @@ use crate::rnic::Rnic;
 use crate::wire::bth::{Op, DEFAULT_PKEY};
 use crate::wire::ext::{self, AethKind, CREDITS_INVALID};
 use crate::wire::{tap, udp, Aeth, AtomicEth, Bth, Deth, Network, Opcode, Packet, Reth, Transport};
+use std::sync::Arc;
 use vrnic_hw::{QpType, WcStatus, WrOpcode};
 
 const HOP_LIMIT: u8 = 64;
@@ -60,19 +61,15 @@ pub fn datagram(rnic: &Rnic, target: &Rnic, send: &Send, psn: u32, response: Res
     }
 }
 
-/// Hands `packets` to the taps that are on (once for a loopback).
+/// Hands `packets` to the taps that are on (once for a loopback), shared between them.
 fn record(rnic: &Rnic, target: &Rnic, packets: Vec<Packet>) {
-    let (a, b) = (rnic.tap.is_on(), target.tap.is_on());
-    if std::ptr::eq(rnic, target) || !b {
-        if a {
-            rnic.tap.record(packets);
-        }
-        return;
+    let packets = Arc::new(packets);
+    if rnic.tap.is_on() {
+        rnic.tap.record(&packets);
     }
-    if a {
-        rnic.tap.record(packets.clone());
+    if !std::ptr::eq(rnic, target) && target.tap.is_on() {
+        target.tap.record(&packets);
     }
-    target.tap.record(packets);
 }
 
 /// One end of a flow.

@@ -12,9 +12,10 @@ use super::udp::UDP_LEN;
 
 pub const ICRC_LEN: usize = 4;
 
-/// The reflected CRC-32 table, built at compile time.
-const TABLE: [u32; 256] = {
-    let mut table = [0u32; 256];
+/// The reflected CRC-32 tables for eight bytes at a time ("slicing-by-8"): TABLES[0] is
+/// the byte-wise table, TABLES[k] advances a byte through k more zero bytes.
+const TABLES: [[u32; 256]; 8] = {
+    let mut t = [[0u32; 256]; 8];
     let mut i = 0;
     while i < 256 {
         let mut c = i as u32;
@@ -27,10 +28,20 @@ const TABLE: [u32; 256] = {
             };
             k += 1;
         }
-        table[i] = c;
+        t[0][i] = c;
         i += 1;
     }
-    table
+    let mut k = 1;
+    while k < 8 {
+        let mut i = 0;
+        while i < 256 {
+            let prev = t[k - 1][i];
+            t[k][i] = (prev >> 8) ^ t[0][(prev & 0xFF) as usize];
+            i += 1;
+        }
+        k += 1;
+    }
+    t
 };
 
 /// A running CRC-32 (before its final inversion).
@@ -38,9 +49,25 @@ struct Crc(u32);
 
 impl Crc {
     fn update(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = TABLE[((self.0 ^ u32::from(b)) & 0xFF) as usize] ^ (self.0 >> 8);
+        let t = &TABLES;
+        let mut crc = self.0;
+        let mut words = bytes.chunks_exact(8);
+        for w in &mut words {
+            let lo = crc ^ u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+            let hi = u32::from_le_bytes([w[4], w[5], w[6], w[7]]);
+            crc = t[7][(lo & 0xFF) as usize]
+                ^ t[6][(lo >> 8 & 0xFF) as usize]
+                ^ t[5][(lo >> 16 & 0xFF) as usize]
+                ^ t[4][(lo >> 24) as usize]
+                ^ t[3][(hi & 0xFF) as usize]
+                ^ t[2][(hi >> 8 & 0xFF) as usize]
+                ^ t[1][(hi >> 16 & 0xFF) as usize]
+                ^ t[0][(hi >> 24) as usize];
         }
+        for &b in words.remainder() {
+            crc = t[0][((crc ^ u32::from(b)) & 0xFF) as usize] ^ (crc >> 8);
+        }
+        self.0 = crc;
     }
 }
 
@@ -82,6 +109,17 @@ mod tests {
         let mut crc = Crc(!0);
         crc.update(b"123456789");
         assert_eq!(!crc.0, 0xCBF4_3926);
+        // Eight bytes at a time agree with one at a time, whatever the split.
+        let data: Vec<u8> = (0..1000u32).map(|i| (i * 7 + 3) as u8).collect();
+        let mut whole = Crc(!0);
+        whole.update(&data);
+        let mut bytes = Crc(!0);
+        for b in &data {
+            bytes.update(std::slice::from_ref(b));
+        }
+        assert_eq!(whole.0, bytes.0);
+        // zlib.crc32(bytes((i * 7 + 3) % 256 for i in range(1000)))
+        assert_eq!(!whole.0, 0x17BC_2A46);
     }
 
     #[test]

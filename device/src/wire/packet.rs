@@ -38,6 +38,14 @@ pub struct Packet {
 impl Packet {
     /// The frame, from the destination MAC to the ICRC.
     pub fn encode(&self) -> Result<Vec<u8>, WireError> {
+        let mut out = Vec::new();
+        self.encode_into(&mut out)?;
+        Ok(out)
+    }
+
+    /// `encode` into `out` (cleared first), reusing its allocation.
+    pub fn encode_into(&self, out: &mut Vec<u8>) -> Result<(), WireError> {
+        out.clear();
         let layout = Layout::of(self.bth.opcode);
         self.check_headers(&layout)?;
         let pad = (4 - self.payload.len() % 4) % 4;
@@ -45,37 +53,37 @@ impl Packet {
         let udp_len = UDP_LEN + transport;
         let udp_len16 =
             u16::try_from(udp_len).map_err(|_| WireError::TooLong(self.payload.len()))?;
-        let mut out = Vec::with_capacity(ETH_LEN + self.net.header_len() + udp_len);
+        out.reserve(ETH_LEN + self.net.header_len() + udp_len);
         let v6 = matches!(self.net, Network::V6 { .. });
         EthHeader {
             dst: self.dst_mac,
             src: self.src_mac,
             ethertype: if v6 { ETHERTYPE_IPV6 } else { ETHERTYPE_IPV4 },
         }
-        .encode(&mut out);
-        self.net.encode(udp_len, &mut out)?;
+        .encode(out);
+        self.net.encode(udp_len, out)?;
         UdpHeader {
             src_port: self.udp_src_port,
             dst_port: ROCE_V2_PORT,
             length: udp_len16,
             checksum: 0,
         }
-        .encode(&mut out);
-        self.bth.encode(pad, &mut out)?;
+        .encode(out);
+        self.bth.encode(pad, out)?;
         if let Some(d) = &self.deth {
-            ext::encode_deth(d, &mut out);
+            ext::encode_deth(d, out);
         }
         if let Some(srqn) = self.xrc_srqn {
-            ext::encode_xrceth(srqn, &mut out);
+            ext::encode_xrceth(srqn, out);
         }
         if let Some(r) = &self.reth {
-            ext::encode_reth(r, &mut out);
+            ext::encode_reth(r, out);
         }
         if let Some(a) = &self.atomic_eth {
-            ext::encode_atomic_eth(a, &mut out);
+            ext::encode_atomic_eth(a, out);
         }
         if let Some(a) = &self.aeth {
-            ext::encode_aeth(a, &mut out);
+            ext::encode_aeth(a, out);
         }
         if let Some(v) = self.atomic_ack {
             out.extend_from_slice(&v.to_be_bytes());
@@ -90,7 +98,7 @@ impl Packet {
         out.resize(out.len() + pad, 0);
         let crc = icrc(&out[ETH_LEN..], v6).ok_or(WireError::TooLong(0))?;
         out.extend_from_slice(&crc.to_le_bytes());
-        Ok(out)
+        Ok(())
     }
 
     /// The packet a frame holds, checked throughout: lengths of every layer, the IPv4

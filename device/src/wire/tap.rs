@@ -1,32 +1,35 @@
 //! A device's packet tap: while on, the data path hands it the packets of each transfer
 //! and a writer thread of its own encodes them into a pcap file. The data path never
-//! waits for it: batches go through a bounded queue (`QUEUE_BATCHES`, `QUEUE_BYTES`) and
-//! are dropped, and counted, when it is full. Off, the data path's check is one relaxed
-//! load of `ACTIVE` (no tap of the process is on) per hook.
+//! waits for it, nor wakes it: batches go into a bounded queue (`QUEUE_BATCHES`,
+//! `QUEUE_BYTES`) that the writer empties every `WRITER_PERIOD`, and are dropped, and
+//! counted, when it is full. Off, the data path's check is one relaxed load of `ACTIVE`
+//! (no tap of the process is on) per hook.
 //!
-//! Locks: `running` and `msn` are leaf locks (lock_order rule 2), held for a queue push or
-//! a map update; `stop` joins the writer only after releasing `running`, and is never
-//! called under a device lock (it waits for the writer to drain the queue).
+//! Locks: `running`, `msn` and a queue's batches are leaf locks (lock_order rule 2), held
+//! for an Arc clone, a map update or a push, never one inside another; `stop` joins the
+//! writer with none held, and is never called under a device lock (it waits for the
+//! writer to write out the queue).
 
 use super::packet::Packet;
 use super::pcap::PcapWriter;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 /// Batches (one per transfer) waiting for the writer, at most.
-pub const QUEUE_BATCHES: usize = 1024;
+pub const QUEUE_BATCHES: usize = 4096;
 /// Bytes waiting for the writer, at most (one 1 MiB chunk is about 1 MiB of frames).
 pub const QUEUE_BYTES: usize = 64 << 20;
 /// What a packet costs the queue beyond its payload (headers, bookkeeping).
 const PACKET_OVERHEAD: usize = 128;
+/// How often the writer looks at its queue.
+const WRITER_PERIOD: Duration = Duration::from_millis(1);
 
 /// Taps switched on in this process: the data path's one check while all are off.
 static ACTIVE: AtomicUsize = AtomicUsize::new(0);
@@ -61,24 +64,49 @@ pub struct TapStats {
     pub dropped: u64,
 }
 
+/// The packets of one transfer, seen at one time (shared by the taps of both ends).
+struct Batch {
+    at: SystemTime,
+    packets: Arc<Vec<Packet>>,
+    bytes: usize,
+}
+
+/// Between the data path and one writer.
 #[derive(Default)]
-struct Counts {
+struct Queue {
+    batches: Mutex<VecDeque<Batch>>,
+    bytes: AtomicUsize,
+    /// No more batches: the writer writes out what is queued and ends.
+    closed: AtomicBool,
     written: AtomicU64,
     dropped: AtomicU64,
 }
 
-/// The packets of one transfer, seen at one time.
-struct Batch {
-    at: SystemTime,
-    packets: Vec<Packet>,
-    bytes: usize,
+impl Queue {
+    fn push(&self, batch: Batch) {
+        let n = batch.packets.len() as u64;
+        let bytes = batch.bytes;
+        let mut q = self.batches.lock().unwrap_or_else(|p| p.into_inner());
+        let room = q.len() < QUEUE_BATCHES
+            && self.bytes.load(Ordering::Relaxed) + bytes <= QUEUE_BYTES
+            && !self.closed.load(Ordering::Relaxed);
+        if room {
+            self.bytes.fetch_add(bytes, Ordering::Relaxed);
+            q.push_back(batch);
+        } else {
+            drop(q);
+            self.dropped.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    fn take(&self) -> VecDeque<Batch> {
+        std::mem::take(&mut *self.batches.lock().unwrap_or_else(|p| p.into_inner()))
+    }
 }
 
 struct Running {
     path: PathBuf,
-    tx: SyncSender<Batch>,
-    queued: Arc<AtomicUsize>,
-    counts: Arc<Counts>,
+    queue: Arc<Queue>,
     writer: JoinHandle<()>,
 }
 
@@ -86,8 +114,8 @@ impl Running {
     fn stats(&self) -> TapStats {
         TapStats {
             path: self.path.clone(),
-            packets: self.counts.written.load(Ordering::Relaxed),
-            dropped: self.counts.dropped.load(Ordering::Relaxed),
+            packets: self.queue.written.load(Ordering::Relaxed),
+            dropped: self.queue.dropped.load(Ordering::Relaxed),
         }
     }
 }
@@ -108,31 +136,30 @@ impl Tap {
     }
 
     /// Captures into `path` (created mode 0600, or truncated if it is a regular file, or a
-    /// character device such as /dev/null; never through a symlink), replacing the capture running, whose final figures it
-    /// returns. `device` names the writer thread and its log lines.
+    /// character device such as /dev/null; never through a symlink), replacing the
+    /// capture running, whose final figures it returns. `device` names the writer thread
+    /// and its log lines.
     pub fn start(&self, path: &Path, device: &str) -> Result<Option<TapStats>, TapError> {
         let file = open(path)?;
-        let writer =
-            PcapWriter::new(BufWriter::with_capacity(1 << 20, file)).map_err(|source| {
-                TapError::Open {
-                    path: path.into(),
-                    source,
-                }
-            })?;
-        let (tx, rx) = sync_channel(QUEUE_BATCHES);
-        let queued = Arc::new(AtomicUsize::new(0));
-        let counts = Arc::new(Counts::default());
-        let (q, c, name) = (queued.clone(), counts.clone(), device.to_string());
-        let shown = path.display().to_string();
+        let out = PcapWriter::new(BufWriter::with_capacity(1 << 20, file)).map_err(|source| {
+            TapError::Open {
+                path: path.into(),
+                source,
+            }
+        })?;
+        let queue = Arc::new(Queue::default());
+        let (q, name, shown) = (
+            queue.clone(),
+            device.to_string(),
+            path.display().to_string(),
+        );
         let writer = std::thread::Builder::new()
             .name(format!("pcap-{device}"))
-            .spawn(move || write_all(rx, writer, &q, &c, &name, &shown))
+            .spawn(move || write_all(&q, out, &name, &shown))
             .map_err(TapError::Thread)?;
         let new = Running {
             path: path.into(),
-            tx,
-            queued,
-            counts,
+            queue,
             writer,
         };
         let old = {
@@ -164,31 +191,22 @@ impl Tap {
     }
 
     /// Queues the packets of one transfer, or drops and counts them if the queue is full.
-    pub fn record(&self, packets: Vec<Packet>) {
+    pub fn record(&self, packets: &Arc<Vec<Packet>>) {
         if packets.is_empty() {
             return;
         }
-        let at = SystemTime::now();
-        let guard = self.lock_running();
-        let Some(run) = guard.as_ref() else {
+        let Some(queue) = self.lock_running().as_ref().map(|r| r.queue.clone()) else {
             return;
         };
-        let n = packets.len() as u64;
         let bytes = packets
             .iter()
             .map(|p| p.payload.len() + PACKET_OVERHEAD)
             .sum::<usize>();
-        let queued = run.queued.fetch_add(bytes, Ordering::Relaxed);
-        if queued + bytes > QUEUE_BYTES {
-            run.queued.fetch_sub(bytes, Ordering::Relaxed);
-            run.counts.dropped.fetch_add(n, Ordering::Relaxed);
-            return;
-        }
-        let batch = Batch { at, packets, bytes };
-        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = run.tx.try_send(batch) {
-            run.queued.fetch_sub(bytes, Ordering::Relaxed);
-            run.counts.dropped.fetch_add(n, Ordering::Relaxed);
-        }
+        queue.push(Batch {
+            at: SystemTime::now(),
+            packets: packets.clone(),
+            bytes,
+        });
     }
 
     /// The MSN a responder QP's acknowledgement carries: one more than before when
@@ -216,19 +234,13 @@ impl Drop for Tap {
 
 /// Ends a capture: closes its queue, waits for the writer to write it out.
 fn finish(run: Running) -> TapStats {
-    let Running {
-        path,
-        tx,
-        counts,
-        writer,
-        ..
-    } = run;
-    drop(tx);
-    let _ = writer.join();
+    run.queue.closed.store(true, Ordering::Release);
+    run.writer.thread().unpark();
+    let _ = run.writer.join();
     TapStats {
-        path,
-        packets: counts.written.load(Ordering::Relaxed),
-        dropped: counts.dropped.load(Ordering::Relaxed),
+        path: run.path,
+        packets: run.queue.written.load(Ordering::Relaxed),
+        dropped: run.queue.dropped.load(Ordering::Relaxed),
     }
 }
 
@@ -256,52 +268,52 @@ fn open(path: &Path) -> Result<File, TapError> {
     Ok(file)
 }
 
-/// The writer thread: encodes and writes each batch, flushes whenever the queue is empty,
-/// ends when the queue is closed and empty.
-fn write_all(
-    rx: Receiver<Batch>,
-    mut out: PcapWriter<BufWriter<File>>,
-    queued: &AtomicUsize,
-    counts: &Counts,
-    device: &str,
-    path: &str,
-) {
+/// The writer thread: every WRITER_PERIOD, encodes and writes what is queued and flushes;
+/// ends once the queue is closed and written out.
+fn write_all(queue: &Queue, mut out: PcapWriter<BufWriter<File>>, device: &str, path: &str) {
     let mut failed = false;
-    let write = |batch: Batch, out: &mut PcapWriter<BufWriter<File>>, failed: &mut bool| {
-        for p in &batch.packets {
-            let written = match p.encode() {
-                Ok(_) if *failed => false,
-                Ok(frame) => match out.frame(batch.at, &frame) {
-                    Ok(()) => true,
+    let mut frame = Vec::new();
+    loop {
+        // Closed before the last look: nothing can be queued after it.
+        let closed = queue.closed.load(Ordering::Acquire);
+        let batches = queue.take();
+        if batches.is_empty() {
+            if closed {
+                return;
+            }
+            std::thread::park_timeout(WRITER_PERIOD);
+            continue;
+        }
+        for batch in batches {
+            for p in batch.packets.iter() {
+                let written = match p.encode_into(&mut frame) {
+                    Ok(()) if failed => false,
+                    Ok(()) => {
+                        match out.frame(batch.at, &frame) {
+                            Ok(()) => true,
+                            Err(e) => {
+                                log::error!("{device}: pcap: writing {path} failed ({e}); dropping from now on");
+                                failed = true;
+                                false
+                            }
+                        }
+                    }
                     Err(e) => {
-                        log::error!(
-                            "{device}: pcap: writing {path} failed ({e}); dropping from now on"
-                        );
-                        *failed = true;
+                        log::warn!("{device}: pcap: a packet could not be encoded: {e}");
                         false
                     }
-                },
-                Err(e) => {
-                    log::warn!("{device}: pcap: a packet could not be encoded: {e}");
-                    false
-                }
-            };
-            let count = if written {
-                &counts.written
-            } else {
-                &counts.dropped
-            };
-            count.fetch_add(1, Ordering::Relaxed);
+                };
+                let count = if written {
+                    &queue.written
+                } else {
+                    &queue.dropped
+                };
+                count.fetch_add(1, Ordering::Relaxed);
+            }
+            queue.bytes.fetch_sub(batch.bytes, Ordering::Relaxed);
         }
-        queued.fetch_sub(batch.bytes, Ordering::Relaxed);
-    };
-    while let Ok(batch) = rx.recv() {
-        write(batch, &mut out, &mut failed);
-        while let Ok(batch) = rx.try_recv() {
-            write(batch, &mut out, &mut failed);
-        }
-        if let Err(e) = out.flush().map_err(|e| (!failed).then_some(e)) {
-            if let Some(e) = e {
+        if let Err(e) = out.flush() {
+            if !failed {
                 log::error!("{device}: pcap: writing {path} failed ({e}); dropping from now on");
             }
             failed = true;
@@ -360,11 +372,11 @@ mod tests {
         assert_eq!(tap.start(&path, "t").unwrap(), None);
         assert!(tap.is_on() && any_on());
 
-        tap.record(vec![send(100), send(200)]);
+        tap.record(&Arc::new(vec![send(100), send(200)]));
         // More bytes than the queue holds at once: never queued, whatever the writer does.
         let huge = QUEUE_BYTES / 4096 + 1;
-        tap.record((0..huge).map(|_| send(4096)).collect());
-        tap.record(vec![send(4)]);
+        tap.record(&Arc::new((0..huge).map(|_| send(4096)).collect()));
+        tap.record(&Arc::new(vec![send(4)]));
         let stats = tap.stop().unwrap();
 
         assert_eq!((stats.packets, stats.dropped), (3, huge as u64));
@@ -384,7 +396,7 @@ mod tests {
         let (a, b) = (dir.as_path().join("a"), dir.as_path().join("b"));
         let tap = Tap::default();
         tap.start(&a, "t").unwrap();
-        tap.record(vec![send(1)]);
+        tap.record(&Arc::new(vec![send(1)]));
 
         let old = tap.start(&b, "t").unwrap().unwrap();
 
