@@ -93,6 +93,8 @@ done
 TESTS+=("${ROCE_TESTS[@]}")
 . "$(dirname "$0")/e2e-nvmeof.sh"
 TESTS+=("${NVMEOF_TESTS[@]}")
+. "$(dirname "$0")/e2e-pcap.sh"
+TESTS+=("${PCAP_TESTS[@]}")
 if [[ -n $only ]]; then
 	sel=()
 	for t in "${TESTS[@]}"; do [[ ! ${t%%|*} =~ $only ]] || sel+=("$t"); done
@@ -157,6 +159,7 @@ say "booting guests A and B; ${#TESTS[@]} tests"
 t0=$SECONDS
 guest_start a --link --dev rnic0 --dev rnic2 --dev rnic3 --dev rnic5 --timeout 3000
 guest_start b --link --dev rnic1 --dev rnic4 --timeout 3000
+pcap_watch &
 ctl_rc=0
 ctl_check >"$WORK/ctl-check.out" 2>&1 || ctl_rc=$?
 guests_wait || true
@@ -222,6 +225,7 @@ for t in "${TESTS[@]}"; do
 		fi
 	fi
 done
+pcap_results
 ((fail == 0)) || show_tails
 echo "e2e: $pass passed, $fail failed"
 ((fail == 0))

@@ -202,6 +202,7 @@ suite_job() {
 	cp "$REPO/tests/guest/suite.sh" "$WORK/$1/run.sh"
 	cp "$REPO/tests/guest/devices.sh" "$WORK/$1/devices.sh"
 	cp "$REPO/tests/guest/counters.sh" "$WORK/$1/counters.sh"
+	cp "$REPO/tests/guest/pcap.sh" "$WORK/$1/pcap.sh"
 	echo "$1" >"$WORK/$1/role"
 	echo "$LINK_B_IP" >"$WORK/$1/peer"
 	case $1 in

@@ -56,6 +56,22 @@ impl Bench {
     }
 }
 
+/// VRNIC_BENCH_PCAP=DIR: every device captures its packets into DIR/rnicN.pcap (the
+/// pcap-on cost); VRNIC_BENCH_PCAP=/dev/null: all encode them and write nothing.
+fn capture(devices: TestDevices) -> TestDevices {
+    if let Some(to) = std::env::var_os("VRNIC_BENCH_PCAP") {
+        let to = std::path::Path::new(&to);
+        for i in 0..devices.len() {
+            let path = match to.is_dir() {
+                true => to.join(format!("rnic{i}.pcap")),
+                false => to.to_path_buf(),
+            };
+            devices.rnic(i).tap.start(&path, "bench").expect("pcap");
+        }
+    }
+    devices
+}
+
 /// Devices as `vrnic serve` runs them: pollers poll for 1 ms after work, one per core
 /// (VRNIC_BENCH_POLLERS=N: N poller threads). VRNIC_BENCH_TRACE=1: each device traced by a
 /// subscriber that encodes every event as `vrnic ctl --json trace` would.
@@ -63,14 +79,14 @@ fn devices(n: usize) -> TestDevices {
     let threads = std::env::var("VRNIC_BENCH_POLLERS")
         .ok()
         .and_then(|v| v.parse().ok());
-    let devices = TestDevices::start_with(
+    let devices = capture(TestDevices::start_with(
         n,
         vrnic::fabric::PollerConfig {
             idle: Duration::from_millis(1),
             give_way: true,
             threads,
         },
-    );
+    ));
     if std::env::var_os("VRNIC_BENCH_TRACE").is_some() {
         (0..n).for_each(|i| trace_all(&devices, i));
     }
@@ -317,14 +333,14 @@ const UD_SLOT: u64 = 40 + 4096;
 /// IPv4 GRH: the receiver keeps a receive posted for every datagram in flight, so none is
 /// dropped. Returns (payload bytes per second, datagrams).
 fn ud_bandwidth(secs: f64) -> (f64, u64) {
-    let devices = TestDevices::start_links_with(
+    let devices = capture(TestDevices::start_links_with(
         vec![harness::devices::roce(0), harness::devices::roce(1)],
         vrnic::fabric::PollerConfig {
             idle: Duration::from_millis(1),
             give_way: true,
             threads: None,
         },
-    );
+    ));
     let mut a = devices.addressed_driver(0);
     let mut b = devices.addressed_driver(1);
     let caps = QpCaps {

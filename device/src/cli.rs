@@ -19,13 +19,14 @@ Usage:
   vrnic serve --device NAME,socket=PATH,lid=N[,guid=GUID][,IDS] ...        (IB mode)
               --device NAME,socket=PATH,link=eth,mac=MAC[,IDS] ...     (RoCE v2 mode)
               IDS: vendor=ID,device=ID,subsystem-vendor=ID,subsystem=ID
-              and in either mode [,trace=PATH]
+              and in either mode [,trace=PATH][,pcap=PATH]
               [--config FILE] [--poll-idle-us N] [--poll-always] [--pollers N]
               [--control PATH]
   vrnic ctl --control PATH [--json] devices
   vrnic ctl --control PATH [--json] objects DEVICE [qps|cqs|mrs|eqs|srqs ...]
   vrnic ctl --control PATH [--json] counters DEVICE [QPN]
   vrnic ctl --control PATH [--json] trace DEVICE [--kinds KIND,...] [--qp QPN]
+  vrnic ctl --control PATH [--json] pcap DEVICE PATH|off
   vrnic --help
 
 Options:
@@ -41,6 +42,9 @@ Options:
                       device from start-up into PATH (created or truncated), one JSON
                       object per line, as `vrnic ctl --json trace` prints them; a
                       writer that falls behind drops events and writes {\"lost\":N}.
+                      subsystem 1234:0001). pcap=PATH records the packets its
+                      transfers would put on a RoCEv2 wire into a pcap file (created
+                      mode 0600 or truncated; see `ctl pcap`).
   --config FILE       Read devices (and poll_idle_us, control) from a TOML file:
                         poll_idle_us = 1000
                         poll_always = false
@@ -89,6 +93,12 @@ server's JSON reply line, for scripts):
                       device enable/reset/fatal, CQ events fired). --kinds picks some
                       (default all), --qp one QP's. A reader too slow for the device
                       loses events: \"lost N events\" says how many, where.
+  pcap DEVICE PATH|off
+                      Start recording DEVICE's packets into the pcap file PATH (replacing
+                      a capture running), or stop: what a RoCEv2 wire would carry for its
+                      transfers (Ethernet/IP/UDP 4791/IBTA headers/ICRC, segmented at the
+                      path MTU), for Wireshark or tshark. Packets the writer cannot keep
+                      up with are dropped and counted, never waited for.
 The protocol (one JSON request per line, one JSON reply per line) is in the README.
 
 Attach with QEMU (guest RAM must be shared memfd memory):
@@ -150,6 +160,8 @@ pub enum CliError {
     DuplicateMac(String, String, Mac),
     #[error("devices {0} and {1} both trace into {2}")]
     DuplicateTrace(String, String, String),
+    #[error("devices {0} and {1} both capture into the same pcap file")]
+    DuplicatePcap(String, String),
     #[error("vrnic ctl needs --control PATH (the socket of `vrnic serve --control PATH`)")]
     NoControl,
     #[error("vrnic ctl: {0}; try `vrnic --help`")]
@@ -241,7 +253,7 @@ fn parse_ctl(args: &[String]) -> Result<Command, CliError> {
     let request = match words.as_slice() {
         [] => {
             return Err(bad(
-                "missing command (devices, objects, counters, trace)".into()
+                "missing command (devices, objects, counters, trace, pcap)".into(),
             ))
         }
         ["devices"] => Request::Devices {},
@@ -274,10 +286,22 @@ fn parse_ctl(args: &[String]) -> Result<Command, CliError> {
             qpn: trace.qpn.take(),
         },
         ["trace", ..] => return Err(bad("trace takes one DEVICE".into())),
+        ["pcap", device, path] => Request::Pcap {
+            device: device.to_string(),
+            // The server's working directory is not the client's.
+            path: match *path {
+                "off" => None,
+                p => Some(
+                    std::path::absolute(p)
+                        .map_err(|e| bad(format!("pcap: `{p}` is not a usable path: {e}")))?,
+                ),
+            },
+        },
+        ["pcap", ..] => return Err(bad("pcap takes a DEVICE and a PATH (or off)".into())),
         ["devices", extra, ..] => return Err(bad(format!("devices takes no argument `{extra}`"))),
         [other, ..] => {
             return Err(bad(format!(
-                "unknown command `{other}` (devices, objects, counters, trace)"
+                "unknown command `{other}` (devices, objects, counters, trace, pcap)"
             )))
         }
     };
@@ -306,6 +330,9 @@ fn check(devices: &[RnicConfig]) -> Result<(), CliError> {
                     return Err(CliError::DuplicateMac(a.name.clone(), b.name.clone(), x));
                 }
                 _ => {}
+            }
+            if a.pcap.is_some() && a.pcap == b.pcap {
+                return Err(CliError::DuplicatePcap(a.name.clone(), b.name.clone()));
             }
             if a.socket == b.socket {
                 return Err(CliError::DuplicateSocket(
@@ -382,6 +409,7 @@ struct DeviceKeys {
     guid: Option<String>,
     ids: PciIds,
     trace: Option<PathBuf>,
+    pcap: Option<PathBuf>,
 }
 
 impl DeviceKeys {
@@ -424,6 +452,7 @@ impl DeviceKeys {
             link,
             ids: self.ids,
             trace: self.trace,
+            pcap: self.pcap,
         })
     }
 }
@@ -465,6 +494,7 @@ fn parse_device(spec: &str) -> Result<RnicConfig, CliError> {
             "subsystem-vendor" => keys.ids.subsystem_vendor = id()?,
             "subsystem" => keys.ids.subsystem = id()?,
             "trace" if !value.is_empty() => keys.trace = Some(PathBuf::from(value)),
+            "pcap" if !value.is_empty() => keys.pcap = Some(PathBuf::from(value)),
             _ => return Err(bad(format!("unknown or empty key `{key}`"))),
         }
     }
@@ -495,6 +525,7 @@ struct DeviceEntry {
     subsystem_vendor: Option<u16>,
     subsystem: Option<u16>,
     trace: Option<PathBuf>,
+    pcap: Option<PathBuf>,
 }
 
 struct Config {
@@ -529,6 +560,7 @@ fn read_config(path: &str) -> Result<Config, CliError> {
                     subsystem: d.subsystem.unwrap_or(defaults.subsystem),
                 },
                 trace: d.trace,
+                pcap: d.pcap,
             };
             keys.finish(&d.name)
                 .map_err(|why| err(format!("device {}: {why}", d.name)))
@@ -794,6 +826,69 @@ mod tests {
                 }
             }))
         );
+    }
+
+    #[test]
+    fn devices_take_a_pcap_file_from_the_spec_or_the_config_and_never_share_one() {
+        let Ok(Command::Serve(a)) = parse(&args(
+            "serve --device a,socket=/a,lid=1,pcap=/tmp/a.pcap --device b,socket=/b,lid=2",
+        )) else {
+            panic!("parse failed")
+        };
+        assert_eq!(a.devices[0].pcap, Some(PathBuf::from("/tmp/a.pcap")));
+        assert_eq!(a.devices[1].pcap, None);
+        assert_eq!(
+            parse(&args(
+                "serve --device a,socket=/a,lid=1,pcap=/p --device b,socket=/b,lid=2,pcap=/p"
+            )),
+            Err(CliError::DuplicatePcap("a".into(), "b".into()))
+        );
+        assert!(matches!(
+            parse(&args("serve --device a,socket=/a,lid=1,pcap=")),
+            Err(CliError::BadDevice { .. })
+        ));
+        let path = std::env::temp_dir().join(format!("vrnic-cli-pcap-{}.toml", std::process::id()));
+        std::fs::write(
+            &path,
+            "[[device]]\nname = \"r0\"\nsocket = \"/tmp/r0\"\nlid = 3\npcap = \"/tmp/r0.pcap\"\n",
+        )
+        .unwrap();
+        let parsed = parse(&args(&format!("serve --config {}", path.display())));
+        std::fs::remove_file(&path).unwrap();
+        let Ok(Command::Serve(c)) = parsed else {
+            panic!("{parsed:?}")
+        };
+        assert_eq!(c.devices[0].pcap, Some(PathBuf::from("/tmp/r0.pcap")));
+    }
+
+    #[test]
+    fn ctl_pcap_takes_a_path_made_absolute_or_off() {
+        let req = |line: &str| match parse(&args(line)) {
+            Ok(Command::Ctl(c)) => c.request,
+            other => panic!("{line}: {other:?}"),
+        };
+        assert_eq!(
+            req("ctl --control /c pcap r0 /tmp/x.pcap"),
+            Request::Pcap {
+                device: "r0".into(),
+                path: Some("/tmp/x.pcap".into())
+            }
+        );
+        assert_eq!(
+            req("ctl --control /c pcap r0 off"),
+            Request::Pcap {
+                device: "r0".into(),
+                path: None
+            }
+        );
+        let Request::Pcap { path: Some(p), .. } = req("ctl --control /c pcap r0 x.pcap") else {
+            panic!("no path")
+        };
+        assert_eq!(p, std::env::current_dir().unwrap().join("x.pcap"));
+        assert!(matches!(
+            parse(&args("ctl --control /c pcap r0")),
+            Err(CliError::BadCtl(why)) if why.contains("a DEVICE and a PATH")
+        ));
     }
 
     #[test]

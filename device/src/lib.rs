@@ -3,7 +3,8 @@
 //! Layers, each importing only those below it:
 //! 1. foundations: `addr` (MACs, GIDs, addresses), `guest_memory` (guest RAM through vm-memory), `pci` (config space),
 //!    `vfio_user` (the protocol server, device-agnostic), `memfd`, `ratelimit`, `trace` (decoded
-//!    device events for subscribers);
+//!    device events for subscribers), `wire` (the RoCEv2 packet codec, pcap files and the
+//!    packet tap);
 //! 2. `objects`: the object tables (PDs, MRs, CQs, EQs, QPs) and their names;
 //! 3. `rnic`: the device state (registers, doorbells, interrupt lines, DMA fence) and the
 //!    notifications that change it (CQEs, EQEs);
@@ -28,3 +29,4 @@ pub mod rnic;
 pub mod serve;
 pub mod trace;
 pub mod vfio_user;
+pub mod wire;

@@ -18,7 +18,6 @@ use harness::*;
 use serde_json::{json, Value};
 use vrnic::control::{ControlError, Limits};
 use vrnic::fabric::PollerConfig;
-use vrnic::pci::PciIds;
 use vrnic::rnic::RnicConfig;
 use vrnic::serve::{ServeError, Service};
 use vrnic_hw::{CqArm, WcOpcode, KERNEL_UCTX};
@@ -568,13 +567,7 @@ fn a_client_that_never_reads_holds_up_neither_the_device_nor_other_clients() {
 }
 
 fn config(dir: &Path, name: &str) -> RnicConfig {
-    RnicConfig {
-        name: name.into(),
-        socket: dir.join(format!("{name}.sock")),
-        link: ib(0),
-        ids: PciIds::default(),
-        trace: None,
-    }
+    RnicConfig::new(name, dir.join(format!("{name}.sock")), ib(0))
 }
 
 fn poller() -> PollerConfig {

@@ -27,6 +27,11 @@ fn fuzz_doorbells_and_wqes_complete_well_formed_and_stay_in_bounds() {
     fuzz::runner::run(&fuzz::WQE);
 }
 
+#[test]
+fn fuzz_roce_frames_decode_to_a_packet_or_an_error_and_packets_round_trip() {
+    fuzz::runner::run(&fuzz::WIRE);
+}
+
 // The memory oracle itself: a write by "the device" (through another mapping of the memfd,
 // as the device has) is reported outside the allowed ranges and accepted inside them.
 

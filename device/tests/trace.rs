@@ -17,7 +17,6 @@ use harness::*;
 use serde_json::{json, Value};
 use vrnic::control::Limits;
 use vrnic::fabric::PollerConfig;
-use vrnic::pci::PciIds;
 use vrnic::rnic::RnicConfig;
 use vrnic::serve::Service;
 use vrnic::trace::{Body, Event, Filter, Kind, KindSet, StreamItem, Subscription};
@@ -421,11 +420,8 @@ fn trace_path_records_a_drivers_bring_up_from_start_up() {
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("rnic0.trace");
     let config = RnicConfig {
-        name: "rnic0".into(),
-        socket: dir.join("rnic0.sock"),
-        link: ib(0),
-        ids: PciIds::default(),
         trace: Some(file.clone()),
+        ..RnicConfig::new("rnic0", dir.join("rnic0.sock"), ib(0))
     };
     let poller = PollerConfig {
         idle: TEST_POLL_IDLE,
@@ -553,11 +549,8 @@ fn a_trace_path_that_cannot_be_created_refuses_the_start_and_says_which() {
     let dir = std::env::temp_dir().join(format!("vrnic-trace-bad-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let config = RnicConfig {
-        name: "rnic0".into(),
-        socket: dir.join("rnic0.sock"),
-        link: ib(0),
-        ids: PciIds::default(),
         trace: Some(dir.join("no-such-dir").join("rnic0.trace")),
+        ..RnicConfig::new("rnic0", dir.join("rnic0.sock"), ib(0))
     };
     let poller = PollerConfig {
         idle: TEST_POLL_IDLE,

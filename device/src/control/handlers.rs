@@ -5,7 +5,9 @@
 //! (`Rnic::view`, `Rnic::objects_view`), which hold one device lock at a time for a short
 //! copy; the reply is encoded and written by the caller with no lock held.
 
-use super::protocol::{CountersReply, DevicesReply, ObjectsReply, Request, RequestError};
+use super::protocol::{
+    CountersReply, DevicesReply, ObjectsReply, PcapReply, PcapStats, Request, RequestError,
+};
 use crate::fabric::Fabric;
 use crate::objects::counters;
 use crate::objects::snapshot::ObjectKind;
@@ -21,6 +23,7 @@ pub fn handle(fabric: &Fabric, request: &Request) -> Result<Vec<u8>, RequestErro
         Request::Counters { device, qpn } => counters(fabric, device, *qpn),
         // The connection serves it as a stream (`control::trace`); never one reply.
         Request::Trace { .. } => Err(RequestError::BadRequest("trace is a stream".into())),
+        Request::Pcap { device, path } => pcap(fabric, device, path.as_deref()),
     }
 }
 
@@ -82,5 +85,42 @@ fn counters(fabric: &Fabric, name: &str, qpn: Option<u32>) -> Result<Vec<u8>, Re
         device: rnic.name().into(),
         qpn,
         counters: counters::named(&values).collect(),
+    })
+}
+
+fn pcap_stats(s: crate::wire::tap::TapStats) -> PcapStats {
+    PcapStats {
+        path: s.path.display().to_string(),
+        packets: s.packets,
+        dropped: s.dropped,
+    }
+}
+
+/// Switches the device's tap (no device lock is taken: the tap has its own; stopping
+/// waits for its writer to write out what is queued).
+fn pcap(
+    fabric: &Fabric,
+    name: &str,
+    path: Option<&std::path::Path>,
+) -> Result<Vec<u8>, RequestError> {
+    let rnic = device(fabric, name)?;
+    let refuse = |why: String| RequestError::Pcap {
+        device: rnic.name().into(),
+        why,
+    };
+    let stopped = match path {
+        None => rnic.tap.stop(),
+        Some(p) if !p.is_absolute() => {
+            return Err(refuse(format!("{} is not an absolute path", p.display())))
+        }
+        Some(p) => rnic
+            .tap
+            .start(p, rnic.name())
+            .map_err(|e| refuse(e.to_string()))?,
+    };
+    encode(&PcapReply {
+        device: rnic.name().into(),
+        capturing: rnic.tap.status().map(pcap_stats),
+        stopped: stopped.map(pcap_stats),
     })
 }

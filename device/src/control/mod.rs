@@ -16,6 +16,10 @@
 //! {"cmd":"objects","device":"rnic0"}                      every kind
 //! {"cmd":"objects","device":"rnic0","kinds":["qps","cqs"]} some: qps cqs mrs eqs srqs
 //!   -> {"device":"rnic0","qps":[{"qpn":65536,"type":"RC","state":"RTS",...}],"cqs":[...]}
+//! {"cmd":"pcap","device":"rnic0","path":"/tmp/rnic0.pcap"}   capture (path absolute)
+//! {"cmd":"pcap","device":"rnic0"}                            stop
+//!   -> {"device":"rnic0","capturing":{"path":"/tmp/rnic0.pcap","packets":0,"dropped":0},
+//!       "stopped":null}          (stopping: "capturing":null, "stopped":{...final figures})
 //! ```
 //!
 //! The fields of each object are those of `objects::snapshot` (QPs: type, state, context,

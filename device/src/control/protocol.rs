@@ -39,11 +39,35 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         qpn: Option<u32>,
     },
+    /// Starts capturing a device's packets into the pcap file `path` (absolute; replacing
+    /// a capture running), or stops (`path` absent or null).
+    Pcap {
+        device: String,
+        #[serde(default)]
+        path: Option<std::path::PathBuf>,
+    },
 }
 
 impl Request {
     /// The command names, as `cmd` spells them.
-    pub const COMMANDS: &[&str] = &["devices", "objects", "counters", "trace"];
+    pub const COMMANDS: &[&str] = &["devices", "objects", "counters", "trace", "pcap"];
+}
+
+/// A capture's figures: frames written to `path`, frames dropped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PcapStats {
+    pub path: String,
+    pub packets: u64,
+    pub dropped: u64,
+}
+
+/// The answer to `pcap`: the capture now running (none after `off`) and the final figures
+/// of the one it ended, if any.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PcapReply {
+    pub device: String,
+    pub capturing: Option<PcapStats>,
+    pub stopped: Option<PcapStats>,
 }
 
 /// The answer to `devices`.
@@ -92,6 +116,8 @@ pub enum RequestError {
     UnknownDevice { name: String, known: String },
     #[error("device `{device}` has no QP {qpn:#x}")]
     UnknownQp { device: String, qpn: u32 },
+    #[error("device `{device}`: pcap: {why}")]
+    Pcap { device: String, why: String },
     #[error("request line longer than {0} bytes; closing the connection")]
     TooLong(usize),
     #[error("no complete request within {0} s; closing the connection")]
@@ -154,6 +180,33 @@ mod tests {
                 kinds: vec![]
             })
         );
+    }
+
+    #[test]
+    fn pcap_requests_name_a_path_or_none_for_off() {
+        assert_eq!(
+            parse_request(br#"{"cmd":"pcap","device":"r0","path":"/tmp/a.pcap"}"#),
+            Ok(Request::Pcap {
+                device: "r0".into(),
+                path: Some("/tmp/a.pcap".into())
+            })
+        );
+        for off in [
+            &br#"{"cmd":"pcap","device":"r0"}"#[..],
+            br#"{"cmd":"pcap","device":"r0","path":null}"#,
+        ] {
+            assert_eq!(
+                parse_request(off),
+                Ok(Request::Pcap {
+                    device: "r0".into(),
+                    path: None
+                })
+            );
+        }
+        assert!(matches!(
+            parse_request(br#"{"cmd":"pcap","device":"r0","path":7}"#),
+            Err(RequestError::BadRequest(_))
+        ));
     }
 
     #[test]

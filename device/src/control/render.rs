@@ -1,6 +1,6 @@
 //! `vrnic ctl`'s human-readable output: the JSON replies as aligned tables.
 
-use super::protocol::{CountersReply, DevicesReply, ObjectsReply, Request};
+use super::protocol::{CountersReply, DevicesReply, ObjectsReply, PcapReply, Request};
 use crate::objects::counters;
 use crate::objects::snapshot::{CqView, EqView, MrView, QpView, QueueView, SrqView};
 use crate::rnic::snapshot::DeviceView;
@@ -12,6 +12,7 @@ pub fn render(request: &Request, reply: &str) -> Result<String, serde_json::Erro
         Request::Objects { .. } => objects(&serde_json::from_str::<ObjectsReply>(reply)?),
         Request::Counters { .. } => counter_table(&serde_json::from_str::<CountersReply>(reply)?),
         Request::Trace { .. } => super::trace::render_line(reply)?,
+        Request::Pcap { .. } => pcap(&serde_json::from_str::<PcapReply>(reply)?),
     })
 }
 
@@ -70,6 +71,22 @@ fn counter_table(reply: &CountersReply) -> String {
         None => format!("{} port 1\n", reply.device),
     };
     title + &table(&["COUNTER", "VALUE"], &rows)
+}
+
+fn pcap(reply: &PcapReply) -> String {
+    let mut out = String::new();
+    if let Some(s) = &reply.stopped {
+        out += &format!(
+            "{}: stopped capturing into {}: {} packets written, {} dropped\n",
+            reply.device, s.path, s.packets, s.dropped
+        );
+    }
+    match &reply.capturing {
+        Some(s) => out += &format!("{}: capturing into {}\n", reply.device, s.path),
+        None if reply.stopped.is_none() => out += &format!("{}: pcap is off\n", reply.device),
+        None => {}
+    }
+    out
 }
 
 fn devices(devices: &[DeviceView]) -> String {

@@ -9,6 +9,7 @@
 //! (`DEVICE_BYTES_PER_PASS`), and each pass starts where the previous one stopped.
 
 pub mod atomic;
+pub mod capture;
 pub mod copy;
 pub mod datagram;
 pub mod grh;

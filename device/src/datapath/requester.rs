@@ -6,7 +6,7 @@ use super::copy::Pieces;
 use super::datagram::{self, Datagram};
 use super::memory_ops;
 use super::responder::{respond, Request, Response};
-use super::{atomic, receive, sge, Budget, Peers, Progress, Route, CHUNK, WQE_BUDGET};
+use super::{atomic, capture, receive, sge, Budget, Peers, Progress, Route, CHUNK, WQE_BUDGET};
 use crate::addr::{Address, Gid};
 use crate::guest_memory::RamSnapshot;
 use crate::objects::counters::{Op, Wire};
@@ -40,6 +40,8 @@ pub struct Transfer {
     pieces: Pieces,
     psn: u32,
     packets: u32,
+    /// The QP's path MTU in bytes (the packet tap segments at it).
+    mtu: u32,
     /// The chunk is sent again, and why (the QP was waiting for this retry).
     resent: Option<WaitReason>,
     /// Where the target is (the AV's LID or GID), and the requester's source GID.
@@ -485,6 +487,7 @@ fn resolve(
         pieces,
         psn: qp.next_psn,
         packets: packets(chunk, qp.mtu_bytes()),
+        mtu: qp.mtu_bytes(),
         resent: qp.waiting.map(|w| w.reason),
         dest,
         src_gid,
@@ -519,7 +522,9 @@ fn carry_out(peers: &dyn Peers, rnic: &Rnic, t: &Transfer) -> Response {
             pieces: &t.pieces,
             mem: &t.mem,
         };
-        return datagram::deliver(&target, &send);
+        let response = datagram::deliver(&target, &send);
+        capture::datagram(rnic, &target, &send, t.psn, response);
+        return response;
     }
     let Some(Route::Device(target)) = peers.route(&t.dest) else {
         return Response::Unreachable;
@@ -546,7 +551,9 @@ fn carry_out(peers: &dyn Peers, rnic: &Rnic, t: &Transfer) -> Response {
         pieces: &t.pieces,
         mem: &t.mem,
     };
-    respond(&target, &req)
+    let response = respond(&target, &req);
+    capture::exchange(rnic, &target, &req, &t.dest, t.mtu, response);
+    response
 }
 
 enum Step {

@@ -20,6 +20,7 @@ use crate::objects::Objects;
 use crate::pci::{ConfigSpace, PciIds};
 use crate::ratelimit::WarnLimiter;
 use crate::trace::Tracer;
+use crate::wire::Tap;
 use doorbells::DoorbellBar;
 use fence::DmaFence;
 use gids::{DeviceId, GidDirectory, GidTable, Gids};
@@ -39,6 +40,22 @@ pub struct RnicConfig {
     pub ids: PciIds,
     /// `trace=PATH`: every event of the device, from start-up, into this file.
     pub trace: Option<std::path::PathBuf>,
+    /// Capture the device's packets into this pcap file from the start (`pcap=PATH`).
+    pub pcap: Option<std::path::PathBuf>,
+}
+
+impl RnicConfig {
+    /// A device with the hw-spec's PCI IDs and no start-up trace or capture.
+    pub fn new(name: &str, socket: std::path::PathBuf, link: LinkMode) -> Self {
+        RnicConfig {
+            name: name.into(),
+            socket,
+            link,
+            ids: PciIds::default(),
+            trace: None,
+            pcap: None,
+        }
+    }
 }
 
 /// The admin queue pair latched at ENABLE.
@@ -78,6 +95,8 @@ pub struct Rnic {
     pub counters: Counters,
     /// Decoded events for subscribers (`vrnic ctl trace`, `trace=PATH`).
     pub trace: Tracer,
+    /// The packet tap (`pcap=PATH`, `vrnic ctl pcap`): what its transfers put on a wire.
+    pub tap: Tap,
     waker: Arc<Waker>,
     state: Mutex<RnicState>,
 }
@@ -192,6 +211,11 @@ impl Rnic {
         if let Some(path) = &config.trace {
             trace.trace_to_file(path)?;
         }
+        let tap = Tap::default();
+        if let Some(path) = &config.pcap {
+            tap.start(path, &config.name)
+                .map_err(std::io::Error::other)?;
+        }
         Ok(Arc::new(Rnic {
             trace,
             node_guid: config.link.node_guid(),
@@ -202,6 +226,7 @@ impl Rnic {
             id,
             gid_directory,
             counters: Counters::default(),
+            tap,
             state: Mutex::new(state),
             waker,
         }))
@@ -310,7 +335,6 @@ impl Rnic {
 pub mod testing {
     use super::{link::LinkMode, waker::Waker, Rnic, RnicConfig};
     use crate::guest_memory::{DmaMapRequest, GuestRam, RamSnapshot};
-    use crate::pci::PciIds;
     use std::sync::Arc;
 
     /// Where the test device's guest RAM starts.
@@ -318,13 +342,11 @@ pub mod testing {
 
     /// A device named "t" (LID 1) whose VMM connected `size` bytes of guest RAM at RAM_BASE.
     pub fn device_with_ram(size: u64) -> (Arc<Rnic>, RamSnapshot) {
-        let config = RnicConfig {
-            name: "t".into(),
-            socket: "/nonexistent".into(),
-            link: LinkMode::Ib { lid: 1, guid: None },
-            ids: PciIds::default(),
-            trace: None,
-        };
+        let config = RnicConfig::new(
+            "t",
+            "/nonexistent".into(),
+            LinkMode::Ib { lid: 1, guid: None },
+        );
         let rnic = Rnic::new(config, Arc::new(Waker::new().unwrap()), Arc::default(), 0).unwrap();
         let ram = GuestRam::new();
         let fd = crate::memfd::create(c"ram", size).unwrap();

@@ -126,12 +126,12 @@ impl TestDevices {
         let configs: Vec<RnicConfig> = links
             .iter()
             .enumerate()
-            .map(|(i, link)| RnicConfig {
-                name: format!("rnic{i}"),
-                socket: dir.as_path().join(format!("rnic{i}.sock")),
-                link: *link,
-                ids: PciIds::default(),
-                trace: None,
+            .map(|(i, link)| {
+                RnicConfig::new(
+                    &format!("rnic{i}"),
+                    dir.as_path().join(format!("rnic{i}.sock")),
+                    *link,
+                )
             })
             .collect();
         let sockets = configs.iter().map(|c| c.socket.clone()).collect();
@@ -151,6 +151,12 @@ impl TestDevices {
         }
     }
 
+    /// Device `i` itself, for what only the host sees or switches (its tracer, its packet tap).
+    pub fn rnic(&self, i: usize) -> std::sync::Arc<vrnic::rnic::Rnic> {
+        let service = self.service.as_ref().expect("devices stopped");
+        service.fabric().devices()[i].clone()
+    }
+
     /// The control socket (started with `start_with_control`).
     pub fn control_socket(&self) -> &Path {
         self.control
@@ -160,12 +166,6 @@ impl TestDevices {
 
     pub fn link(&self, i: usize) -> LinkMode {
         self.links[i]
-    }
-
-    /// Device `i` itself, for what the host sees of it (its tracer).
-    pub fn rnic(&self, i: usize) -> std::sync::Arc<vrnic::rnic::Rnic> {
-        let service = self.service.as_ref().expect("the devices are running");
-        service.fabric().devices()[i].clone()
     }
 
     pub fn len(&self) -> usize {

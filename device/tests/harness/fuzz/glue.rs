@@ -11,7 +11,6 @@ use vrnic::addr::Mac;
 use vrnic::fabric::{Fabric, PollerConfig, Pollers};
 use vrnic::guest_memory::{DmaMapRequest, GuestRam};
 use vrnic::model::RnicModel;
-use vrnic::pci::PciIds;
 use vrnic::rnic::link::LinkMode;
 use vrnic::rnic::RnicConfig;
 use vrnic::vfio_user::DeviceModel;
@@ -128,12 +127,12 @@ impl World {
         let configs = links
             .into_iter()
             .enumerate()
-            .map(|(i, link)| RnicConfig {
-                name: format!("fuzz{i}"),
-                socket: std::env::temp_dir().join(format!("vrnic-fuzz-unused-{i}.sock")),
-                link,
-                ids: PciIds::default(),
-                trace: None,
+            .map(|(i, link)| {
+                RnicConfig::new(
+                    &format!("fuzz{i}"),
+                    std::env::temp_dir().join(format!("vrnic-fuzz-unused-{i}.sock")),
+                    link,
+                )
             })
             .collect();
         let config = PollerConfig {

@@ -6,7 +6,8 @@
 //! - [`vfio_msg`]: vfio-user messages over the real socket of a served device;
 //! - [`regs`]: PCI config space, BAR0, BAR2 and BAR4 accesses on an in-process device;
 //! - [`admin`]: admin commands on an in-process device;
-//! - [`wqe`]: doorbells and WQEs on a live in-process device (poller running).
+//! - [`wqe`]: doorbells and WQEs on a live in-process device (poller running);
+//! - [`wire`]: bytes as a received RoCEv2 frame, through the packet decoder.
 //!
 //! Inputs are decoded by [`input::Input`] into mostly valid operations (known commands and
 //! opcodes, handles from earlier results, addresses in guest RAM) with mutated fields.
@@ -25,6 +26,7 @@ pub mod rig;
 pub mod runner;
 pub mod stats;
 pub mod vfio_msg;
+pub mod wire;
 pub mod wqe;
 
 /// A fuzz target as the runners see it.
@@ -71,4 +73,12 @@ pub const WQE: Target = Target {
     short_run: 300,
 };
 
-pub const TARGETS: &[&Target] = &[&VFIO_MSG, &REGS, &ADMIN, &WQE];
+pub const WIRE: Target = Target {
+    name: "wire",
+    run_one: wire::run_one,
+    discard: wire::discard,
+    max_len: 1200,
+    short_run: 5000,
+};
+
+pub const TARGETS: &[&Target] = &[&VFIO_MSG, &REGS, &ADMIN, &WQE, &WIRE];
