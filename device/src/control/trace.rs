@@ -123,7 +123,8 @@ fn client_gone(stream: &mut UnixStream) -> bool {
 
 /// `vrnic ctl trace`: sends `request` (a `Request::Trace`) and hands each line of the
 /// stream, the first (`TraceReply`) included, to `each` until the server ends the stream
-/// or `each` fails (a closed stdout).
+/// or `each` fails: a closed stdout (`| head`) ends it quietly, any other failure is
+/// returned.
 pub fn follow(
     path: &Path,
     request: &Request,
@@ -153,8 +154,10 @@ pub fn follow(
     stream.set_read_timeout(None)?;
     let mut next = first;
     loop {
-        if each(next.trim_end_matches('\n')).is_err() {
-            return Ok(());
+        match each(next.trim_end_matches('\n')) {
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
+            Err(e) => return Err(ClientError::Io(e)),
+            Ok(()) => {}
         }
         next = String::new();
         if reader.read_line(&mut next)? == 0 || !next.ends_with('\n') {

@@ -37,8 +37,8 @@ pub enum FilterError {
 pub struct Filter {
     #[serde(with = "kinds_as_names")]
     pub kinds: KindSet,
-    /// Only events of this QP (events of no QP, such as admin commands, still pass when
-    /// they name it: an admin command on the QP, its CQEs and EQEs).
+    /// Only events of this QP: admin commands on it, its doorbells, WQEs, CQEs, EQEs and
+    /// state changes (events of no QP, such as interrupts, do not pass).
     pub qpn: Option<u32>,
 }
 

@@ -10,10 +10,14 @@ use super::event::{Event, StreamItem};
 use super::filter::Filter;
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Events a subscriber may have waiting when it asks for none (`ctl trace`).
 pub const DEFAULT_CAPACITY: usize = 8192;
+
+/// How often a waiting subscriber looks at its queue. The device wakes it only when the
+/// queue is a quarter full, not per event: a wake-up is a system call on the data path.
+const LOOK_EVERY: Duration = Duration::from_millis(5);
 
 #[derive(Default)]
 struct Inner {
@@ -54,10 +58,10 @@ impl Queue {
             inner.lost = inner.lost.saturating_add(1);
             return;
         }
-        let was_empty = inner.items.is_empty();
         inner.items.push_back(StreamItem::Event(Box::new(event)));
+        let wake = inner.items.len() == self.capacity.div_ceil(4);
         drop(inner);
-        if was_empty {
+        if wake {
             self.ready.notify_one();
         }
     }
@@ -70,11 +74,16 @@ impl Queue {
     /// Subscriber side: everything waiting, waiting up to `wait` for something to arrive.
     /// Empty after `wait`; None once closed and drained.
     pub fn take(&self, wait: Duration) -> Option<Vec<StreamItem>> {
+        let deadline = Instant::now() + wait;
         let mut inner = self.lock();
-        if inner.items.is_empty() && inner.lost == 0 && !inner.closed {
+        while inner.items.is_empty() && inner.lost == 0 && !inner.closed {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
             inner = self
                 .ready
-                .wait_timeout(inner, wait)
+                .wait_timeout(inner, left.min(LOOK_EVERY))
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
         }
