@@ -10,8 +10,8 @@
 //!   moves a long message in chunks (`CHUNK`) and a long READ as one READ request per
 //!   chunk, so the wire shows it as those requests.
 //! - RC and XRC answers: one ACK per chunk, for its last PSN (the responder coalesces the
-//!   chunk's packets, §9.7.5.1.2), with the MSN counting completed messages; READ responses
-//!   (First/Middle/Last or Only, AETH on all but Middle, §9.7.5.1.1) and ATOMIC
+//!   chunk's packets, §9.7.5), with the MSN counting completed messages; READ responses
+//!   (First/Middle/Last or Only, AETH on all but Middle, §9.7.5) and ATOMIC
 //!   Acknowledge with the original value; an RNR NAK with the target's timer; a NAK
 //!   (invalid request, remote access, remote operational error) for a refusal. A request
 //!   the target drops (no such QP, not connected, out of sequence) gets nothing back, as
@@ -215,7 +215,7 @@ impl<'a> Payload<'a> {
     }
 }
 
-/// The operation of a request packet at `start..start + len` of a message of `total`.
+/// The operation of a request packet of `opcode`, by whether it starts and ends the message.
 fn segment_op(opcode: WrOpcode, first: bool, last: bool) -> Option<Op> {
     use Op::*;
     let imm = matches!(opcode, WrOpcode::SendWithImm | WrOpcode::RdmaWriteWithImm);
