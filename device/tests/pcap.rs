@@ -7,6 +7,7 @@
 mod harness;
 
 use harness::devices::{ib, mac_of, roce};
+use harness::ud::{ud_av, TEST_QKEY};
 use harness::*;
 use std::path::Path;
 use vmm_sys_util::tempdir::TempDir;
@@ -311,4 +312,49 @@ fn read_pcap_when_flushed(path: &Path) -> Vec<Packet> {
         at += 16 + len;
     }
     out
+}
+
+#[test]
+fn a_ud_datagram_is_one_send_only_with_deth_to_the_destination_qp() {
+    let devices = TestDevices::start_with_control(vec![roce(0), roce(1)], Default::default());
+    let mut da = devices.addressed_driver(0);
+    let mut db = devices.addressed_driver(1);
+    let mut a = da.ud_end(QpType::Ud, TEST_QKEY);
+    let mut b = db.ud_end(QpType::Ud, TEST_QKEY);
+    let tmp = TempDir::new().unwrap();
+    let file = tmp.as_path().join("ud.pcap");
+    let payload = pattern(5, 100);
+    let src = da.reg_mr(a.uctx, a.pd, 100, ACCESS_ALL);
+    da.mr_write(&src, 0, &payload);
+    let dst = db.reg_mr(b.uctx, b.pd, 256, ACCESS_ALL);
+    db.post_recv(&mut b.qp, &RecvWr::new(1, vec![dst.sge(0, 256)]));
+    pcap_on(&devices, "rnic0", &file);
+
+    let av = ud_av(db.addr(), b.qp.qpn, TEST_QKEY);
+    let wr = SendWr {
+        av: Some(av),
+        ..SendWr::send_imm(2, vec![src.sge(0, 100)], [9, 8, 7, 6])
+    };
+    da.post_send(&mut a.qp, &wr.signaled());
+    assert_cqe_ok(&da.wait_cqe(&mut a.send_cq), 2, WcOpcode::Send);
+    assert_cqe_ok(&db.wait_cqe(&mut b.recv_cq), 1, WcOpcode::Recv);
+    pcap_off(&devices, "rnic0");
+
+    let pk = read_pcap(&file);
+    assert_eq!(ops(&pk), [(Op::SendOnlyImm, 0x42)]);
+    let p = &pk[0];
+    assert_eq!(p.bth.opcode.transport, Transport::Ud);
+    assert_eq!(p.bth.dest_qpn, b.qp.qpn);
+    let deth = p.deth.expect("DETH");
+    assert_eq!((deth.qkey, deth.src_qpn), (TEST_QKEY, a.qp.qpn));
+    assert_eq!(p.imm, Some([9, 8, 7, 6]));
+    assert_eq!(p.payload, payload);
+    assert!(matches!(
+        p.net,
+        Network::V4 {
+            src: [10, 0, 0, 1],
+            dst: [10, 0, 0, 2],
+            ..
+        }
+    ));
 }

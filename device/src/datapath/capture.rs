@@ -10,8 +10,8 @@
 //!   moves a long message in chunks (`CHUNK`) and a long READ as one READ request per
 //!   chunk, so the wire shows it as those requests.
 //! - RC and XRC answers: one ACK per chunk, for its last PSN (the responder coalesces the
-//!   chunk's packets, §9.7.5.1.2), with the MSN counting completed messages; READ responses
-//!   (First/Middle/Last or Only, AETH on all but Middle, §9.7.5.1.1) and ATOMIC
+//!   chunk's packets, §9.7.5), with the MSN counting completed messages; READ responses
+//!   (First/Middle/Last or Only, AETH on all but Middle, §9.7.5) and ATOMIC
 //!   Acknowledge with the original value; an RNR NAK with the target's timer; a NAK
 //!   (invalid request, remote access, remote operational error) for a refusal. A request
 //!   the target drops (no such QP, not connected, out of sequence) gets nothing back, as
@@ -170,20 +170,52 @@ impl Flow {
     }
 }
 
-/// The bytes of the requester's pieces (the source of a WRITE or SEND, the destination a
-/// READ or atomic filled), zeros where they cannot be read.
-fn bytes(req: &Request, len: u64) -> Vec<u8> {
-    let mut out = vec![0u8; usize::try_from(len).unwrap_or(0)];
-    let mut at = 0usize;
-    for &(addr, n) in req.pieces.iter() {
-        let n = usize::try_from(n).unwrap_or(0).min(out.len() - at);
-        let _ = req.mem.read(addr, &mut out[at..at + n]);
-        at += n;
-    }
-    out
+/// Reads the requester's pieces (the source of a WRITE or SEND, the destination a READ
+/// or atomic filled) in order, a packet's payload at a time, straight into the payload;
+/// zeros where they cannot be read.
+struct Payload<'a> {
+    req: &'a Request<'a>,
+    piece: usize,
+    /// Bytes of `piece` already taken.
+    taken: u64,
 }
 
-/// The operation of a request packet at `start..start + len` of a message of `total`.
+impl<'a> Payload<'a> {
+    fn new(req: &'a Request<'a>) -> Self {
+        Payload {
+            req,
+            piece: 0,
+            taken: 0,
+        }
+    }
+
+    fn next(&mut self, len: u64) -> Vec<u8> {
+        let mut out = vec![0u8; usize::try_from(len).unwrap_or(0)];
+        let mut at = 0usize;
+        while at < out.len() {
+            let Some(&(addr, n)) = self.req.pieces.get(self.piece) else {
+                break;
+            };
+            let left = n.saturating_sub(self.taken);
+            let step = usize::try_from(left)
+                .unwrap_or(usize::MAX)
+                .min(out.len() - at);
+            let _ = self
+                .req
+                .mem
+                .read(addr.wrapping_add(self.taken), &mut out[at..at + step]);
+            at += step;
+            self.taken += step as u64;
+            if self.taken >= n {
+                self.piece += 1;
+                self.taken = 0;
+            }
+        }
+        out
+    }
+}
+
+/// The operation of a request packet of `opcode`, by whether it starts and ends the message.
 fn segment_op(opcode: WrOpcode, first: bool, last: bool) -> Option<Op> {
     use Op::*;
     let imm = matches!(opcode, WrOpcode::SendWithImm | WrOpcode::RdmaWriteWithImm);
@@ -282,7 +314,7 @@ fn requests(flow: &Flow, req: &Request, mtu: u32) -> Option<Vec<Packet>> {
             out.push(p);
         }
         opcode => {
-            let data = bytes(req, req.chunk);
+            let mut data = Payload::new(req);
             let end = req.offset + req.chunk;
             for i in 0..u64::from(req.packets) {
                 let start = req.offset + i * mtu;
@@ -304,11 +336,7 @@ fn requests(flow: &Flow, req: &Request, mtu: u32) -> Option<Vec<Packet>> {
                 p.xrc_srqn = req.remote_srqn.filter(|_| xrc);
                 p.bth.solicited = last && req.solicited;
                 p.bth.ack_req = i + 1 == u64::from(req.packets) && flow.transport != Transport::Uc;
-                let at = (start - req.offset) as usize;
-                p.payload = data
-                    .get(at..at + len as usize)
-                    .map(<[u8]>::to_vec)
-                    .unwrap_or_default();
+                p.payload = data.next(len);
                 out.push(p);
             }
         }
@@ -361,7 +389,7 @@ fn answers(
     if atomic {
         let mut p = flow.packet(true, Op::AtomicAcknowledge, req.psn)?;
         p.aeth = Some(ack);
-        let old = bytes(req, 8);
+        let old = Payload::new(req).next(8);
         p.atomic_ack = Some(u64::from_le_bytes(old.try_into().ok()?));
         return Some(vec![p]);
     }
@@ -372,7 +400,7 @@ fn answers(
         return Some(vec![p]);
     }
     let mtu = u64::from(mtu.max(256));
-    let data = bytes(req, req.chunk);
+    let mut data = Payload::new(req);
     let n = u64::from(req.packets);
     let mut out = Vec::new();
     for i in 0..n {
@@ -384,11 +412,7 @@ fn answers(
         };
         let mut p = flow.packet(true, op, req.psn.wrapping_add(i as u32))?;
         p.aeth = ext::Layout::of(p.bth.opcode).aeth.then_some(ack);
-        let at = (i * mtu) as usize;
-        p.payload = data
-            .get(at..(at + mtu as usize).min(data.len()))
-            .map(<[u8]>::to_vec)
-            .unwrap_or_default();
+        p.payload = data.next(mtu.min(req.chunk.saturating_sub(i * mtu)));
         out.push(p);
     }
     Some(out)

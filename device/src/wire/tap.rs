@@ -124,7 +124,7 @@ impl Running {
 pub struct Tap {
     on: AtomicBool,
     running: Mutex<Option<Running>>,
-    /// Per responder QP: the MSN of the last message it completed (AETH, §9.7.5.1.1).
+    /// Per responder QP: the MSN of the last message it completed (AETH, §9.7.5).
     msn: Mutex<HashMap<u32, u32>>,
 }
 
@@ -210,7 +210,7 @@ impl Tap {
     }
 
     /// The MSN a responder QP's acknowledgement carries: one more than before when
-    /// `completes` (the request ends a message), else the same (§9.7.5.1.1). Starts at 0
+    /// `completes` (the request ends a message), else the same (§9.7.5). Starts at 0
     /// when the capture first sees the QP.
     pub fn msn(&self, qpn: u32, completes: bool) -> u32 {
         let mut map = self.msn.lock().unwrap_or_else(|p| p.into_inner());
