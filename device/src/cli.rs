@@ -6,6 +6,7 @@ use crate::control::Request;
 use crate::fabric::PollerConfig;
 use crate::objects::snapshot::ObjectKind;
 use crate::pci::PciIds;
+use crate::rnic::contract::ContractMode;
 use crate::rnic::link::LinkMode;
 use crate::rnic::RnicConfig;
 use serde::Deserialize;
@@ -19,11 +20,13 @@ Usage:
   vrnic serve --device NAME,socket=PATH,lid=N[,guid=GUID][,IDS] ...        (IB mode)
               --device NAME,socket=PATH,link=eth,mac=MAC[,IDS] ...     (RoCE v2 mode)
               IDS: vendor=ID,device=ID,subsystem-vendor=ID,subsystem=ID
+              either may end with ,contract=warn|strict|off
               [--config FILE] [--poll-idle-us N] [--poll-always] [--pollers N]
               [--control PATH]
   vrnic ctl --control PATH [--json] devices
   vrnic ctl --control PATH [--json] objects DEVICE [qps|cqs|mrs|eqs|srqs ...]
   vrnic ctl --control PATH [--json] counters DEVICE [QPN]
+  vrnic ctl --control PATH [--json] contract DEVICE
   vrnic --help
 
 Options:
@@ -35,7 +38,10 @@ Options:
                       unique); its GUID is the MAC's EUI-64 and the guest's driver pairs
                       it with the network interface of that MAC. IDs are hex (0x1234) or
                       decimal PCI IDs; the defaults are the hw-spec's (1234:7652,
-                      subsystem 1234:0001).
+                      subsystem 1234:0001). contract: what the device does when the
+                      driver breaks a hw-spec contract rule (SPEC.md \"Contract rules\"):
+                      warn (default: count, and log rate-limited), strict (also a fatal
+                      device error, FATAL_CODE CONTRACT, the rule in FATAL_DETAIL), off.
   --config FILE       Read devices (and poll_idle_us, control) from a TOML file:
                         poll_idle_us = 1000
                         poll_always = false
@@ -76,6 +82,9 @@ server's JSON reply line, for scripts):
                       The port's counters, or QP QPN's (hex 0x.. or decimal): packets,
                       bytes, requests by opcode, ACKs, NAKs, retries, drops, overflows,
                       completions by status (SPEC \"Counters\").
+  contract DEVICE     The contract checker: its mode and, per hw-spec contract rule, the
+                      violations the device saw since it started, with the rule's SPEC.md
+                      section, and the rule that made it FATAL in strict mode.
 The protocol (one JSON request per line, one JSON reply per line) is in the README.
 
 Attach with QEMU (guest RAM must be shared memfd memory):
@@ -247,10 +256,14 @@ fn parse_ctl(args: &[String]) -> Result<Command, CliError> {
             qpn: Some(parse_u32(qpn).ok_or_else(|| bad(format!("`{qpn}` is not a QPN")))?),
         },
         ["counters", ..] => return Err(bad("counters takes a DEVICE and an optional QPN".into())),
+        ["contract", device] => Request::Contract {
+            device: device.to_string(),
+        },
+        ["contract", ..] => return Err(bad("contract takes a DEVICE".into())),
         ["devices", extra, ..] => return Err(bad(format!("devices takes no argument `{extra}`"))),
         [other, ..] => {
             return Err(bad(format!(
-                "unknown command `{other}` (devices, objects, counters)"
+                "unknown command `{other}` (devices, objects, counters, contract)"
             )))
         }
     };
@@ -343,6 +356,7 @@ struct DeviceKeys {
     mac: Option<String>,
     guid: Option<String>,
     ids: PciIds,
+    contract: Option<String>,
 }
 
 impl DeviceKeys {
@@ -379,11 +393,16 @@ impl DeviceKeys {
             }
             other => return Err(format!("link: `{other}` is neither ib nor eth")),
         };
+        let contract = self
+            .contract
+            .as_deref()
+            .map_or(Ok(Default::default()), ContractMode::parse)?;
         Ok(RnicConfig {
             name: name.into(),
             socket,
             link,
             ids: self.ids,
+            contract,
         })
     }
 }
@@ -420,6 +439,7 @@ fn parse_device(spec: &str) -> Result<RnicConfig, CliError> {
             "link" => keys.link = text(),
             "mac" => keys.mac = text(),
             "guid" => keys.guid = text(),
+            "contract" => keys.contract = Some(value.to_string()),
             "vendor" => keys.ids.vendor = id()?,
             "device" => keys.ids.device = id()?,
             "subsystem-vendor" => keys.ids.subsystem_vendor = id()?,
@@ -453,6 +473,7 @@ struct DeviceEntry {
     device: Option<u16>,
     subsystem_vendor: Option<u16>,
     subsystem: Option<u16>,
+    contract: Option<String>,
 }
 
 struct Config {
@@ -480,6 +501,7 @@ fn read_config(path: &str) -> Result<Config, CliError> {
                 lid: d.lid,
                 mac: d.mac,
                 guid: d.guid,
+                contract: d.contract,
                 ids: PciIds {
                     vendor: d.vendor.unwrap_or(defaults.vendor),
                     device: d.device.unwrap_or(defaults.device),
@@ -619,6 +641,8 @@ mod tests {
             ("a,socket=/x,lid=1,guid=12", "not a GUID"),
             ("a,socket=/x,lid=1,guid=0x0000000000000000", "zero"),
             ("a,socket=/x,lid=0", "reserved"),
+            ("a,socket=/x,lid=1,contract=loud", "warn, strict or off"),
+            ("a,socket=/x,lid=1,contract=", "warn, strict or off"),
         ];
         for (spec, want) in cases {
             let why = device_error(spec);
@@ -634,6 +658,35 @@ mod tests {
             )),
             Err(CliError::DuplicateLid(..))
         ));
+    }
+
+    #[test]
+    fn the_contract_mode_is_warn_unless_the_device_spec_says_otherwise() {
+        let Ok(Command::Serve(a)) = parse(&args(
+            "serve --device a,socket=/x,lid=1 --device b,socket=/y,link=eth,mac=02:00:00:00:00:01,contract=strict --device c,socket=/z,lid=3,contract=off",
+        )) else {
+            panic!("parse failed")
+        };
+        let modes: Vec<ContractMode> = a.devices.iter().map(|d| d.contract).collect();
+        assert_eq!(
+            modes,
+            [ContractMode::Warn, ContractMode::Strict, ContractMode::Off]
+        );
+        let path = std::env::temp_dir().join(format!("vrnic-cli-c-{}.toml", std::process::id()));
+        std::fs::write(
+            &path,
+            "[[device]]\nname = \"r0\"\nsocket = \"/tmp/r0\"\nlid = 3\ncontract = \"strict\"\n[[device]]\nname = \"r1\"\nsocket = \"/tmp/r1\"\nlid = 4\ncontract = \"noisy\"\n",
+        )
+        .unwrap();
+        let e = parse(&args(&format!("serve --config {}", path.display())));
+        let _ = std::fs::remove_file(&path);
+        let Err(CliError::Config { why, .. }) = e else {
+            panic!("a bad contract mode in the file is refused")
+        };
+        assert!(
+            why.contains("r1") && why.contains("warn, strict or off"),
+            "{why}"
+        );
     }
 
     #[test]

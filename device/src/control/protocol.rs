@@ -30,11 +30,13 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         qpn: Option<u32>,
     },
+    /// The contract checker of a device: mode, violations per rule (SPEC "Contract checking").
+    Contract { device: String },
 }
 
 impl Request {
     /// The command names, as `cmd` spells them.
-    pub const COMMANDS: &[&str] = &["devices", "objects", "counters"];
+    pub const COMMANDS: &[&str] = &["devices", "objects", "counters", "contract"];
 }
 
 /// The answer to `devices`.

@@ -3,6 +3,7 @@
 //! notifications (CQEs, EQEs) that change them. The admin engine and the data path (the
 //! layer above) act on it; this layer knows neither.
 
+pub mod contract;
 pub mod doorbells;
 pub mod fence;
 pub mod gids;
@@ -26,7 +27,7 @@ use irqs::{IrqLines, PendingIrqs};
 use link::LinkMode;
 use regs::Registers;
 use std::sync::{Arc, Mutex, MutexGuard};
-use vrnic_hw::MSIX_TABLE_OFF;
+use vrnic_hw::{bar0, FatalCode, MSIX_TABLE_OFF};
 use waker::Waker;
 
 /// What a device is, as configured on the command line.
@@ -36,6 +37,8 @@ pub struct RnicConfig {
     pub socket: std::path::PathBuf,
     pub link: LinkMode,
     pub ids: PciIds,
+    /// What the device does about contract violations (SPEC "Contract checking").
+    pub contract: contract::ContractMode,
 }
 
 /// The admin queue pair latched at ENABLE.
@@ -73,6 +76,8 @@ pub struct Rnic {
     /// counts (dropped datagrams, CQ and EQ overflows). Outside the device lock: the data
     /// path adds to them without it.
     pub counters: Counters,
+    /// The contract checker: its mode and per-rule counts (outside the device lock).
+    pub contract: contract::Contract,
     waker: Arc<Waker>,
     state: Mutex<RnicState>,
 }
@@ -184,6 +189,7 @@ impl Rnic {
         let state = RnicState::new(config.ids);
         Ok(Arc::new(Rnic {
             node_guid: config.link.node_guid(),
+            contract: contract::Contract::new(config.contract),
             config,
             doorbells: DoorbellBar::new()?,
             irq_lines: IrqLines::default(),
@@ -240,6 +246,21 @@ impl Rnic {
 
     pub fn waker(&self) -> &Arc<Waker> {
         &self.waker
+    }
+
+    /// The device cannot go on: FATAL (with `code` and `detail`) until reset. It stops
+    /// executing work and answering requests (`RnicState::serving`).
+    pub fn fatal(&self, st: &mut RnicState, code: FatalCode, detail: u32) {
+        // The driver caused it (a bad admin queue, a broken rule): rate-limited.
+        st.warn(
+            self,
+            format_args!("fatal device error {code:?}; a reset is needed"),
+        );
+        st.regs.dev_status = bar0::DEV_STATUS_FATAL_MASK;
+        st.regs.fatal_code = u32::from(code);
+        st.regs.fatal_detail = detail;
+        st.admin = None;
+        notify::post_async(self, st, vrnic_hw::EventType::DeviceFatal, 0, 0);
     }
 
     /// Destroys every object and returns registers and doorbells to their reset values.
@@ -311,6 +332,7 @@ pub mod testing {
             socket: "/nonexistent".into(),
             link: LinkMode::Ib { lid: 1, guid: None },
             ids: PciIds::default(),
+            contract: Default::default(),
         };
         let rnic = Rnic::new(config, Arc::new(Waker::new().unwrap()), Arc::default(), 0).unwrap();
         let ram = GuestRam::new();
