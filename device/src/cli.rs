@@ -825,6 +825,18 @@ mod tests {
         assert!(why("ctl --control /c counters").contains("a DEVICE and an optional QPN"));
         assert!(why("ctl --control /c counters r0 1 2").contains("a DEVICE and an optional QPN"));
         assert!(why("ctl --control /c counters r0 qp1").contains("`qp1` is not a QPN"));
+        assert!(why("ctl --control /c contract").contains("contract takes a DEVICE"));
+        assert!(why("ctl --control /c contract r0 x").contains("contract takes a DEVICE"));
+        assert_eq!(
+            parse(&args("ctl --control /c --json contract r0")),
+            Ok(Command::Ctl(CtlArgs {
+                control: PathBuf::from("/c"),
+                json: true,
+                request: Request::Contract {
+                    device: "r0".into()
+                },
+            }))
+        );
         assert_eq!(
             parse(&args("ctl --control /c counters r0 0x12")),
             Ok(Command::Ctl(CtlArgs {

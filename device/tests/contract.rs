@@ -9,6 +9,7 @@ mod harness;
 
 use harness::devices::ib;
 use harness::*;
+use vrnic::control::Request;
 use vrnic::rnic::contract::ContractMode;
 use vrnic_hw::*;
 use Which::{A, B};
@@ -355,5 +356,33 @@ fn compliant_traffic_of_every_kind_breaks_no_rule_even_when_strict() {
     assert_eq!(
         p.drv(A).read_reg(bar0::DEV_STATUS),
         bar0::DEV_STATUS_READY_MASK
+    );
+}
+
+#[test]
+fn the_contract_request_names_an_existing_device() {
+    let devices = TestDevices::start_checked(vec![ib(0)], ContractMode::Warn);
+    let call = |line: &Request| vrnic::control::client::call(devices.control_socket(), line);
+    let e = call(&Request::Contract {
+        device: "nosuch".into(),
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("unknown device `nosuch`") && e.contains("rnic0"),
+        "{e}"
+    );
+    let view = devices.contract(0);
+    assert_eq!(view.rules.len(), ContractRule::COUNT);
+    for (r, want) in view.rules.iter().zip(ContractRule::ALL) {
+        assert_eq!(
+            (r.rule.as_str(), r.number, r.section.as_str(), r.count),
+            (want.name(), u16::from(*want), want.section(), 0)
+        );
+    }
+    let parsed = vrnic::control::protocol::parse_request(br#"{"cmd":"contract"}"#);
+    assert!(
+        matches!(&parsed, Err(vrnic::control::protocol::RequestError::BadRequest(m)) if m.contains("device")),
+        "{parsed:?}"
     );
 }

@@ -16,6 +16,9 @@
 //! {"cmd":"objects","device":"rnic0"}                      every kind
 //! {"cmd":"objects","device":"rnic0","kinds":["qps","cqs"]} some: qps cqs mrs eqs srqs
 //!   -> {"device":"rnic0","qps":[{"qpn":65536,"type":"RC","state":"RTS",...}],"cqs":[...]}
+//! {"cmd":"contract","device":"rnic0"}                    the contract checker
+//!   -> {"device":"rnic0","mode":"warn","violations":0,"fatal_rule":null,
+//!       "rules":[{"rule":"REG_RESERVED_BITS","number":1,"section":"3 / Access types","count":0},...]}
 //! ```
 //!
 //! The fields of each object are those of `objects::snapshot` (QPs: type, state, context,
