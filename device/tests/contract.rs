@@ -126,6 +126,7 @@ rule_tests! {
     CqCiBeyondProducer: cq_ci_ahead_of_the_cqes, the_cq_failed;
     EqCiBeyondProducer: eq_ci_ahead_of_the_eqes, nothing_more;
     WqeReservedField: send_wqe_with_a_reserved_byte, the_wqe_failed_with_bad_wqe;
+    ResizeCqCiBeyondProducer: resize_cq_with_a_ci_ahead_of_the_cqes, nothing_more;
 }
 
 fn nothing_more(_: &mut Pair) {}
@@ -182,6 +183,16 @@ fn dealloc_pd_of_another_context(p: &mut Pair) {
     let (pd, other) = (p.a.pd, p.b.uctx);
     let r = p.drv(A).dealloc_pd(other, pd);
     r.expect_err(AqStatus::Permission, CmdHandle::UCTX_OFF);
+}
+
+fn resize_cq_with_a_ci_ahead_of_the_cqes(p: &mut Pair) {
+    let uctx = p.a.uctx;
+    let drv = p.drv(A);
+    let mut cq = drv.create_cq(uctx, 3);
+    cq.ci = 5;
+    let (cmd, _) = drv.resize_cq_cmd(&cq, 4);
+    drv.admin(&cmd)
+        .expect_err(AqStatus::BadField, CmdResizeCq::CI_OFF);
 }
 
 // ---------------------------------------------------------------------- data path

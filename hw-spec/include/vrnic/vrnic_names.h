@@ -752,6 +752,8 @@ static inline const char *vrnic_rule_name(unsigned int value)
 		return "EQ_CI_BEYOND_PRODUCER";
 	case VRNIC_RULE_WQE_RESERVED_FIELD:
 		return "WQE_RESERVED_FIELD";
+	case VRNIC_RULE_RESIZE_CQ_CI_BEYOND_PRODUCER:
+		return "RESIZE_CQ_CI_BEYOND_PRODUCER";
 	default:
 		return "UNKNOWN";
 	}
@@ -784,6 +786,8 @@ static inline const char *vrnic_rule_section(unsigned int value)
 		return "5 / Event queue (device -> driver)";
 	case VRNIC_RULE_WQE_RESERVED_FIELD:
 		return "5 / Posting work (driver -> device)";
+	case VRNIC_RULE_RESIZE_CQ_CI_BEYOND_PRODUCER:
+		return "5 / Resizing a CQ";
 	default:
 		return "UNKNOWN";
 	}

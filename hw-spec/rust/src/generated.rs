@@ -6337,6 +6337,8 @@ pub enum ContractRule {
     EqCiBeyondProducer = 11,
     /// Every reserved field of a send WQE header is zero (else it completes with LOC_QP_OP_ERR, vendor_err BAD_WQE).
     WqeReservedField = 12,
+    /// RESIZE_CQ's ci is neither ahead of the CQ's producer index nor more than the old depth behind it (else BAD_FIELD).
+    ResizeCqCiBeyondProducer = 13,
 }
 
 impl ContractRule {
@@ -6354,10 +6356,11 @@ impl ContractRule {
         ContractRule::CqCiBeyondProducer,
         ContractRule::EqCiBeyondProducer,
         ContractRule::WqeReservedField,
+        ContractRule::ResizeCqCiBeyondProducer,
     ];
 
     /// How many rules there are.
-    pub const COUNT: usize = 12;
+    pub const COUNT: usize = 13;
 
     /// The rule's name (as `vrnic_rule_name()` in C returns it).
     pub const fn name(self) -> &'static str {
@@ -6374,6 +6377,7 @@ impl ContractRule {
             ContractRule::CqCiBeyondProducer => "CQ_CI_BEYOND_PRODUCER",
             ContractRule::EqCiBeyondProducer => "EQ_CI_BEYOND_PRODUCER",
             ContractRule::WqeReservedField => "WQE_RESERVED_FIELD",
+            ContractRule::ResizeCqCiBeyondProducer => "RESIZE_CQ_CI_BEYOND_PRODUCER",
         }
     }
 
@@ -6393,6 +6397,7 @@ impl ContractRule {
             ContractRule::CqCiBeyondProducer => "5 / Completion queue (device -> driver)",
             ContractRule::EqCiBeyondProducer => "5 / Event queue (device -> driver)",
             ContractRule::WqeReservedField => "5 / Posting work (driver -> device)",
+            ContractRule::ResizeCqCiBeyondProducer => "5 / Resizing a CQ",
         }
     }
 
@@ -6411,6 +6416,7 @@ impl ContractRule {
             ContractRule::CqCiBeyondProducer => "A CQ's ci is never ahead of the CQEs the device wrote (nor more than the depth behind them); else the CQ enters error (CQ_ERR).",
             ContractRule::EqCiBeyondProducer => "An EQ's ci is never ahead of the EQEs the device wrote (nor more than the depth behind them); else its events wait.",
             ContractRule::WqeReservedField => "Every reserved field of a send WQE header is zero (else it completes with LOC_QP_OP_ERR, vendor_err BAD_WQE).",
+            ContractRule::ResizeCqCiBeyondProducer => "RESIZE_CQ's ci is neither ahead of the CQ's producer index nor more than the old depth behind it (else BAD_FIELD).",
         }
     }
 
@@ -6429,6 +6435,7 @@ impl ContractRule {
             ContractRule::CqCiBeyondProducer => 9,
             ContractRule::EqCiBeyondProducer => 10,
             ContractRule::WqeReservedField => 11,
+            ContractRule::ResizeCqCiBeyondProducer => 12,
         }
     }
 }
@@ -6451,6 +6458,7 @@ impl TryFrom<u16> for ContractRule {
             10 => Ok(ContractRule::CqCiBeyondProducer),
             11 => Ok(ContractRule::EqCiBeyondProducer),
             12 => Ok(ContractRule::WqeReservedField),
+            13 => Ok(ContractRule::ResizeCqCiBeyondProducer),
             other => Err(other),
         }
     }
@@ -7855,6 +7863,12 @@ pub const NAMES: &[(&str, u64, &str)] = &[
     ),
     ("rule", 12, ContractRule::WqeReservedField.name()),
     ("rule_section", 12, ContractRule::WqeReservedField.section()),
+    ("rule", 13, ContractRule::ResizeCqCiBeyondProducer.name()),
+    (
+        "rule_section",
+        13,
+        ContractRule::ResizeCqCiBeyondProducer.section(),
+    ),
     ("rule", 0, "UNKNOWN"),
     ("rule_section", 0, "UNKNOWN"),
 ];
@@ -8940,5 +8954,9 @@ pub const VALUES: &[(&str, u64)] = &[
     (
         "RULE_WQE_RESERVED_FIELD",
         ContractRule::WqeReservedField as u64,
+    ),
+    (
+        "RULE_RESIZE_CQ_CI_BEYOND_PRODUCER",
+        ContractRule::ResizeCqCiBeyondProducer as u64,
     ),
 ];

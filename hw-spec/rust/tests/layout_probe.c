@@ -1278,6 +1278,9 @@ int main(void)
 	VAL(RULE_WQE_RESERVED_FIELD);
 	NAME(rule, VRNIC_RULE_WQE_RESERVED_FIELD);
 	printf("name.rule_section.%u %s\n", VRNIC_RULE_WQE_RESERVED_FIELD, vrnic_rule_section(VRNIC_RULE_WQE_RESERVED_FIELD));
+	VAL(RULE_RESIZE_CQ_CI_BEYOND_PRODUCER);
+	NAME(rule, VRNIC_RULE_RESIZE_CQ_CI_BEYOND_PRODUCER);
+	printf("name.rule_section.%u %s\n", VRNIC_RULE_RESIZE_CQ_CI_BEYOND_PRODUCER, vrnic_rule_section(VRNIC_RULE_RESIZE_CQ_CI_BEYOND_PRODUCER));
 	NAME(rule, 0);
 	printf("name.rule_section.0 %s\n", vrnic_rule_section(0));
 	return 0;
