@@ -155,6 +155,21 @@ trace_check() {
 	grep -E -m1 '"kind":"wqe",.*"opcode":"RDMA_WRITE",.*"length":65536,' "$f"
 }
 
+# After the guests ran: the stock guest stack (vrnic.ko, libvrnic) broke no hw-spec contract
+# rule on any device (SPEC "Contract checking"; the devices run in the default warn mode).
+contract_check() {
+	local dev out rc=0
+	for dev in rnic0 rnic1 rnic2 rnic3 rnic4 rnic5; do
+		out=$(vrnic_ctl --json contract "$dev" 2>&1) || { echo "vrnic ctl contract $dev failed: $out"; return 1; }
+		if ! grep -q '"mode":"warn","violations":0,' <<<"$out"; then
+			rc=1
+			vrnic_ctl contract "$dev" || true
+		fi
+	done
+	((rc == 0)) && echo "no contract rule broken on rnic0..rnic5"
+	return "$rc"
+}
+
 say "booting guests A and B; ${#TESTS[@]} tests"
 t0=$SECONDS
 guest_start a --link --dev rnic0 --dev rnic2 --dev rnic3 --dev rnic5 --timeout 3000
@@ -164,8 +179,18 @@ ctl_rc=0
 ctl_check >"$WORK/ctl-check.out" 2>&1 || ctl_rc=$?
 guests_wait || true
 say "guests done after $((SECONDS - t0)) s"
+contract_rc=0
+contract_check >"$WORK/contract-check.out" 2>&1 || contract_rc=$?
 
 pass=0 fail=0
+if ((contract_rc == 0)); then
+	pass=$((pass + 1))
+	echo "PASS contract-rules (host, after the guests ran)"
+else
+	fail=$((fail + 1))
+	echo "FAIL contract-rules (host, after the guests ran)"
+fi
+sed 's/^/    | /' "$WORK/contract-check.out"
 if ((ctl_rc == 0)); then
 	pass=$((pass + 1))
 	echo "PASS vrnic-ctl-devices (host, while the guests run)"

@@ -6,6 +6,7 @@ use crate::control::Request;
 use crate::fabric::PollerConfig;
 use crate::objects::snapshot::ObjectKind;
 use crate::pci::PciIds;
+use crate::rnic::contract::ContractMode;
 use crate::rnic::link::LinkMode;
 use crate::rnic::RnicConfig;
 use serde::Deserialize;
@@ -19,7 +20,7 @@ Usage:
   vrnic serve --device NAME,socket=PATH,lid=N[,guid=GUID][,IDS] ...        (IB mode)
               --device NAME,socket=PATH,link=eth,mac=MAC[,IDS] ...     (RoCE v2 mode)
               IDS: vendor=ID,device=ID,subsystem-vendor=ID,subsystem=ID
-              and in either mode [,trace=PATH][,pcap=PATH]
+              and in either mode [,trace=PATH][,pcap=PATH][,contract=warn|strict|off]
               [--config FILE] [--poll-idle-us N] [--poll-always] [--pollers N]
               [--control PATH]
   vrnic ctl --control PATH [--json] devices
@@ -27,6 +28,7 @@ Usage:
   vrnic ctl --control PATH [--json] counters DEVICE [QPN]
   vrnic ctl --control PATH [--json] trace DEVICE [--kinds KIND,...] [--qp QPN]
   vrnic ctl --control PATH [--json] pcap DEVICE PATH|off
+  vrnic ctl --control PATH [--json] contract DEVICE
   vrnic --help
 
 Options:
@@ -42,9 +44,13 @@ Options:
                       device from start-up into PATH (created or truncated), one JSON
                       object per line, as `vrnic ctl --json trace` prints them; a
                       writer that falls behind drops events and writes {\"lost\":N}.
-                      subsystem 1234:0001). pcap=PATH records the packets its
+                      pcap=PATH records the packets its
                       transfers would put on a RoCEv2 wire into a pcap file (created
                       mode 0600 or truncated; see `ctl pcap`).
+                      contract: what the device does when the
+                      driver breaks a hw-spec contract rule (SPEC.md \"Contract rules\"):
+                      warn (default: count, and log rate-limited), strict (also a fatal
+                      device error, FATAL_CODE CONTRACT, the rule in FATAL_DETAIL), off.
   --config FILE       Read devices (and poll_idle_us, control) from a TOML file:
                         poll_idle_us = 1000
                         poll_always = false
@@ -99,6 +105,9 @@ server's JSON reply line, for scripts):
                       transfers (Ethernet/IP/UDP 4791/IBTA headers/ICRC, segmented at the
                       path MTU), for Wireshark or tshark. Packets the writer cannot keep
                       up with are dropped and counted, never waited for.
+  contract DEVICE     The contract checker: its mode and, per hw-spec contract rule, the
+                      violations the device saw since it started, with the rule's SPEC.md
+                      section, and the rule that made it FATAL in strict mode.
 The protocol (one JSON request per line, one JSON reply per line) is in the README.
 
 Attach with QEMU (guest RAM must be shared memfd memory):
@@ -253,7 +262,7 @@ fn parse_ctl(args: &[String]) -> Result<Command, CliError> {
     let request = match words.as_slice() {
         [] => {
             return Err(bad(
-                "missing command (devices, objects, counters, trace, pcap)".into(),
+                "missing command (devices, objects, counters, trace, pcap, contract)".into(),
             ))
         }
         ["devices"] => Request::Devices {},
@@ -298,10 +307,14 @@ fn parse_ctl(args: &[String]) -> Result<Command, CliError> {
             },
         },
         ["pcap", ..] => return Err(bad("pcap takes a DEVICE and a PATH (or off)".into())),
+        ["contract", device] => Request::Contract {
+            device: device.to_string(),
+        },
+        ["contract", ..] => return Err(bad("contract takes a DEVICE".into())),
         ["devices", extra, ..] => return Err(bad(format!("devices takes no argument `{extra}`"))),
         [other, ..] => {
             return Err(bad(format!(
-                "unknown command `{other}` (devices, objects, counters, trace, pcap)"
+                "unknown command `{other}` (devices, objects, counters, trace, pcap, contract)"
             )))
         }
     };
@@ -410,6 +423,7 @@ struct DeviceKeys {
     ids: PciIds,
     trace: Option<PathBuf>,
     pcap: Option<PathBuf>,
+    contract: Option<String>,
 }
 
 impl DeviceKeys {
@@ -446,6 +460,10 @@ impl DeviceKeys {
             }
             other => return Err(format!("link: `{other}` is neither ib nor eth")),
         };
+        let contract = self
+            .contract
+            .as_deref()
+            .map_or(Ok(Default::default()), ContractMode::parse)?;
         Ok(RnicConfig {
             name: name.into(),
             socket,
@@ -453,6 +471,7 @@ impl DeviceKeys {
             ids: self.ids,
             trace: self.trace,
             pcap: self.pcap,
+            contract,
         })
     }
 }
@@ -489,6 +508,7 @@ fn parse_device(spec: &str) -> Result<RnicConfig, CliError> {
             "link" => keys.link = text(),
             "mac" => keys.mac = text(),
             "guid" => keys.guid = text(),
+            "contract" => keys.contract = Some(value.to_string()),
             "vendor" => keys.ids.vendor = id()?,
             "device" => keys.ids.device = id()?,
             "subsystem-vendor" => keys.ids.subsystem_vendor = id()?,
@@ -526,6 +546,7 @@ struct DeviceEntry {
     subsystem: Option<u16>,
     trace: Option<PathBuf>,
     pcap: Option<PathBuf>,
+    contract: Option<String>,
 }
 
 struct Config {
@@ -553,6 +574,7 @@ fn read_config(path: &str) -> Result<Config, CliError> {
                 lid: d.lid,
                 mac: d.mac,
                 guid: d.guid,
+                contract: d.contract,
                 ids: PciIds {
                     vendor: d.vendor.unwrap_or(defaults.vendor),
                     device: d.device.unwrap_or(defaults.device),
@@ -694,6 +716,8 @@ mod tests {
             ("a,socket=/x,lid=1,guid=12", "not a GUID"),
             ("a,socket=/x,lid=1,guid=0x0000000000000000", "zero"),
             ("a,socket=/x,lid=0", "reserved"),
+            ("a,socket=/x,lid=1,contract=loud", "warn, strict or off"),
+            ("a,socket=/x,lid=1,contract=", "warn, strict or off"),
         ];
         for (spec, want) in cases {
             let why = device_error(spec);
@@ -709,6 +733,35 @@ mod tests {
             )),
             Err(CliError::DuplicateLid(..))
         ));
+    }
+
+    #[test]
+    fn the_contract_mode_is_warn_unless_the_device_spec_says_otherwise() {
+        let Ok(Command::Serve(a)) = parse(&args(
+            "serve --device a,socket=/x,lid=1 --device b,socket=/y,link=eth,mac=02:00:00:00:00:01,contract=strict --device c,socket=/z,lid=3,contract=off",
+        )) else {
+            panic!("parse failed")
+        };
+        let modes: Vec<ContractMode> = a.devices.iter().map(|d| d.contract).collect();
+        assert_eq!(
+            modes,
+            [ContractMode::Warn, ContractMode::Strict, ContractMode::Off]
+        );
+        let path = std::env::temp_dir().join(format!("vrnic-cli-c-{}.toml", std::process::id()));
+        std::fs::write(
+            &path,
+            "[[device]]\nname = \"r0\"\nsocket = \"/tmp/r0\"\nlid = 3\ncontract = \"strict\"\n[[device]]\nname = \"r1\"\nsocket = \"/tmp/r1\"\nlid = 4\ncontract = \"noisy\"\n",
+        )
+        .unwrap();
+        let e = parse(&args(&format!("serve --config {}", path.display())));
+        let _ = std::fs::remove_file(&path);
+        let Err(CliError::Config { why, .. }) = e else {
+            panic!("a bad contract mode in the file is refused")
+        };
+        assert!(
+            why.contains("r1") && why.contains("warn, strict or off"),
+            "{why}"
+        );
     }
 
     #[test]
@@ -910,6 +963,18 @@ mod tests {
         assert!(why("ctl --control /c counters").contains("a DEVICE and an optional QPN"));
         assert!(why("ctl --control /c counters r0 1 2").contains("a DEVICE and an optional QPN"));
         assert!(why("ctl --control /c counters r0 qp1").contains("`qp1` is not a QPN"));
+        assert!(why("ctl --control /c contract").contains("contract takes a DEVICE"));
+        assert!(why("ctl --control /c contract r0 x").contains("contract takes a DEVICE"));
+        assert_eq!(
+            parse(&args("ctl --control /c --json contract r0")),
+            Ok(Command::Ctl(CtlArgs {
+                control: PathBuf::from("/c"),
+                json: true,
+                request: Request::Contract {
+                    device: "r0".into()
+                },
+            }))
+        );
         assert_eq!(
             parse(&args("ctl --control /c counters r0 0x12")),
             Ok(Command::Ctl(CtlArgs {

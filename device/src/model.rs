@@ -5,14 +5,15 @@
 use crate::admin;
 use crate::guest_memory::GuestRam;
 use crate::pci::ConfigWrite;
+use crate::rnic::contract;
 use crate::rnic::regs::RegEffect;
 use crate::rnic::Rnic;
 use crate::vfio_user::model::{irq_index, region_index, DeviceModel, RegionInfo, RegionMmap};
 use std::sync::Arc;
 use vmm_sys_util::eventfd::EventFd;
 use vrnic_hw::{
-    BAR_CTRL, BAR_CTRL_SIZE, BAR_DB, BAR_DB_SIZE, BAR_KICK, BAR_KICK_SIZE, DB_PAGE_SIZE,
-    MSIX_TABLE_OFF, MSIX_VECTORS,
+    ContractRule, BAR_CTRL, BAR_CTRL_SIZE, BAR_DB, BAR_DB_SIZE, BAR_KICK, BAR_KICK_SIZE,
+    DB_PAGE_SIZE, MSIX_TABLE_OFF, MSIX_VECTORS,
 };
 
 pub struct RnicModel(pub Arc<Rnic>);
@@ -52,11 +53,16 @@ impl RnicModel {
         }
         let value = u32::from_le_bytes(bytes);
         log::trace!("{}: BAR0 write {offset:#x} <- {value:#x}", rnic.name());
+        if !contract::check_reg_write(rnic, &mut rnic.lock(), offset, value) {
+            return Ok(());
+        }
         let effect = rnic.lock().regs.write(offset, value);
         match effect {
             RegEffect::None => {}
-            RegEffect::Ignored => rnic.lock().warn(
+            RegEffect::Ignored => contract::report(
                 rnic,
+                &mut rnic.lock(),
+                ContractRule::RegNotWritable,
                 format_args!(
                     "BAR0 write of {value:#x} to read-only or undefined offset {offset:#x} ignored"
                 ),

@@ -175,13 +175,23 @@ void vrnic_aq_wake(struct vrnic_dev *dev)
  */
 void vrnic_aq_mark_dead(struct vrnic_dev *dev, const char *why)
 {
+	u32 code, rule;
+
 	if (test_and_set_bit(VRNIC_FLAG_DEAD, &dev->flags))
 		return;
 
+	code = readl(dev->regs + VRNIC_BAR0_FATAL_CODE_OFF);
 	dev_err(&dev->pdev->dev,
-		"%s: dev_status %#x fatal_code %u; resetting the device\n", why,
-		readl(dev->regs + VRNIC_BAR0_DEV_STATUS_OFF),
-		readl(dev->regs + VRNIC_BAR0_FATAL_CODE_OFF));
+		"%s: dev_status %#x fatal_code %u (%s); resetting the device\n",
+		why, readl(dev->regs + VRNIC_BAR0_DEV_STATUS_OFF), code,
+		vrnic_fatal_code_name(code));
+	/* Strict contract checking: the rule this driver broke (SPEC.md). */
+	if (code == VRNIC_FATAL_CODE_CONTRACT) {
+		rule = readl(dev->regs + VRNIC_BAR0_FATAL_DETAIL_OFF);
+		dev_err(&dev->pdev->dev,
+			"broke contract rule %u %s (SPEC.md %s)\n", rule,
+			vrnic_rule_name(rule), vrnic_rule_section(rule));
+	}
 	vrnic_aq_dev_reset(dev, why);
 	vrnic_aq_wake(dev);
 

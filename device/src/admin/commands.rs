@@ -39,6 +39,15 @@ pub fn execute(
             hdr.cmd_id.to_native()
         ),
     }
+    if let Err(
+        e @ CmdError {
+            rule: Some(rule), ..
+        },
+    ) = &outcome
+    {
+        let (op, id) = (hdr.opcode, hdr.cmd_id.to_native());
+        crate::rnic::contract::report(rnic, st, *rule, format_args!("admin {op:#x} id {id}: {e}"));
+    }
     let revokes = outcome.is_ok()
         && matches!(
             opcode,
@@ -139,7 +148,7 @@ reserved!(
 fn checked<T: ByteValued + Default + Reserved>(cmd: &[u8]) -> CmdResult<T> {
     let value: T = parse(cmd);
     match value.first_nonzero_reserved() {
-        Some((_, offset)) => Err(bad_field(offset)),
+        Some((_, offset)) => Err(bad_field(offset).breaks(ContractRule::CmdReservedField)),
         None => Ok(value),
     }
 }
@@ -175,7 +184,7 @@ pub fn owned(owner: u32, caller: u32, field: usize) -> CmdResult<()> {
     if owner == caller || caller == KERNEL_UCTX {
         Ok(())
     } else {
-        Err(permission(field))
+        Err(permission(field).breaks(ContractRule::CmdForeignObject))
     }
 }
 

@@ -1,13 +1,16 @@
 //! How an admin command fails: a status code and, where one field is at fault, its offset.
 
-use vrnic_hw::{AqStatus, AQ_ERR_OFFSET_NONE};
+use vrnic_hw::{AqStatus, ContractRule, AQ_ERR_OFFSET_NONE};
 
-/// A failed admin command. `field` is the byte offset of the faulty field in the command.
+/// A failed admin command. `field` is the byte offset of the faulty field in the command;
+/// `rule` the contract rule the command broke, if the failure is one (SPEC "Contract
+/// checking"), reported once the command has run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("{status:?} (field at offset {field:?})")]
 pub struct CmdError {
     pub status: AqStatus,
     pub field: Option<usize>,
+    pub rule: Option<ContractRule>,
 }
 
 impl CmdError {
@@ -15,6 +18,7 @@ impl CmdError {
         CmdError {
             status,
             field: Some(field),
+            rule: None,
         }
     }
 
@@ -23,6 +27,15 @@ impl CmdError {
         CmdError {
             status,
             field: None,
+            rule: None,
+        }
+    }
+
+    /// The same failure, as a violation of `rule`.
+    pub fn breaks(self, rule: ContractRule) -> Self {
+        CmdError {
+            rule: Some(rule),
+            ..self
         }
     }
 
@@ -40,6 +53,7 @@ impl From<crate::objects::page_list::PageListError> for CmdError {
         use crate::objects::page_list::PageListError::*;
         match e {
             BadField(at) => bad_field(at),
+            Reserved(at) => bad_field(at).breaks(ContractRule::CmdReservedField),
             BadSize(at) => bad_size(at),
             BadAddress(at) => bad_address(at),
         }

@@ -20,11 +20,12 @@ mod srq;
 mod xrcd;
 
 use crate::objects::{Uctx, KERNEL_DB_PAGE};
-use crate::rnic::notify::{post_async, publish};
+use crate::rnic::contract::report;
+use crate::rnic::notify::publish;
 use crate::rnic::{AdminQueue, Rnic, RnicState};
 use vrnic_hw::{
-    bar0, AqCompletion, AqStatus, FatalCode, ACQ_ENTRY_SIZE, AQ_DEPTH_LOG2_MAX, AQ_ENTRY_SIZE,
-    KERNEL_UCTX,
+    bar0, AqCompletion, AqStatus, ContractRule, FatalCode, ACQ_ENTRY_SIZE, AQ_DEPTH_LOG2_MAX,
+    AQ_ENTRY_SIZE, KERNEL_UCTX,
 };
 
 pub use commands::execute;
@@ -32,6 +33,11 @@ pub use prefetch::PageListReads;
 
 /// DEV_CTRL.ENABLE was set: latch the admin queue registers and start.
 pub fn enable(rnic: &Rnic, st: &mut RnicState) {
+    if st.regs.dev_status & bar0::DEV_STATUS_FATAL_MASK != 0 {
+        // Only a reset recovers (SPEC "Fatal errors").
+        st.warn(rnic, format_args!("ENABLE on a FATAL device ignored"));
+        return;
+    }
     let r = &st.regs;
     let aq = u64::from(r.aq_base_hi) << 32 | u64::from(r.aq_base_lo);
     let acq = u64::from(r.acq_base_hi) << 32 | u64::from(r.acq_base_lo);
@@ -75,16 +81,7 @@ pub fn enable(rnic: &Rnic, st: &mut RnicState) {
 /// The device cannot go on: FATAL until reset. It stops executing work and answering
 /// requests (`RnicState::serving`).
 pub fn fatal(rnic: &Rnic, st: &mut RnicState, code: FatalCode) {
-    // The driver caused it (a bad admin queue): a guest's fault, rate-limited.
-    st.warn(
-        rnic,
-        format_args!("fatal device error {code:?}; a reset is needed"),
-    );
-    st.regs.dev_status = bar0::DEV_STATUS_FATAL_MASK;
-    rnic.trace.device_state("FATAL", Some(code));
-    st.regs.fatal_code = u32::from(code);
-    st.admin = None;
-    post_async(rnic, st, vrnic_hw::EventType::DeviceFatal, 0, 0);
+    rnic.fatal(st, code, 0);
 }
 
 /// A command read from the queue, with where its completion goes.
@@ -128,16 +125,20 @@ pub fn doorbell(rnic: &Rnic, pi: u32) {
     let pending = {
         let mut st = rnic.lock();
         let Some(queue) = st.admin.as_ref() else {
-            st.warn(
+            report(
                 rnic,
-                format_args!("admin doorbell while the device is not enabled ignored"),
+                &mut st,
+                ContractRule::AqDoorbellDisabled,
+                format_args!("admin doorbell {pi} while the device is not enabled ignored"),
             );
             return;
         };
         let (pending, depth) = (pi.wrapping_sub(queue.ci), queue.depth());
         if pending > depth {
-            st.warn(
+            report(
                 rnic,
+                &mut st,
+                ContractRule::AqPiBeyondRing,
                 format_args!(
                     "admin doorbell {pi} is {pending} commands ahead of a queue of {depth}; ignored"
                 ),

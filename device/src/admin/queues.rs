@@ -10,8 +10,8 @@ use crate::objects::{Cq, Eq, Ring};
 use crate::rnic::notify::publish;
 use crate::rnic::{Rnic, RnicState};
 use vrnic_hw::{
-    bar0, AqStatus, CmdCreateCq, CmdCreateEq, CmdHandle, CmdResizeCq, Cqe, DbCqSlot, Eqe, PageList,
-    EQ_FLAG_ASYNC, KERNEL_UCTX, MSIX_VECTORS,
+    bar0, AqStatus, CmdCreateCq, CmdCreateEq, CmdHandle, CmdResizeCq, ContractRule, Cqe, DbCqSlot,
+    Eqe, PageList, EQ_FLAG_ASYNC, KERNEL_UCTX, MSIX_VECTORS,
 };
 
 /// Largest log2 depth of a CQ or EQ (also bounds QP rings: MAX_QP_WR is smaller).
@@ -161,7 +161,7 @@ pub fn resize_cq(
     // A ci ahead of the producer index wraps to a count beyond the old depth too.
     let moved = cq.pi.wrapping_sub(cmd.ci.to_native());
     if moved > cq.ring.depth() {
-        return Err(bad_field(CmdResizeCq::CI_OFF));
+        return Err(bad_field(CmdResizeCq::CI_OFF).breaks(ContractRule::ResizeCqCiBeyondProducer));
     }
     if moved > 1 << cmd.depth_log2 {
         return Err(bad_size(CmdResizeCq::DEPTH_LOG2_OFF));

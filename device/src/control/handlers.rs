@@ -24,17 +24,18 @@ pub fn handle(fabric: &Fabric, request: &Request) -> Result<Vec<u8>, RequestErro
         // The connection serves it as a stream (`control::trace`); never one reply.
         Request::Trace { .. } => Err(RequestError::BadRequest("trace is a stream".into())),
         Request::Pcap { device, path } => pcap(fabric, device, path.as_deref()),
+        Request::Contract { device } => super::contract::handle(fabric, device),
     }
 }
 
 /// The response line (newline included) of `reply`.
-fn encode<T: Serialize>(reply: &T) -> Result<Vec<u8>, RequestError> {
+pub fn encode<T: Serialize>(reply: &T) -> Result<Vec<u8>, RequestError> {
     let mut line = serde_json::to_vec(reply).map_err(|e| RequestError::Encode(e.to_string()))?;
     line.push(b'\n');
     Ok(line)
 }
 
-pub(super) fn device<'a>(fabric: &'a Fabric, name: &str) -> Result<&'a Arc<Rnic>, RequestError> {
+pub fn device<'a>(fabric: &'a Fabric, name: &str) -> Result<&'a Arc<Rnic>, RequestError> {
     fabric
         .devices()
         .iter()

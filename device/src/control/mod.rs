@@ -20,6 +20,9 @@
 //! {"cmd":"pcap","device":"rnic0"}                            stop
 //!   -> {"device":"rnic0","capturing":{"path":"/tmp/rnic0.pcap","packets":0,"dropped":0},
 //!       "stopped":null}          (stopping: "capturing":null, "stopped":{...final figures})
+//! {"cmd":"contract","device":"rnic0"}                    the contract checker
+//!   -> {"device":"rnic0","mode":"warn","violations":0,"fatal_rule":null,
+//!       "rules":[{"rule":"REG_RESERVED_BITS","number":1,"section":"3 / Access types","count":0},...]}
 //! ```
 //!
 //! The fields of each object are those of `objects::snapshot` (QPs: type, state, context,
@@ -70,6 +73,7 @@
 
 pub mod client;
 pub mod connection;
+pub mod contract;
 pub mod handlers;
 pub mod protocol;
 pub mod render;

@@ -46,11 +46,15 @@ pub enum Request {
         #[serde(default)]
         path: Option<std::path::PathBuf>,
     },
+    /// The contract checker of a device: mode, violations per rule (SPEC "Contract checking").
+    Contract { device: String },
 }
 
 impl Request {
     /// The command names, as `cmd` spells them.
-    pub const COMMANDS: &[&str] = &["devices", "objects", "counters", "trace", "pcap"];
+    pub const COMMANDS: &[&str] = &[
+        "devices", "objects", "counters", "trace", "pcap", "contract",
+    ];
 }
 
 /// A capture's figures: frames written to `path`, frames dropped.

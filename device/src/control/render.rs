@@ -13,11 +13,12 @@ pub fn render(request: &Request, reply: &str) -> Result<String, serde_json::Erro
         Request::Counters { .. } => counter_table(&serde_json::from_str::<CountersReply>(reply)?),
         Request::Trace { .. } => super::trace::render_line(reply)?,
         Request::Pcap { .. } => pcap(&serde_json::from_str::<PcapReply>(reply)?),
+        Request::Contract { .. } => super::contract::render(reply)?,
     })
 }
 
 /// Rows under a header, each column as wide as its widest cell, two spaces apart.
-fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {

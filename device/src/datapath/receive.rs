@@ -13,11 +13,12 @@ use super::sge;
 use crate::guest_memory::RamSnapshot;
 use crate::objects::srq::Take;
 use crate::objects::{Qp, Ring};
+use crate::rnic::contract;
 use crate::rnic::notify::{post_async, post_cqe};
 use crate::rnic::{Rnic, RnicState};
 use vrnic_hw::{
-    Access, Cqe, DbQpSlot, DbSrqSlot, EventType, RecvWqeHeader, Sge, VendorErr, WcOpcode, WcStatus,
-    CQE_FLAG_RECV, CQE_FLAG_SRQ, KERNEL_UCTX,
+    Access, ContractRule, Cqe, DbQpSlot, DbSrqSlot, EventType, RecvWqeHeader, Sge, VendorErr,
+    WcOpcode, WcStatus, CQE_FLAG_RECV, CQE_FLAG_SRQ, KERNEL_UCTX,
 };
 
 /// Makes sure QP `qpn` has a receive WQE for the next message: one posted to its receive
@@ -75,8 +76,10 @@ pub fn claim(rnic: &Rnic, st: &mut RnicState, qpn: u32) -> bool {
         }
         Take::Empty | Take::Failed => false,
         Take::Overflow => {
-            st.warn(
+            contract::report(
                 rnic,
+                st,
+                ContractRule::SrqPiBeyondRing,
                 format_args!("SRQ {srqn}: producer index {pi} beyond the ring; SRQ in error"),
             );
             post_async(rnic, st, EventType::SrqErr, srqn, 0);

@@ -12,14 +12,15 @@ use crate::guest_memory::RamSnapshot;
 use crate::objects::counters::{Op, Wire};
 use crate::objects::qp::{packets, psn_add, WaitReason, Waiting};
 use crate::objects::Qp;
+use crate::rnic::contract;
 use crate::rnic::fence::InFlight;
 use crate::rnic::notify::{post_async, post_cqe};
 use crate::rnic::{Rnic, RnicState};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use vrnic_hw::{
-    Access, AtomicSeg, Cqe, DbQpSlot, EventType, QpState, QpType, RecvWqeHeader, SendFlags,
-    SendWqeHeader, Sge, VendorErr, WcOpcode, WcStatus, WrOpcode, XrcSeg, CQE_FLAG_RECV,
+    Access, AtomicSeg, ContractRule, Cqe, DbQpSlot, EventType, QpState, QpType, RecvWqeHeader,
+    SendFlags, SendWqeHeader, Sge, VendorErr, WcOpcode, WcStatus, WrOpcode, XrcSeg, CQE_FLAG_RECV,
     UD_MAX_PAYLOAD, UD_PAYLOAD_OFFSET, XRC_PAYLOAD_OFFSET,
 };
 
@@ -210,8 +211,10 @@ fn plan(rnic: &Rnic, st: &mut RnicState, qpn: u32, now: Instant) -> Plan {
     let Rung { sq_pi, rq_pi } = rung;
     let qp_kind = qp.kind;
     if rung.overrun(qp) && qp.state != QpState::Err {
-        st.warn(
+        contract::report(
             rnic,
+            st,
+            ContractRule::QpPiBeyondRing,
             format_args!("QP {qpn}: doorbell beyond the queue depth (sq_pi {sq_pi}, rq_pi {rq_pi}); moving to ERR"),
         );
         let from = || st.objects.qp(qpn).map(|qp| qp.state);
@@ -699,6 +702,14 @@ fn complete_send(
     wqe: &SendWqeHeader,
     outcome: Result<u64, Failure>,
 ) {
+    if matches!(outcome, Err((_, VendorErr::BadWqe))) && wqe.nonzero_reserved().is_some() {
+        contract::report(
+            rnic,
+            st,
+            ContractRule::WqeReservedField,
+            format_args!("QP {qpn}: a reserved field of its head send WQE is not zero"),
+        );
+    }
     let Some(qp) = st.objects.qp_mut(qpn) else {
         return;
     };

@@ -17,6 +17,8 @@ const ENTRIES_PER_PAGE: u64 = 512;
 pub enum PageListError {
     #[error("bad page list field at offset {0}")]
     BadField(usize),
+    #[error("page list reserved field at offset {0} is not zero")]
+    Reserved(usize),
     #[error("page list does not cover the object (field at offset {0})")]
     BadSize(usize),
     #[error("page list not readable (field at offset {0})")]
@@ -164,7 +166,7 @@ pub fn read(
         return Err(bad_field(at + PageList::PAGE_SHIFT_OFF));
     }
     if pl.reserved0.to_native() != 0 {
-        return Err(bad_field(at + PageList::RESERVED0_OFF));
+        return Err(PageListError::Reserved(at + PageList::RESERVED0_OFF));
     }
     let page_size = 1u64 << shift;
     let npages = u64::from(pl.npages.to_native());

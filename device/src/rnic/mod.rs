@@ -3,6 +3,7 @@
 //! notifications (CQEs, EQEs) that change them. The admin engine and the data path (the
 //! layer above) act on it; this layer knows neither.
 
+pub mod contract;
 pub mod doorbells;
 pub mod fence;
 pub mod gids;
@@ -28,7 +29,7 @@ use irqs::{IrqLines, PendingIrqs};
 use link::LinkMode;
 use regs::Registers;
 use std::sync::{Arc, Mutex, MutexGuard};
-use vrnic_hw::MSIX_TABLE_OFF;
+use vrnic_hw::{bar0, FatalCode, MSIX_TABLE_OFF};
 use waker::Waker;
 
 /// What a device is, as configured on the command line.
@@ -42,10 +43,13 @@ pub struct RnicConfig {
     pub trace: Option<std::path::PathBuf>,
     /// Capture the device's packets into this pcap file from the start (`pcap=PATH`).
     pub pcap: Option<std::path::PathBuf>,
+    /// What the device does about contract violations (SPEC "Contract checking").
+    pub contract: contract::ContractMode,
 }
 
 impl RnicConfig {
-    /// A device with the hw-spec's PCI IDs and no start-up trace or capture.
+    /// A device with the hw-spec's PCI IDs and no start-up trace or capture, checking
+    /// the contract in the default mode (warn).
     pub fn new(name: &str, socket: std::path::PathBuf, link: LinkMode) -> Self {
         RnicConfig {
             name: name.into(),
@@ -54,6 +58,7 @@ impl RnicConfig {
             ids: PciIds::default(),
             trace: None,
             pcap: None,
+            contract: Default::default(),
         }
     }
 }
@@ -97,6 +102,8 @@ pub struct Rnic {
     pub trace: Tracer,
     /// The packet tap (`pcap=PATH`, `vrnic ctl pcap`): what its transfers put on a wire.
     pub tap: Tap,
+    /// The contract checker: its mode and per-rule counts (outside the device lock).
+    pub contract: contract::Contract,
     waker: Arc<Waker>,
     state: Mutex<RnicState>,
 }
@@ -219,6 +226,7 @@ impl Rnic {
         Ok(Arc::new(Rnic {
             trace,
             node_guid: config.link.node_guid(),
+            contract: contract::Contract::new(config.contract),
             config,
             doorbells: DoorbellBar::new()?,
             irq_lines: IrqLines::default(),
@@ -276,6 +284,22 @@ impl Rnic {
 
     pub fn waker(&self) -> &Arc<Waker> {
         &self.waker
+    }
+
+    /// The device cannot go on: FATAL (with `code` and `detail`) until reset. It stops
+    /// executing work and answering requests (`RnicState::serving`).
+    pub fn fatal(&self, st: &mut RnicState, code: FatalCode, detail: u32) {
+        // The driver caused it (a bad admin queue, a broken rule): rate-limited.
+        st.warn(
+            self,
+            format_args!("fatal device error {code:?}; a reset is needed"),
+        );
+        st.regs.dev_status = bar0::DEV_STATUS_FATAL_MASK;
+        st.regs.fatal_code = u32::from(code);
+        st.regs.fatal_detail = detail;
+        self.trace.device_state("FATAL", Some(code));
+        st.admin = None;
+        notify::post_async(self, st, vrnic_hw::EventType::DeviceFatal, 0, 0);
     }
 
     /// Destroys every object and returns registers and doorbells to their reset values.

@@ -12,7 +12,7 @@ use crate::objects::queues::PendingEvent;
 use std::sync::atomic::{fence, Ordering};
 use vm_memory::ByteValued;
 use vrnic_hw::{
-    Counter, CqArm, Cqe, DbCqSlot, DbEqSlot, EventType, WcStatus, CQE_FLAG_SOLICITED,
+    ContractRule, Counter, CqArm, Cqe, DbCqSlot, DbEqSlot, EventType, WcStatus, CQE_FLAG_SOLICITED,
     CQ_ARM_CMD_MASK, CQ_ARM_SEQ_SHIFT,
 };
 
@@ -65,6 +65,8 @@ pub fn post_cqe(
             publish(mem, addr, cqe, Cqe::OWNER_OFF, cq.ring.phase(cq.pi)).is_ok()
         });
     if !written {
+        // More than a ring ahead of its consumer: the consumer index is beyond the producer.
+        let beyond = cq.pi.wrapping_sub(ci) > cq.ring.depth();
         cq.error = true;
         if overflow {
             rnic.counters.inc(Counter::CqOverflows);
@@ -75,6 +77,14 @@ pub fn post_cqe(
             "ring is not writable"
         };
         st.warn(rnic, format_args!("CQ {cqn} {why}; it is now in error"));
+        if beyond {
+            super::contract::report(
+                rnic,
+                st,
+                ContractRule::CqCiBeyondProducer,
+                format_args!("CQ {cqn}: consumer index {ci} beyond the CQEs written"),
+            );
+        }
         // SPEC: the CQ's QPs move to ERR (not only the one whose completion overflowed).
         let hit: Vec<u32> = st
             .objects
@@ -160,6 +170,28 @@ pub fn post_event(
     if deliver(rnic, st, mem, eqn) {
         // Still held back (the queue is FIFO): this EQE found its EQ full.
         rnic.counters.inc(Counter::EqOverflows);
+        // Not for the DEVICE_FATAL a strict check raises itself (it would count twice).
+        if event != EventType::DeviceFatal {
+            eq_ci_check(rnic, st, eqn);
+        }
+    }
+}
+
+/// An EQ found full: is its consumer index beyond what the device wrote (a contract rule)?
+fn eq_ci_check(rnic: &Rnic, st: &mut RnicState, eqn: u32) {
+    let Some(eq) = st.objects.eqs.get(eqn) else {
+        return;
+    };
+    let ci = rnic
+        .doorbells
+        .slot_word(eq.db_page, eq.db_slot, DbEqSlot::CI_OFF);
+    if eq.pi.wrapping_sub(ci) > eq.ring.depth() {
+        super::contract::report(
+            rnic,
+            st,
+            ContractRule::EqCiBeyondProducer,
+            format_args!("EQ {eqn}: consumer index {ci} beyond the EQEs written"),
+        );
     }
 }
 

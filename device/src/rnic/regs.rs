@@ -8,6 +8,8 @@ pub struct Registers {
     pub dev_ctrl: u32,
     pub dev_status: u32,
     pub fatal_code: u32,
+    /// FATAL_CODE CONTRACT: the rule broken.
+    pub fatal_detail: u32,
     pub aq_base_lo: u32,
     pub aq_base_hi: u32,
     pub acq_base_lo: u32,
@@ -86,6 +88,7 @@ impl Registers {
             bar0::DEV_CTRL => self.dev_ctrl,
             bar0::DEV_STATUS => self.dev_status,
             bar0::FATAL_CODE => self.fatal_code,
+            bar0::FATAL_DETAIL => self.fatal_detail,
             bar0::AQ_BASE_LO => self.aq_base_lo,
             bar0::AQ_BASE_HI => self.aq_base_hi,
             bar0::ACQ_BASE_LO => self.acq_base_lo,

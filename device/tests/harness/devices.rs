@@ -8,9 +8,12 @@ use std::time::Duration;
 
 use vmm_sys_util::tempdir::TempDir;
 use vrnic::addr::Mac;
+use vrnic::control::contract::ContractReply;
 use vrnic::control::Limits;
+use vrnic::control::Request;
 use vrnic::fabric::PollerConfig;
 use vrnic::pci::PciIds;
+use vrnic::rnic::contract::{ContractMode, ContractView};
 use vrnic::rnic::link::LinkMode;
 use vrnic::rnic::RnicConfig;
 use vrnic::serve::Service;
@@ -107,7 +110,7 @@ impl TestDevices {
     }
 
     pub fn start_links_with(links: Vec<LinkMode>, poller: PollerConfig) -> Self {
-        Self::start_full(links, poller, None)
+        Self::start_full(links, poller, None, ContractMode::default())
     }
 
     /// One device per link mode, and a control socket (`vrnic serve --control`) with
@@ -118,16 +121,44 @@ impl TestDevices {
             give_way: false,
             threads: None,
         };
-        Self::start_full(links, poller, Some(limits))
+        Self::start_full(links, poller, Some(limits), ContractMode::default())
     }
 
-    fn start_full(links: Vec<LinkMode>, poller: PollerConfig, control: Option<Limits>) -> Self {
+    /// One device per link mode checking the contract in `mode`, and a control socket to
+    /// read its counts (`contract`).
+    pub fn start_checked(links: Vec<LinkMode>, mode: ContractMode) -> Self {
+        let poller = PollerConfig {
+            idle: TEST_POLL_IDLE,
+            give_way: false,
+            threads: None,
+        };
+        Self::start_full(links, poller, Some(Limits::default()), mode)
+    }
+
+    /// Device `i`'s contract checker as `vrnic ctl contract` reports it.
+    pub fn contract(&self, i: usize) -> ContractView {
+        let request = Request::Contract {
+            device: format!("rnic{i}"),
+        };
+        let line = vrnic::control::client::call(self.control_socket(), &request)
+            .expect("contract request");
+        let reply: ContractReply = serde_json::from_str(&line).expect("a contract reply");
+        reply.contract
+    }
+
+    fn start_full(
+        links: Vec<LinkMode>,
+        poller: PollerConfig,
+        control: Option<Limits>,
+        contract: ContractMode,
+    ) -> Self {
         let dir = TempDir::new().expect("temp dir");
         let configs: Vec<RnicConfig> = links
             .iter()
             .enumerate()
-            .map(|(i, link)| {
-                RnicConfig::new(
+            .map(|(i, link)| RnicConfig {
+                contract,
+                ..RnicConfig::new(
                     &format!("rnic{i}"),
                     dir.as_path().join(format!("rnic{i}.sock")),
                     *link,

@@ -252,6 +252,12 @@ impl FakeDriver {
         self.admin.is_some()
     }
 
+    /// The admin queue's producer index (commands written) and depth.
+    pub fn admin_pi_and_depth(&self) -> (u32, u32) {
+        let q = self.admin.as_ref().expect("the device is not enabled");
+        (q.pi, 1 << q.depth_log2)
+    }
+
     /// Submits one 128-byte command (its cmd_id is filled in) and waits for its completion.
     pub fn admin_bytes(&mut self, cmd: &[u8]) -> AdminResult {
         self.admin_batch(&[cmd]).remove(0)

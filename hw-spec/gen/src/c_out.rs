@@ -82,6 +82,23 @@ pub fn header(files: &[(String, SpecFile)], index: usize, layout: &Layout) -> St
         }
         o.push('\n');
     }
+    if !file.rules.is_empty() {
+        comment(
+            &mut o,
+            "",
+            "Contract rules of this chapter (SPEC \"Contract checking\"): the numbers FATAL_DETAIL reports; vrnic_rule_name() and vrnic_rule_section() in vrnic_names.h name them.",
+        );
+        for r in &file.rules {
+            let _ = writeln!(
+                o,
+                "#define VRNIC_RULE_{} {} /* {} */",
+                r.name,
+                number(r.value),
+                r.doc.trim()
+            );
+        }
+        o.push('\n');
+    }
     for r in &file.registers {
         let prefix = format!("VRNIC_{}_{}", r.block.to_uppercase(), r.name);
         comment(
@@ -233,6 +250,29 @@ pub fn names(files: &[(String, SpecFile)]) -> String {
             o.push_str("\tdefault:\n\t\treturn \"UNKNOWN\";\n\t}\n}\n");
         }
     }
+    let rules = crate::model::rules(files);
+    let lookup =
+        |o: &mut String, name: &str, what: &dyn Fn(usize, &crate::model::Rule) -> String| {
+            let _ = writeln!(
+                o,
+                "\nstatic inline const char *vrnic_rule_{name}(unsigned int value)\n{{"
+            );
+            o.push_str("\tswitch (value) {\n");
+            for (chapter, r) in &rules {
+                let _ = writeln!(
+                    o,
+                    "\tcase VRNIC_RULE_{}:\n\t\treturn \"{}\";",
+                    r.name,
+                    what(*chapter, r)
+                );
+            }
+            o.push_str("\tdefault:\n\t\treturn \"UNKNOWN\";\n\t}\n}\n");
+        };
+    o.push_str("\n/* Contract rules (SPEC \"Contract checking\"): FATAL_DETAIL's rule and its SPEC.md section. */");
+    lookup(&mut o, "name", &|_, r| r.name.clone());
+    lookup(&mut o, "section", &|chapter, r| {
+        crate::model::rule_section(chapter, r).replace('"', "\\\"")
+    });
     o.push_str("\n#endif /* VRNIC_NAMES_H */\n");
     o
 }
@@ -288,6 +328,17 @@ pub fn probe(files: &[(String, SpecFile)], layout: &Layout) -> String {
             }
         }
     }
+    for (_, r) in crate::model::rules(files) {
+        let _ = writeln!(o, "\tVAL(RULE_{});", r.name);
+        let _ = writeln!(o, "\tNAME(rule, VRNIC_RULE_{});", r.name);
+        let _ = writeln!(
+            o,
+            "\tprintf(\"name.rule_section.%u %s\\n\", VRNIC_RULE_{0}, vrnic_rule_section(VRNIC_RULE_{0}));",
+            r.name
+        );
+    }
+    o.push_str("\tNAME(rule, 0);\n");
+    o.push_str("\tprintf(\"name.rule_section.0 %s\\n\", vrnic_rule_section(0));\n");
     o.push_str("\treturn 0;\n}\n");
     o
 }

@@ -215,6 +215,7 @@ fn block_registers(block: &str, regs: &[&Register]) -> Result<(), String> {
 /// Evaluates every `[[checks]]` entry.
 pub fn relations(files: &[(String, SpecFile)], layout: &Layout) -> Result<(), String> {
     embedded_structs(files, layout)?;
+    contract_rules(files)?;
     let env = Env { files, layout };
     for (stem, file) in files {
         for c in &file.checks {
@@ -465,6 +466,65 @@ pub fn embedded_structs(files: &[(String, SpecFile)], layout: &Layout) -> Result
                 .ok_or_else(|| format!("{stem}.toml: `{}`: missing }}}}", line.trim()))?;
             if !layout.structs.contains_key(name) {
                 return Err(format!("{stem}.toml: `{}`: unknown struct", line.trim()));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Contract rules: unique names (upper case) and numbers (1..=0xFFFF: 0 is "no rule" in
+/// FATAL_DETAIL), a one-line statement, and a section that exists in the rule's chapter.
+pub fn contract_rules(files: &[(String, SpecFile)]) -> Result<(), String> {
+    let mut names = HashSet::new();
+    let mut values = HashMap::new();
+    for (stem, file) in files {
+        let mut sections: Vec<String> = file
+            .doc
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("### "))
+            .map(|h| h.trim().to_string())
+            .collect();
+        sections.push(file.title.clone());
+        sections.extend(file.structs.iter().map(|s| format!("Struct `{}`", s.name)));
+        sections.extend(file.enums.iter().map(|e| format!("Enum `{}`", e.name)));
+        sections.extend(
+            file.registers
+                .iter()
+                .map(|r| format!("Register block `{}`", r.block)),
+        );
+        if !file.registers.is_empty() {
+            sections.push("Access types".into());
+        }
+        for r in &file.rules {
+            let at = format!("{stem}.toml: rule {}", r.name);
+            let upper = !r.name.is_empty()
+                && r.name
+                    .chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+            if !upper {
+                return Err(format!("{at}: a rule's name is UPPER_CASE"));
+            }
+            if !names.insert(r.name.as_str()) {
+                return Err(format!("{at}: defined twice"));
+            }
+            if r.value == 0 || r.value > 0xFFFF {
+                return Err(format!(
+                    "{at}: number {} is not in 1..=0xFFFF (0 means no rule)",
+                    r.value
+                ));
+            }
+            if let Some(other) = values.insert(r.value, r.name.as_str()) {
+                return Err(format!("{at}: number {} is also rule {other}'s", r.value));
+            }
+            if r.doc.trim().is_empty() || r.doc.contains('\n') {
+                return Err(format!("{at}: the statement is one non-empty line"));
+            }
+            if !sections.contains(&r.section) {
+                return Err(format!(
+                    "{at}: section `{}` is not a heading of its chapter ({})",
+                    r.section,
+                    sections.join(", ")
+                ));
             }
         }
     }
@@ -793,5 +853,20 @@ doc = "b"
             e.contains("{{struct:nope}}") && e.contains("unknown struct"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn contract_rules_must_name_a_section_of_their_chapter_and_be_unique() {
+        let rule = |name: &str, value: u64, section: &str| {
+            format!("[[rules]]\nname = \"{name}\"\nvalue = {value}\nsection = \"{section}\"\ndoc = \"r\"\n")
+        };
+        assert_eq!(verdict(&rule("A_RULE", 1, "t")), Ok(()));
+        assert!(error(&rule("A_RULE", 1, "Nowhere")).contains("section `Nowhere`"));
+        assert!(error(&rule("A_RULE", 0, "t")).contains("not in 1..=0xFFFF"));
+        assert!(error(&rule("a_rule", 1, "t")).contains("UPPER_CASE"));
+        let twice = format!("{}{}", rule("A_RULE", 1, "t"), rule("B_RULE", 1, "t"));
+        assert!(error(&twice).contains("also rule A_RULE"));
+        let twice = format!("{}{}", rule("A_RULE", 1, "t"), rule("A_RULE", 2, "t"));
+        assert!(error(&twice).contains("defined twice"), "{}", error(&twice));
     }
 }

@@ -70,7 +70,7 @@ fn outputs(files: &[(String, SpecFile)]) -> Result<Vec<(String, String)>, GenErr
         ),
         (
             "include/vrnic/vrnic_names.h".to_string(),
-            c_out::names(&files[1..]),
+            c_out::names(files),
         ),
         (
             "rust/tests/layout_probe.c".to_string(),

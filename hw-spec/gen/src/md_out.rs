@@ -117,6 +117,10 @@ pub fn generate(files: &[(String, SpecFile)], layout: &Layout) -> String {
             o.push_str(&struct_table(s, layout));
             o.push('\n');
         }
+        if !file.rules.is_empty() {
+            o.push_str("### Contract rules\n\nWhat the device checks of this chapter (see Contract checking, section 1):\n\n");
+            rules_table(&mut o, file.rules.iter().map(|r| (i + 1, r)));
+        }
         if !file.checks.is_empty() {
             o.push_str("### Consistency checks\n\nThe generator verifies:\n\n");
             for c in &file.checks {
@@ -125,6 +129,15 @@ pub fn generate(files: &[(String, SpecFile)], layout: &Layout) -> String {
             o.push('\n');
         }
     }
+    o.push_str("## Contract rules\n\n");
+    o.push_str(
+        "Every rule the device checks, by number (FATAL_DETAIL), with the section that states it ",
+    );
+    o.push_str("(see Contract checking, section 1). C: `VRNIC_RULE_<NAME>`, `vrnic_rule_name()`, ");
+    o.push_str(
+        "`vrnic_rule_section()`; Rust: `ContractRule` with `name()`, `section()`, `doc()`.\n\n",
+    );
+    rules_table(&mut o, crate::model::rules(files).into_iter());
     o.push_str("## Naming in the generated code\n\n");
     o.push_str("C: `struct vrnic_<struct>`, `VRNIC_<STRUCT>_<FIELD>_OFF`, `VRNIC_<CONSTANT>`, ");
     o.push_str("`VRNIC_<ENUM>_<VALUE>` (flags enums also `VRNIC_<ENUM>_ALL`), ");
@@ -203,4 +216,19 @@ fn expand(doc: &str, files: &[(String, SpecFile)], layout: &Layout) -> String {
         }
     }
     o.trim_end().to_string()
+}
+
+fn rules_table<'a>(o: &mut String, rules: impl Iterator<Item = (usize, &'a crate::model::Rule)>) {
+    o.push_str("| Number | Name | Section | Rule |\n|---|---|---|---|\n");
+    for (chapter, r) in rules {
+        let _ = writeln!(
+            o,
+            "| {} | `{}` | {} | {} |",
+            r.value,
+            r.name,
+            cell(&crate::model::rule_section(chapter, r)),
+            cell(&r.doc)
+        );
+    }
+    o.push('\n');
 }

@@ -20,6 +20,37 @@ pub struct SpecFile {
     /// Relations between values that the generator verifies (see [`Check`]).
     #[serde(default)]
     pub checks: Vec<Check>,
+    /// Contract rules the device checks in this chapter (see [`Rule`]).
+    #[serde(default)]
+    pub rules: Vec<Rule>,
+}
+
+/// A rule of the driver-device contract that the device checks (SPEC "Contract checking"):
+/// its number (FATAL_DETAIL), the section of its chapter that states it (a `### ` heading
+/// of the chapter's prose, or the chapter's title) and the rule in one line.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rule {
+    pub name: String,
+    pub value: u64,
+    pub section: String,
+    pub doc: String,
+}
+
+/// Every rule with its chapter (1-based, as SPEC.md numbers them), ordered by number.
+pub fn rules(files: &[(String, SpecFile)]) -> Vec<(usize, &Rule)> {
+    let mut all: Vec<(usize, &Rule)> = files
+        .iter()
+        .enumerate()
+        .flat_map(|(i, (_, f))| f.rules.iter().map(move |r| (i + 1, r)))
+        .collect();
+    all.sort_by_key(|(_, r)| r.value);
+    all
+}
+
+/// How code and logs cite a rule's section: `5 / Posting work`.
+pub fn rule_section(chapter: usize, rule: &Rule) -> String {
+    format!("{chapter} / {}", rule.section)
 }
 
 /// A relation the spec must satisfy, e.g. `BAR_DB_SIZE == DB_PAGES * DB_PAGE_SIZE`: two
@@ -412,6 +443,9 @@ fn check_unique_names(files: &[(String, SpecFile)]) -> Result<(), String> {
         }
         for e in f.enums.iter().filter(|e| e.flags) {
             add(format!("{}_ALL", e.name.to_uppercase()))?;
+        }
+        for r in &f.rules {
+            add(format!("RULE_{}", r.name))?;
         }
         for r in &f.registers {
             let prefix = format!("{}_{}", r.block.to_uppercase(), r.name);

@@ -58,6 +58,7 @@ pub fn generate(files: &[(String, SpecFile)], layout: &Layout) -> String {
             emit_struct(&mut o, s, layout, &mut layout_rows);
         }
     }
+    emit_rules(&mut o, files, &mut value_rows);
     o.push_str("/// Every struct size (`name`) and field offset (`name.field`), measured on the Rust types;\n");
     o.push_str("/// the layout test compares it with the C headers.\n");
     o.push_str("pub const LAYOUT: &[(&str, usize)] = &[\n");
@@ -90,6 +91,16 @@ pub fn generate(files: &[(String, SpecFile)], layout: &Layout) -> String {
             );
         }
     }
+    for (_, r) in crate::model::rules(files) {
+        let rule = camel(&r.name);
+        let v = number(r.value);
+        let _ = writeln!(o, "    (\"rule\", {v}, ContractRule::{rule}.name()),");
+        let _ = writeln!(
+            o,
+            "    (\"rule_section\", {v}, ContractRule::{rule}.section()),"
+        );
+    }
+    o.push_str("    (\"rule\", 0, \"UNKNOWN\"),\n    (\"rule_section\", 0, \"UNKNOWN\"),\n");
     o.push_str("];\n\n");
     o.push_str("/// Every constant, enum value and register offset/reset value by its C name (without the\n");
     o.push_str("/// `VRNIC_` prefix); the layout test compares them with the C headers.\n");
@@ -442,3 +453,75 @@ impl RegMasks {
 }
 
 "#;
+
+/// The contract rules of every chapter as one enum, `ContractRule` (SPEC "Contract checking").
+fn emit_rules(o: &mut String, files: &[(String, SpecFile)], values: &mut Vec<(String, String)>) {
+    let rules = crate::model::rules(files);
+    o.push_str("// ---- Contract rules (the rules of every chapter) ----\n\n");
+    o.push_str("/// A rule of the driver-device contract that the device checks (SPEC \"Contract checking\"),\n");
+    o.push_str("/// numbered as FATAL_DETAIL reports it.\n");
+    o.push_str("#[repr(u16)]\n#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]\npub enum ContractRule {\n");
+    for (_, r) in &rules {
+        doc(o, "    ", &r.doc);
+        let _ = writeln!(o, "    {} = {},", camel(&r.name), number(r.value));
+        values.push((
+            format!("RULE_{}", r.name),
+            format!("ContractRule::{}", camel(&r.name)),
+        ));
+    }
+    o.push_str("}\n\nimpl ContractRule {\n");
+    o.push_str("    /// Every rule, by number.\n    pub const ALL: &[ContractRule] = &[\n");
+    for (_, r) in &rules {
+        let _ = writeln!(o, "        ContractRule::{},", camel(&r.name));
+    }
+    o.push_str("    ];\n\n");
+    let _ = writeln!(
+        o,
+        "    /// How many rules there are.\n    pub const COUNT: usize = {};\n",
+        rules.len()
+    );
+    let arms = |o: &mut String, f: &dyn Fn(usize, &crate::model::Rule) -> String| {
+        for (i, (chapter, r)) in rules.iter().enumerate() {
+            let _ = writeln!(
+                o,
+                "            ContractRule::{} => {},",
+                camel(&r.name),
+                f(i, r).replace("{chapter}", &chapter.to_string())
+            );
+        }
+        o.push_str("        }\n    }\n\n");
+    };
+    o.push_str("    /// The rule's name (as `vrnic_rule_name()` in C returns it).\n");
+    o.push_str("    pub const fn name(self) -> &'static str {\n        match self {\n");
+    arms(o, &|_, r| format!("{:?}", r.name));
+    o.push_str("    /// The SPEC.md section that states the rule: `chapter / heading` (as\n");
+    o.push_str("    /// `vrnic_rule_section()` in C returns it).\n");
+    o.push_str("    pub const fn section(self) -> &'static str {\n        match self {\n");
+    arms(o, &|_, r| {
+        format!("{:?}", format!("{{chapter}} / {}", r.section))
+    });
+    o.push_str("    /// The rule in one line.\n");
+    o.push_str("    pub const fn doc(self) -> &'static str {\n        match self {\n");
+    arms(o, &|_, r| format!("{:?}", r.doc.trim()));
+    o.push_str(
+        "    /// The rule's position in `ALL` (0..COUNT), e.g. to index a table of counts.\n",
+    );
+    o.push_str("    pub const fn index(self) -> usize {\n        match self {\n");
+    arms(o, &|i, _| i.to_string());
+    o.push_str("}\n\n");
+    o.push_str("impl TryFrom<u16> for ContractRule {\n    type Error = u16;\n\n");
+    o.push_str("    /// Checked conversion: an unknown number is returned as the error.\n");
+    o.push_str(
+        "    fn try_from(value: u16) -> Result<Self, Self::Error> {\n        match value {\n",
+    );
+    for (_, r) in &rules {
+        let _ = writeln!(
+            o,
+            "            {} => Ok(ContractRule::{}),",
+            number(r.value),
+            camel(&r.name)
+        );
+    }
+    o.push_str("            other => Err(other),\n        }\n    }\n}\n\n");
+    o.push_str("impl From<ContractRule> for u16 {\n    fn from(value: ContractRule) -> Self {\n        value as u16\n    }\n}\n\n");
+}

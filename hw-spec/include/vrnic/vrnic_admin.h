@@ -282,6 +282,12 @@ enum vrnic_counter {
 	VRNIC_COUNTER_CQE_GENERAL_ERR = 0x24, /* CQEs with status GENERAL_ERR. */
 };
 
+/* Contract rules of this chapter (SPEC "Contract checking"): the numbers FATAL_DETAIL reports; vrnic_rule_name() and vrnic_rule_section() in vrnic_names.h name them. */
+#define VRNIC_RULE_AQ_DOORBELL_DISABLED 4 /* AQ_DOORBELL is written only while the device is enabled (DEV_STATUS.READY). */
+#define VRNIC_RULE_AQ_PI_BEYOND_RING 5 /* AQ_DOORBELL never runs more than the queue depth ahead of the commands the device has completed. */
+#define VRNIC_RULE_CMD_RESERVED_FIELD 6 /* Every reserved field of an admin command, page lists included, is zero (else BAD_FIELD with its offset). */
+#define VRNIC_RULE_CMD_FOREIGN_OBJECT 7 /* A command names only objects of the context it is issued for, or the kernel's where allowed (else PERMISSION). */
+
 /* A set of guest pages (see Page lists). */
 struct vrnic_page_list {
 	__le64 addr; /* 0: Meaning depends on mode. */

@@ -159,6 +159,14 @@ enum vrnic_event_type {
 	VRNIC_EVENT_TYPE_SRQ_ERR = 12, /* SRQ `obj` failed (doorbell overflow, ring unreadable) and takes no more WQEs (IBV_EVENT_SRQ_ERR). */
 };
 
+/* Contract rules of this chapter (SPEC "Contract checking"): the numbers FATAL_DETAIL reports; vrnic_rule_name() and vrnic_rule_section() in vrnic_names.h name them. */
+#define VRNIC_RULE_QP_PI_BEYOND_RING 8 /* A QP's sq_pi or rq_pi never runs more than the queue's depth ahead of the device's consumer index (else the QP moves to ERR, QP_FATAL). */
+#define VRNIC_RULE_SRQ_PI_BEYOND_RING 9 /* An SRQ's pi never runs more than its depth ahead of the WQEs the device took (else the SRQ fails, SRQ_ERR). */
+#define VRNIC_RULE_CQ_CI_BEYOND_PRODUCER 10 /* A CQ's ci is never ahead of the CQEs the device wrote (nor more than the depth behind them); else the CQ enters error (CQ_ERR). */
+#define VRNIC_RULE_EQ_CI_BEYOND_PRODUCER 11 /* An EQ's ci is never ahead of the EQEs the device wrote (nor more than the depth behind them); else its events wait. */
+#define VRNIC_RULE_RESIZE_CQ_CI_BEYOND_PRODUCER 13 /* RESIZE_CQ's ci is neither ahead of the CQ's producer index nor more than the old depth behind it (else BAD_FIELD). */
+#define VRNIC_RULE_WQE_RESERVED_FIELD 12 /* Every reserved field of a send WQE header is zero (else it completes with LOC_QP_OP_ERR, vendor_err BAD_WQE). */
+
 /* Start of every send WQE. Followed, at offset 32, by num_sge sge entries or (INLINE) inline_len bytes of payload. */
 struct vrnic_send_wqe_header {
 	__u8 opcode; /* 0: Operation. */

@@ -23,6 +23,8 @@ static inline const char *vrnic_fatal_code_name(unsigned int value)
 		return "BAD_ADMIN_CONFIG";
 	case VRNIC_FATAL_CODE_INTERNAL:
 		return "INTERNAL";
+	case VRNIC_FATAL_CODE_CONTRACT:
+		return "CONTRACT";
 	default:
 		return "UNKNOWN";
 	}
@@ -717,6 +719,75 @@ static inline const char *vrnic_event_type_name(unsigned int value)
 		return "SRQ_LIMIT_REACHED";
 	case VRNIC_EVENT_TYPE_SRQ_ERR:
 		return "SRQ_ERR";
+	default:
+		return "UNKNOWN";
+	}
+}
+
+/* Contract rules (SPEC "Contract checking"): FATAL_DETAIL's rule and its SPEC.md section. */
+static inline const char *vrnic_rule_name(unsigned int value)
+{
+	switch (value) {
+	case VRNIC_RULE_REG_RESERVED_BITS:
+		return "REG_RESERVED_BITS";
+	case VRNIC_RULE_REG_NOT_WRITABLE:
+		return "REG_NOT_WRITABLE";
+	case VRNIC_RULE_AQ_REG_WHILE_ENABLED:
+		return "AQ_REG_WHILE_ENABLED";
+	case VRNIC_RULE_AQ_DOORBELL_DISABLED:
+		return "AQ_DOORBELL_DISABLED";
+	case VRNIC_RULE_AQ_PI_BEYOND_RING:
+		return "AQ_PI_BEYOND_RING";
+	case VRNIC_RULE_CMD_RESERVED_FIELD:
+		return "CMD_RESERVED_FIELD";
+	case VRNIC_RULE_CMD_FOREIGN_OBJECT:
+		return "CMD_FOREIGN_OBJECT";
+	case VRNIC_RULE_QP_PI_BEYOND_RING:
+		return "QP_PI_BEYOND_RING";
+	case VRNIC_RULE_SRQ_PI_BEYOND_RING:
+		return "SRQ_PI_BEYOND_RING";
+	case VRNIC_RULE_CQ_CI_BEYOND_PRODUCER:
+		return "CQ_CI_BEYOND_PRODUCER";
+	case VRNIC_RULE_EQ_CI_BEYOND_PRODUCER:
+		return "EQ_CI_BEYOND_PRODUCER";
+	case VRNIC_RULE_WQE_RESERVED_FIELD:
+		return "WQE_RESERVED_FIELD";
+	case VRNIC_RULE_RESIZE_CQ_CI_BEYOND_PRODUCER:
+		return "RESIZE_CQ_CI_BEYOND_PRODUCER";
+	default:
+		return "UNKNOWN";
+	}
+}
+
+static inline const char *vrnic_rule_section(unsigned int value)
+{
+	switch (value) {
+	case VRNIC_RULE_REG_RESERVED_BITS:
+		return "3 / Access types";
+	case VRNIC_RULE_REG_NOT_WRITABLE:
+		return "3 / Registers, doorbell pages and kick pages";
+	case VRNIC_RULE_AQ_REG_WHILE_ENABLED:
+		return "3 / Bring-up";
+	case VRNIC_RULE_AQ_DOORBELL_DISABLED:
+		return "4 / Submitting";
+	case VRNIC_RULE_AQ_PI_BEYOND_RING:
+		return "4 / Submitting";
+	case VRNIC_RULE_CMD_RESERVED_FIELD:
+		return "4 / Errors";
+	case VRNIC_RULE_CMD_FOREIGN_OBJECT:
+		return "4 / Object handles";
+	case VRNIC_RULE_QP_PI_BEYOND_RING:
+		return "5 / Posting work (driver -> device)";
+	case VRNIC_RULE_SRQ_PI_BEYOND_RING:
+		return "5 / Shared receive queues";
+	case VRNIC_RULE_CQ_CI_BEYOND_PRODUCER:
+		return "5 / Completion queue (device -> driver)";
+	case VRNIC_RULE_EQ_CI_BEYOND_PRODUCER:
+		return "5 / Event queue (device -> driver)";
+	case VRNIC_RULE_WQE_RESERVED_FIELD:
+		return "5 / Posting work (driver -> device)";
+	case VRNIC_RULE_RESIZE_CQ_CI_BEYOND_PRODUCER:
+		return "5 / Resizing a CQ";
 	default:
 		return "UNKNOWN";
 	}

@@ -35,6 +35,7 @@ enum vrnic_fatal_code {
 	VRNIC_FATAL_CODE_ADMIN_DMA = 1, /* The admin queue or admin completion queue could not be read or written. */
 	VRNIC_FATAL_CODE_BAD_ADMIN_CONFIG = 2, /* ENABLE was set with invalid admin queue addresses or depth. */
 	VRNIC_FATAL_CODE_INTERNAL = 3, /* An internal device error. */
+	VRNIC_FATAL_CODE_CONTRACT = 4, /* Strict contract checking: the driver broke a contract rule; FATAL_DETAIL holds its number (see Contract rules). */
 };
 
 /* Arm command in db_cq_slot.arm bits 1:0. */
@@ -43,6 +44,11 @@ enum vrnic_cq_arm {
 	VRNIC_CQ_ARM_NEXT = 1, /* Post a completion event for the next CQE (ibv_req_notify_cq solicited_only=0). */
 	VRNIC_CQ_ARM_SOLICITED = 2, /* Post a completion event for the next solicited or error CQE. */
 };
+
+/* Contract rules of this chapter (SPEC "Contract checking"): the numbers FATAL_DETAIL reports; vrnic_rule_name() and vrnic_rule_section() in vrnic_names.h name them. */
+#define VRNIC_RULE_REG_RESERVED_BITS 1 /* A BAR0 register write sets no bit outside the register's fields (reserved bits are written as 0). */
+#define VRNIC_RULE_REG_NOT_WRITABLE 2 /* BAR0 writes go to registers with a writable field: never to a read-only register or an undefined offset. */
+#define VRNIC_RULE_AQ_REG_WHILE_ENABLED 3 /* AQ_BASE_*, ACQ_BASE_* and AQ_DEPTH_LOG2 are written only while DEV_CTRL.ENABLE is 0 (the device latches them at ENABLE). */
 
 /* Interface version. (ro, reset 0x10000) */
 #define VRNIC_BAR0_VERSION_OFF 0x000
@@ -274,6 +280,15 @@ enum vrnic_cq_arm {
 #define VRNIC_BAR0_FATAL_CODE_W1S_MASK 0x0u
 #define VRNIC_BAR0_FATAL_CODE_READABLE_MASK 0xFFFFFFFFu
 #define VRNIC_BAR0_FATAL_CODE_RESERVED_MASK 0x0u
+
+/* With FATAL_CODE CONTRACT: the number of the contract rule the driver broke (see Contract rules; vrnic_rule_name() names it). 0 otherwise. (ro, reset 0) */
+#define VRNIC_BAR0_FATAL_DETAIL_OFF 0x10C
+#define VRNIC_BAR0_FATAL_DETAIL_RESET 0x0u
+#define VRNIC_BAR0_FATAL_DETAIL_WRITABLE_MASK 0x0u
+#define VRNIC_BAR0_FATAL_DETAIL_W1C_MASK 0x0u
+#define VRNIC_BAR0_FATAL_DETAIL_W1S_MASK 0x0u
+#define VRNIC_BAR0_FATAL_DETAIL_READABLE_MASK 0xFFFFFFFFu
+#define VRNIC_BAR0_FATAL_DETAIL_RESERVED_MASK 0x0u
 
 /* Admin queue guest-physical base, low 32 bits (4 KiB aligned, physically contiguous). Latched when ENABLE is set. (rw, reset 0) */
 #define VRNIC_BAR0_AQ_BASE_LO_OFF 0x110

@@ -169,6 +169,8 @@ pub enum FatalCode {
     BadAdminConfig = 2,
     /// An internal device error.
     Internal = 3,
+    /// Strict contract checking: the driver broke a contract rule; FATAL_DETAIL holds its number (see Contract rules).
+    Contract = 4,
 }
 
 impl FatalCode {
@@ -178,6 +180,7 @@ impl FatalCode {
         FatalCode::AdminDma,
         FatalCode::BadAdminConfig,
         FatalCode::Internal,
+        FatalCode::Contract,
     ];
 
     /// The spec's name of the value (as `vrnic_fatal_code_name()` in C returns it).
@@ -187,6 +190,7 @@ impl FatalCode {
             FatalCode::AdminDma => "ADMIN_DMA",
             FatalCode::BadAdminConfig => "BAD_ADMIN_CONFIG",
             FatalCode::Internal => "INTERNAL",
+            FatalCode::Contract => "CONTRACT",
         }
     }
 }
@@ -201,6 +205,7 @@ impl TryFrom<u32> for FatalCode {
             1 => Ok(FatalCode::AdminDma),
             2 => Ok(FatalCode::BadAdminConfig),
             3 => Ok(FatalCode::Internal),
+            4 => Ok(FatalCode::Contract),
             other => Err(other),
         }
     }
@@ -661,6 +666,22 @@ pub mod bar0 {
         readable: FATAL_CODE_READABLE_MASK,
         reserved: FATAL_CODE_RESERVED_MASK,
     };
+    /// With FATAL_CODE CONTRACT: the number of the contract rule the driver broke (see Contract rules; vrnic_rule_name() names it). 0 otherwise.
+    pub const FATAL_DETAIL: u64 = 0x10C;
+    pub const FATAL_DETAIL_RESET: u32 = 0;
+    pub const FATAL_DETAIL_WRITABLE_MASK: u32 = 0x0;
+    pub const FATAL_DETAIL_W1C_MASK: u32 = 0x0;
+    pub const FATAL_DETAIL_W1S_MASK: u32 = 0x0;
+    pub const FATAL_DETAIL_READABLE_MASK: u32 = 0xFFFFFFFF;
+    pub const FATAL_DETAIL_RESERVED_MASK: u32 = 0x0;
+    /// How a write changes `FATAL_DETAIL`.
+    pub const FATAL_DETAIL_MASKS: RegMasks = RegMasks {
+        writable: FATAL_DETAIL_WRITABLE_MASK,
+        w1c: FATAL_DETAIL_W1C_MASK,
+        w1s: FATAL_DETAIL_W1S_MASK,
+        readable: FATAL_DETAIL_READABLE_MASK,
+        reserved: FATAL_DETAIL_RESERVED_MASK,
+    };
     /// Admin queue guest-physical base, low 32 bits (4 KiB aligned, physically contiguous). Latched when ENABLE is set.
     pub const AQ_BASE_LO: u64 = 0x110;
     pub const AQ_BASE_LO_RESET: u32 = 0;
@@ -798,6 +819,7 @@ pub mod bar0 {
             DEV_CTRL => Some(DEV_CTRL_MASKS),
             DEV_STATUS => Some(DEV_STATUS_MASKS),
             FATAL_CODE => Some(FATAL_CODE_MASKS),
+            FATAL_DETAIL => Some(FATAL_DETAIL_MASKS),
             AQ_BASE_LO => Some(AQ_BASE_LO_MASKS),
             AQ_BASE_HI => Some(AQ_BASE_HI_MASKS),
             ACQ_BASE_LO => Some(ACQ_BASE_LO_MASKS),
@@ -892,6 +914,12 @@ pub mod bar0 {
         ("DEV_CTRL", DEV_CTRL, RegAccess::Rw, DEV_CTRL_RESET),
         ("DEV_STATUS", DEV_STATUS, RegAccess::Ro, DEV_STATUS_RESET),
         ("FATAL_CODE", FATAL_CODE, RegAccess::Ro, FATAL_CODE_RESET),
+        (
+            "FATAL_DETAIL",
+            FATAL_DETAIL,
+            RegAccess::Ro,
+            FATAL_DETAIL_RESET,
+        ),
         ("AQ_BASE_LO", AQ_BASE_LO, RegAccess::Rw, AQ_BASE_LO_RESET),
         ("AQ_BASE_HI", AQ_BASE_HI, RegAccess::Rw, AQ_BASE_HI_RESET),
         ("ACQ_BASE_LO", ACQ_BASE_LO, RegAccess::Rw, ACQ_BASE_LO_RESET),
@@ -6278,6 +6306,170 @@ const _: () = assert!(std::mem::offset_of!(ResizeCqCmd, depth_log2) == 8);
 const _: () = assert!(std::mem::offset_of!(ResizeCqCmd, reserved0) == 9);
 const _: () = assert!(std::mem::offset_of!(ResizeCqCmd, ci) == 12);
 
+// ---- Contract rules (the rules of every chapter) ----
+
+/// A rule of the driver-device contract that the device checks (SPEC "Contract checking"),
+/// numbered as FATAL_DETAIL reports it.
+#[repr(u16)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ContractRule {
+    /// A BAR0 register write sets no bit outside the register's fields (reserved bits are written as 0).
+    RegReservedBits = 1,
+    /// BAR0 writes go to registers with a writable field: never to a read-only register or an undefined offset.
+    RegNotWritable = 2,
+    /// AQ_BASE_*, ACQ_BASE_* and AQ_DEPTH_LOG2 are written only while DEV_CTRL.ENABLE is 0 (the device latches them at ENABLE).
+    AqRegWhileEnabled = 3,
+    /// AQ_DOORBELL is written only while the device is enabled (DEV_STATUS.READY).
+    AqDoorbellDisabled = 4,
+    /// AQ_DOORBELL never runs more than the queue depth ahead of the commands the device has completed.
+    AqPiBeyondRing = 5,
+    /// Every reserved field of an admin command, page lists included, is zero (else BAD_FIELD with its offset).
+    CmdReservedField = 6,
+    /// A command names only objects of the context it is issued for, or the kernel's where allowed (else PERMISSION).
+    CmdForeignObject = 7,
+    /// A QP's sq_pi or rq_pi never runs more than the queue's depth ahead of the device's consumer index (else the QP moves to ERR, QP_FATAL).
+    QpPiBeyondRing = 8,
+    /// An SRQ's pi never runs more than its depth ahead of the WQEs the device took (else the SRQ fails, SRQ_ERR).
+    SrqPiBeyondRing = 9,
+    /// A CQ's ci is never ahead of the CQEs the device wrote (nor more than the depth behind them); else the CQ enters error (CQ_ERR).
+    CqCiBeyondProducer = 10,
+    /// An EQ's ci is never ahead of the EQEs the device wrote (nor more than the depth behind them); else its events wait.
+    EqCiBeyondProducer = 11,
+    /// Every reserved field of a send WQE header is zero (else it completes with LOC_QP_OP_ERR, vendor_err BAD_WQE).
+    WqeReservedField = 12,
+    /// RESIZE_CQ's ci is neither ahead of the CQ's producer index nor more than the old depth behind it (else BAD_FIELD).
+    ResizeCqCiBeyondProducer = 13,
+}
+
+impl ContractRule {
+    /// Every rule, by number.
+    pub const ALL: &[ContractRule] = &[
+        ContractRule::RegReservedBits,
+        ContractRule::RegNotWritable,
+        ContractRule::AqRegWhileEnabled,
+        ContractRule::AqDoorbellDisabled,
+        ContractRule::AqPiBeyondRing,
+        ContractRule::CmdReservedField,
+        ContractRule::CmdForeignObject,
+        ContractRule::QpPiBeyondRing,
+        ContractRule::SrqPiBeyondRing,
+        ContractRule::CqCiBeyondProducer,
+        ContractRule::EqCiBeyondProducer,
+        ContractRule::WqeReservedField,
+        ContractRule::ResizeCqCiBeyondProducer,
+    ];
+
+    /// How many rules there are.
+    pub const COUNT: usize = 13;
+
+    /// The rule's name (as `vrnic_rule_name()` in C returns it).
+    pub const fn name(self) -> &'static str {
+        match self {
+            ContractRule::RegReservedBits => "REG_RESERVED_BITS",
+            ContractRule::RegNotWritable => "REG_NOT_WRITABLE",
+            ContractRule::AqRegWhileEnabled => "AQ_REG_WHILE_ENABLED",
+            ContractRule::AqDoorbellDisabled => "AQ_DOORBELL_DISABLED",
+            ContractRule::AqPiBeyondRing => "AQ_PI_BEYOND_RING",
+            ContractRule::CmdReservedField => "CMD_RESERVED_FIELD",
+            ContractRule::CmdForeignObject => "CMD_FOREIGN_OBJECT",
+            ContractRule::QpPiBeyondRing => "QP_PI_BEYOND_RING",
+            ContractRule::SrqPiBeyondRing => "SRQ_PI_BEYOND_RING",
+            ContractRule::CqCiBeyondProducer => "CQ_CI_BEYOND_PRODUCER",
+            ContractRule::EqCiBeyondProducer => "EQ_CI_BEYOND_PRODUCER",
+            ContractRule::WqeReservedField => "WQE_RESERVED_FIELD",
+            ContractRule::ResizeCqCiBeyondProducer => "RESIZE_CQ_CI_BEYOND_PRODUCER",
+        }
+    }
+
+    /// The SPEC.md section that states the rule: `chapter / heading` (as
+    /// `vrnic_rule_section()` in C returns it).
+    pub const fn section(self) -> &'static str {
+        match self {
+            ContractRule::RegReservedBits => "3 / Access types",
+            ContractRule::RegNotWritable => "3 / Registers, doorbell pages and kick pages",
+            ContractRule::AqRegWhileEnabled => "3 / Bring-up",
+            ContractRule::AqDoorbellDisabled => "4 / Submitting",
+            ContractRule::AqPiBeyondRing => "4 / Submitting",
+            ContractRule::CmdReservedField => "4 / Errors",
+            ContractRule::CmdForeignObject => "4 / Object handles",
+            ContractRule::QpPiBeyondRing => "5 / Posting work (driver -> device)",
+            ContractRule::SrqPiBeyondRing => "5 / Shared receive queues",
+            ContractRule::CqCiBeyondProducer => "5 / Completion queue (device -> driver)",
+            ContractRule::EqCiBeyondProducer => "5 / Event queue (device -> driver)",
+            ContractRule::WqeReservedField => "5 / Posting work (driver -> device)",
+            ContractRule::ResizeCqCiBeyondProducer => "5 / Resizing a CQ",
+        }
+    }
+
+    /// The rule in one line.
+    pub const fn doc(self) -> &'static str {
+        match self {
+            ContractRule::RegReservedBits => "A BAR0 register write sets no bit outside the register's fields (reserved bits are written as 0).",
+            ContractRule::RegNotWritable => "BAR0 writes go to registers with a writable field: never to a read-only register or an undefined offset.",
+            ContractRule::AqRegWhileEnabled => "AQ_BASE_*, ACQ_BASE_* and AQ_DEPTH_LOG2 are written only while DEV_CTRL.ENABLE is 0 (the device latches them at ENABLE).",
+            ContractRule::AqDoorbellDisabled => "AQ_DOORBELL is written only while the device is enabled (DEV_STATUS.READY).",
+            ContractRule::AqPiBeyondRing => "AQ_DOORBELL never runs more than the queue depth ahead of the commands the device has completed.",
+            ContractRule::CmdReservedField => "Every reserved field of an admin command, page lists included, is zero (else BAD_FIELD with its offset).",
+            ContractRule::CmdForeignObject => "A command names only objects of the context it is issued for, or the kernel's where allowed (else PERMISSION).",
+            ContractRule::QpPiBeyondRing => "A QP's sq_pi or rq_pi never runs more than the queue's depth ahead of the device's consumer index (else the QP moves to ERR, QP_FATAL).",
+            ContractRule::SrqPiBeyondRing => "An SRQ's pi never runs more than its depth ahead of the WQEs the device took (else the SRQ fails, SRQ_ERR).",
+            ContractRule::CqCiBeyondProducer => "A CQ's ci is never ahead of the CQEs the device wrote (nor more than the depth behind them); else the CQ enters error (CQ_ERR).",
+            ContractRule::EqCiBeyondProducer => "An EQ's ci is never ahead of the EQEs the device wrote (nor more than the depth behind them); else its events wait.",
+            ContractRule::WqeReservedField => "Every reserved field of a send WQE header is zero (else it completes with LOC_QP_OP_ERR, vendor_err BAD_WQE).",
+            ContractRule::ResizeCqCiBeyondProducer => "RESIZE_CQ's ci is neither ahead of the CQ's producer index nor more than the old depth behind it (else BAD_FIELD).",
+        }
+    }
+
+    /// The rule's position in `ALL` (0..COUNT), e.g. to index a table of counts.
+    pub const fn index(self) -> usize {
+        match self {
+            ContractRule::RegReservedBits => 0,
+            ContractRule::RegNotWritable => 1,
+            ContractRule::AqRegWhileEnabled => 2,
+            ContractRule::AqDoorbellDisabled => 3,
+            ContractRule::AqPiBeyondRing => 4,
+            ContractRule::CmdReservedField => 5,
+            ContractRule::CmdForeignObject => 6,
+            ContractRule::QpPiBeyondRing => 7,
+            ContractRule::SrqPiBeyondRing => 8,
+            ContractRule::CqCiBeyondProducer => 9,
+            ContractRule::EqCiBeyondProducer => 10,
+            ContractRule::WqeReservedField => 11,
+            ContractRule::ResizeCqCiBeyondProducer => 12,
+        }
+    }
+}
+
+impl TryFrom<u16> for ContractRule {
+    type Error = u16;
+
+    /// Checked conversion: an unknown number is returned as the error.
+    fn try_from(value: u16) -> Result<Self, Self::Error> {
+        match value {
+            1 => Ok(ContractRule::RegReservedBits),
+            2 => Ok(ContractRule::RegNotWritable),
+            3 => Ok(ContractRule::AqRegWhileEnabled),
+            4 => Ok(ContractRule::AqDoorbellDisabled),
+            5 => Ok(ContractRule::AqPiBeyondRing),
+            6 => Ok(ContractRule::CmdReservedField),
+            7 => Ok(ContractRule::CmdForeignObject),
+            8 => Ok(ContractRule::QpPiBeyondRing),
+            9 => Ok(ContractRule::SrqPiBeyondRing),
+            10 => Ok(ContractRule::CqCiBeyondProducer),
+            11 => Ok(ContractRule::EqCiBeyondProducer),
+            12 => Ok(ContractRule::WqeReservedField),
+            13 => Ok(ContractRule::ResizeCqCiBeyondProducer),
+            other => Err(other),
+        }
+    }
+}
+
+impl From<ContractRule> for u16 {
+    fn from(value: ContractRule) -> Self {
+        value as u16
+    }
+}
+
 /// Every struct size (`name`) and field offset (`name.field`), measured on the Rust types;
 /// the layout test compares it with the C headers.
 pub const LAYOUT: &[(&str, usize)] = &[
@@ -7367,7 +7559,8 @@ pub const NAMES: &[(&str, u64, &str)] = &[
     ("fatal_code", 1, FatalCode::AdminDma.name()),
     ("fatal_code", 2, FatalCode::BadAdminConfig.name()),
     ("fatal_code", 3, FatalCode::Internal.name()),
-    ("fatal_code", 4, "UNKNOWN"),
+    ("fatal_code", 4, FatalCode::Contract.name()),
+    ("fatal_code", 5, "UNKNOWN"),
     ("cq_arm", 0, CqArm::None.name()),
     ("cq_arm", 1, CqArm::Next.name()),
     ("cq_arm", 2, CqArm::Solicited.name()),
@@ -7634,6 +7827,50 @@ pub const NAMES: &[(&str, u64, &str)] = &[
     ("event_type", 11, EventType::SrqLimitReached.name()),
     ("event_type", 12, EventType::SrqErr.name()),
     ("event_type", 13, "UNKNOWN"),
+    ("rule", 1, ContractRule::RegReservedBits.name()),
+    ("rule_section", 1, ContractRule::RegReservedBits.section()),
+    ("rule", 2, ContractRule::RegNotWritable.name()),
+    ("rule_section", 2, ContractRule::RegNotWritable.section()),
+    ("rule", 3, ContractRule::AqRegWhileEnabled.name()),
+    ("rule_section", 3, ContractRule::AqRegWhileEnabled.section()),
+    ("rule", 4, ContractRule::AqDoorbellDisabled.name()),
+    (
+        "rule_section",
+        4,
+        ContractRule::AqDoorbellDisabled.section(),
+    ),
+    ("rule", 5, ContractRule::AqPiBeyondRing.name()),
+    ("rule_section", 5, ContractRule::AqPiBeyondRing.section()),
+    ("rule", 6, ContractRule::CmdReservedField.name()),
+    ("rule_section", 6, ContractRule::CmdReservedField.section()),
+    ("rule", 7, ContractRule::CmdForeignObject.name()),
+    ("rule_section", 7, ContractRule::CmdForeignObject.section()),
+    ("rule", 8, ContractRule::QpPiBeyondRing.name()),
+    ("rule_section", 8, ContractRule::QpPiBeyondRing.section()),
+    ("rule", 9, ContractRule::SrqPiBeyondRing.name()),
+    ("rule_section", 9, ContractRule::SrqPiBeyondRing.section()),
+    ("rule", 10, ContractRule::CqCiBeyondProducer.name()),
+    (
+        "rule_section",
+        10,
+        ContractRule::CqCiBeyondProducer.section(),
+    ),
+    ("rule", 11, ContractRule::EqCiBeyondProducer.name()),
+    (
+        "rule_section",
+        11,
+        ContractRule::EqCiBeyondProducer.section(),
+    ),
+    ("rule", 12, ContractRule::WqeReservedField.name()),
+    ("rule_section", 12, ContractRule::WqeReservedField.section()),
+    ("rule", 13, ContractRule::ResizeCqCiBeyondProducer.name()),
+    (
+        "rule_section",
+        13,
+        ContractRule::ResizeCqCiBeyondProducer.section(),
+    ),
+    ("rule", 0, "UNKNOWN"),
+    ("rule_section", 0, "UNKNOWN"),
 ];
 
 /// Every constant, enum value and register offset/reset value by its C name (without the
@@ -7678,6 +7915,7 @@ pub const VALUES: &[(&str, u64)] = &[
         FatalCode::BadAdminConfig as u64,
     ),
     ("FATAL_CODE_INTERNAL", FatalCode::Internal as u64),
+    ("FATAL_CODE_CONTRACT", FatalCode::Contract as u64),
     ("CQ_ARM_NONE", CqArm::None as u64),
     ("CQ_ARM_NEXT", CqArm::Next as u64),
     ("CQ_ARM_SOLICITED", CqArm::Solicited as u64),
@@ -8082,6 +8320,28 @@ pub const VALUES: &[(&str, u64)] = &[
     (
         "BAR0_FATAL_CODE_RESERVED_MASK",
         bar0::FATAL_CODE_RESERVED_MASK as u64,
+    ),
+    ("BAR0_FATAL_DETAIL_OFF", bar0::FATAL_DETAIL as u64),
+    ("BAR0_FATAL_DETAIL_RESET", bar0::FATAL_DETAIL_RESET as u64),
+    (
+        "BAR0_FATAL_DETAIL_WRITABLE_MASK",
+        bar0::FATAL_DETAIL_WRITABLE_MASK as u64,
+    ),
+    (
+        "BAR0_FATAL_DETAIL_W1C_MASK",
+        bar0::FATAL_DETAIL_W1C_MASK as u64,
+    ),
+    (
+        "BAR0_FATAL_DETAIL_W1S_MASK",
+        bar0::FATAL_DETAIL_W1S_MASK as u64,
+    ),
+    (
+        "BAR0_FATAL_DETAIL_READABLE_MASK",
+        bar0::FATAL_DETAIL_READABLE_MASK as u64,
+    ),
+    (
+        "BAR0_FATAL_DETAIL_RESERVED_MASK",
+        bar0::FATAL_DETAIL_RESERVED_MASK as u64,
     ),
     ("BAR0_AQ_BASE_LO_OFF", bar0::AQ_BASE_LO as u64),
     ("BAR0_AQ_BASE_LO_RESET", bar0::AQ_BASE_LO_RESET as u64),
@@ -8650,4 +8910,53 @@ pub const VALUES: &[(&str, u64)] = &[
     ),
     ("EVENT_TYPE_SRQ_ERR", EventType::SrqErr as u64),
     ("UVERBS_ABI_VERSION", UVERBS_ABI_VERSION as u64),
+    (
+        "RULE_REG_RESERVED_BITS",
+        ContractRule::RegReservedBits as u64,
+    ),
+    ("RULE_REG_NOT_WRITABLE", ContractRule::RegNotWritable as u64),
+    (
+        "RULE_AQ_REG_WHILE_ENABLED",
+        ContractRule::AqRegWhileEnabled as u64,
+    ),
+    (
+        "RULE_AQ_DOORBELL_DISABLED",
+        ContractRule::AqDoorbellDisabled as u64,
+    ),
+    (
+        "RULE_AQ_PI_BEYOND_RING",
+        ContractRule::AqPiBeyondRing as u64,
+    ),
+    (
+        "RULE_CMD_RESERVED_FIELD",
+        ContractRule::CmdReservedField as u64,
+    ),
+    (
+        "RULE_CMD_FOREIGN_OBJECT",
+        ContractRule::CmdForeignObject as u64,
+    ),
+    (
+        "RULE_QP_PI_BEYOND_RING",
+        ContractRule::QpPiBeyondRing as u64,
+    ),
+    (
+        "RULE_SRQ_PI_BEYOND_RING",
+        ContractRule::SrqPiBeyondRing as u64,
+    ),
+    (
+        "RULE_CQ_CI_BEYOND_PRODUCER",
+        ContractRule::CqCiBeyondProducer as u64,
+    ),
+    (
+        "RULE_EQ_CI_BEYOND_PRODUCER",
+        ContractRule::EqCiBeyondProducer as u64,
+    ),
+    (
+        "RULE_WQE_RESERVED_FIELD",
+        ContractRule::WqeReservedField as u64,
+    ),
+    (
+        "RULE_RESIZE_CQ_CI_BEYOND_PRODUCER",
+        ContractRule::ResizeCqCiBeyondProducer as u64,
+    ),
 ];
