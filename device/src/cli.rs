@@ -2,6 +2,7 @@
 //! of `vrnic ctl`.
 
 use crate::addr::Mac;
+use crate::control::faults::FaultFile;
 use crate::control::Request;
 use crate::fabric::PollerConfig;
 use crate::objects::snapshot::ObjectKind;
@@ -20,10 +21,11 @@ Usage:
               --device NAME,socket=PATH,link=eth,mac=MAC[,IDS] ...     (RoCE v2 mode)
               IDS: vendor=ID,device=ID,subsystem-vendor=ID,subsystem=ID
               [--config FILE] [--poll-idle-us N] [--poll-always] [--pollers N]
-              [--control PATH]
+              [--control PATH] [--faults DEVICE=FILE ...]
   vrnic ctl --control PATH [--json] devices
   vrnic ctl --control PATH [--json] objects DEVICE [qps|cqs|mrs|eqs|srqs ...]
   vrnic ctl --control PATH [--json] counters DEVICE [QPN]
+  vrnic ctl --control PATH [--json] fault DEVICE list | clear | RULE
   vrnic --help
 
 Options:
@@ -62,6 +64,10 @@ Options:
   --control PATH      Serve the control socket at PATH (a UNIX socket, mode 0600; a stale
                       socket there is replaced, any other file is an error; removed at a
                       clean stop), for `vrnic ctl` while guests run.
+  --faults DEVICE=FILE
+                      Apply the fault rules of FILE (one per line, `#` comments; the
+                      syntax of `vrnic ctl fault`, below) to DEVICE at start-up
+                      (repeatable). A bad line stops the start, naming it.
 
 vrnic ctl talks to that socket: one request, one reply, as tables (or with --json, the
 server's JSON reply line, for scripts):
@@ -76,6 +82,9 @@ server's JSON reply line, for scripts):
                       The port's counters, or QP QPN's (hex 0x.. or decimal): packets,
                       bytes, requests by opcode, ACKs, NAKs, retries, drops, overflows,
                       completions by status (SPEC \"Counters\").
+  fault DEVICE RULE   Fault injection: arm RULE (or raise an event now); `fault DEVICE
+                      list` shows the rules armed and fired, `fault DEVICE clear` drops
+                      them. The rules are listed at the end.
 The protocol (one JSON request per line, one JSON reply per line) is in the README.
 
 Attach with QEMU (guest RAM must be shared memfd memory):
@@ -84,6 +93,15 @@ Attach with QEMU (guest RAM must be shared memfd memory):
 
 Logging: RUST_LOG=info|debug|trace (env_logger). SIGINT/SIGTERM stop cleanly.";
 
+/// `vrnic --help`: USAGE, then the fault rules.
+pub fn usage() -> String {
+    format!(
+        "{USAGE}\n\nFault rules (`vrnic ctl fault DEVICE RULE`, `--faults`), counted from when \
+         they are armed:\n{}",
+        crate::faults::rule::SYNTAX
+    )
+}
+
 /// A parsed `vrnic serve`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServeArgs {
@@ -91,6 +109,8 @@ pub struct ServeArgs {
     pub poller: PollerConfig,
     /// Where the control socket listens, if anywhere.
     pub control: Option<PathBuf>,
+    /// Fault rules to apply at start-up (`--faults DEVICE=FILE`).
+    pub faults: Vec<FaultFile>,
 }
 
 /// A parsed `vrnic ctl`.
@@ -139,6 +159,8 @@ pub enum CliError {
     NoControl,
     #[error("vrnic ctl: {0}; try `vrnic --help`")]
     BadCtl(String),
+    #[error("--faults {0}")]
+    BadFaults(String),
 }
 
 /// Parses the arguments after the program name.
@@ -156,6 +178,7 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
     let mut poll_always = None;
     let mut pollers = None;
     let mut control = None;
+    let mut faults = Vec::new();
     while let Some(arg) = it.next() {
         match arg.as_str() {
             "-h" | "--help" => return Ok(Command::Help),
@@ -170,6 +193,10 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
             "--control" => {
                 let v = it.next().ok_or(CliError::MissingValue("--control"))?;
                 control = Some(PathBuf::from(v));
+            }
+            "--faults" => {
+                let v = it.next().ok_or(CliError::MissingValue("--faults"))?;
+                faults.push(FaultFile::read(v).map_err(CliError::BadFaults)?);
             }
             "--pollers" => {
                 let v = it.next().ok_or(CliError::MissingValue("--pollers"))?;
@@ -191,6 +218,15 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
         }
     }
     check(&devices)?;
+    if let Some(f) = faults
+        .iter()
+        .find(|f| !devices.iter().any(|d| d.name == f.device))
+    {
+        return Err(CliError::BadFaults(format!(
+            "{}: no device is named so",
+            f.device
+        )));
+    }
     Ok(Command::Serve(ServeArgs {
         devices,
         poller: PollerConfig {
@@ -199,6 +235,7 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
             threads: pollers,
         },
         control,
+        faults,
     }))
 }
 
@@ -222,7 +259,11 @@ fn parse_ctl(args: &[String]) -> Result<Command, CliError> {
     }
     let bad = |why: String| CliError::BadCtl(why);
     let request = match words.as_slice() {
-        [] => return Err(bad("missing command (devices, objects, counters)".into())),
+        [] => {
+            return Err(bad(
+                "missing command (devices, objects, counters, fault)".into()
+            ))
+        }
         ["devices"] => Request::Devices {},
         ["objects", device, kinds @ ..] => Request::Objects {
             device: device.to_string(),
@@ -247,10 +288,14 @@ fn parse_ctl(args: &[String]) -> Result<Command, CliError> {
             qpn: Some(parse_u32(qpn).ok_or_else(|| bad(format!("`{qpn}` is not a QPN")))?),
         },
         ["counters", ..] => return Err(bad("counters takes a DEVICE and an optional QPN".into())),
+        ["fault", device, words @ ..] => {
+            crate::control::faults::ctl_request(device, words).map_err(bad)?
+        }
+        ["fault"] => return Err(bad("fault needs a DEVICE".into())),
         ["devices", extra, ..] => return Err(bad(format!("devices takes no argument `{extra}`"))),
         [other, ..] => {
             return Err(bad(format!(
-                "unknown command `{other}` (devices, objects, counters)"
+                "unknown command `{other}` (devices, objects, counters, fault)"
             )))
         }
     };

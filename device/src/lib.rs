@@ -3,7 +3,8 @@
 //! Layers, each importing only those below it:
 //! 1. foundations: `addr` (MACs, GIDs, addresses), `guest_memory` (guest RAM through vm-memory), `pci` (config space),
 //!    `vfio_user` (the protocol server, device-agnostic), `memfd`, `ratelimit`;
-//! 2. `objects`: the object tables (PDs, MRs, CQs, EQs, QPs) and their names;
+//! 2. `objects`: the object tables (PDs, MRs, CQs, EQs, QPs) and their names; the fault
+//!    plan of `faults` (each device owns one; `faults::act` sits beside `admin`);
 //! 3. `rnic`: the device state (registers, doorbells, interrupt lines, DMA fence) and the
 //!    notifications that change it (CQEs, EQEs);
 //! 4. `admin` (the admin queue engine) and `datapath` (work requests between devices);
@@ -17,6 +18,7 @@ pub mod cli;
 pub mod control;
 pub mod datapath;
 pub mod fabric;
+pub mod faults;
 pub mod guest_memory;
 pub mod memfd;
 pub mod model;

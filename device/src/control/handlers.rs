@@ -19,17 +19,20 @@ pub fn handle(fabric: &Fabric, request: &Request) -> Result<Vec<u8>, RequestErro
         Request::Devices {} => devices(fabric),
         Request::Objects { device, kinds } => objects(fabric, device, kinds),
         Request::Counters { device, qpn } => counters(fabric, device, *qpn),
+        Request::Fault { device, rule } => super::faults::fault(fabric, device, rule),
+        Request::Faults { device } => super::faults::faults(fabric, device),
+        Request::FaultClear { device } => super::faults::clear(fabric, device),
     }
 }
 
 /// The response line (newline included) of `reply`.
-fn encode<T: Serialize>(reply: &T) -> Result<Vec<u8>, RequestError> {
+pub(super) fn encode<T: Serialize>(reply: &T) -> Result<Vec<u8>, RequestError> {
     let mut line = serde_json::to_vec(reply).map_err(|e| RequestError::Encode(e.to_string()))?;
     line.push(b'\n');
     Ok(line)
 }
 
-fn device<'a>(fabric: &'a Fabric, name: &str) -> Result<&'a Arc<Rnic>, RequestError> {
+pub(super) fn device<'a>(fabric: &'a Fabric, name: &str) -> Result<&'a Arc<Rnic>, RequestError> {
     fabric
         .devices()
         .iter()

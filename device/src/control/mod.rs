@@ -47,6 +47,7 @@
 
 pub mod client;
 pub mod connection;
+pub mod faults;
 pub mod handlers;
 pub mod protocol;
 pub mod render;

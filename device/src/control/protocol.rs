@@ -30,11 +30,25 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         qpn: Option<u32>,
     },
+    /// Fault injection: arms a rule, or raises an event now (`rule`: the syntax of
+    /// `faults::rule`; see `control::faults`).
+    Fault { device: String, rule: String },
+    /// A device's fault rules, armed and fired, and the state they left.
+    Faults { device: String },
+    /// Drops a device's fault rules.
+    FaultClear { device: String },
 }
 
 impl Request {
     /// The command names, as `cmd` spells them.
-    pub const COMMANDS: &[&str] = &["devices", "objects", "counters"];
+    pub const COMMANDS: &[&str] = &[
+        "devices",
+        "objects",
+        "counters",
+        "fault",
+        "faults",
+        "fault_clear",
+    ];
 }
 
 /// The answer to `devices`.
@@ -83,6 +97,8 @@ pub enum RequestError {
     UnknownDevice { name: String, known: String },
     #[error("device `{device}` has no QP {qpn:#x}")]
     UnknownQp { device: String, qpn: u32 },
+    #[error("fault: {0}")]
+    Fault(String),
     #[error("request line longer than {0} bytes; closing the connection")]
     TooLong(usize),
     #[error("no complete request within {0} s; closing the connection")]

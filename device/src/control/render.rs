@@ -11,11 +11,14 @@ pub fn render(request: &Request, reply: &str) -> Result<String, serde_json::Erro
         Request::Devices {} => devices(&serde_json::from_str::<DevicesReply>(reply)?.devices),
         Request::Objects { .. } => objects(&serde_json::from_str::<ObjectsReply>(reply)?),
         Request::Counters { .. } => counter_table(&serde_json::from_str::<CountersReply>(reply)?),
+        Request::Fault { .. } | Request::Faults { .. } | Request::FaultClear { .. } => {
+            super::faults::render(request, reply)?
+        }
     })
 }
 
 /// Rows under a header, each column as wide as its widest cell, two spaces apart.
-fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+pub(super) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {

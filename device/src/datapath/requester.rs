@@ -233,6 +233,10 @@ fn plan(rnic: &Rnic, st: &mut RnicState, qpn: u32, now: Instant) -> Plan {
                     return Plan::Worked;
                 }
             };
+            if let Some(status) = rnic.faults.wqe(qpn, qp.sq.ci, !qp.sq_started) {
+                complete_send(rnic, st, &mem, qpn, &wqe, Err((status, VendorErr::None)));
+                return Plan::Worked;
+            }
             // XRC_INI has no memory operations (SPEC "XRC"): resolve refuses them.
             if memory_ops::is_memory_op(wqe.opcode) && qp_kind != QpType::XrcIni {
                 return memory_op(rnic, st, &mem, qpn, addr, &wqe);

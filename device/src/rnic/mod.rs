@@ -73,6 +73,8 @@ pub struct Rnic {
     /// counts (dropped datagrams, CQ and EQ overflows). Outside the device lock: the data
     /// path adds to them without it.
     pub counters: Counters,
+    /// Fault injection (`faults`): rules armed through the control socket.
+    pub faults: crate::faults::Faults,
     waker: Arc<Waker>,
     state: Mutex<RnicState>,
 }
@@ -183,6 +185,7 @@ impl Rnic {
     ) -> std::io::Result<Arc<Rnic>> {
         let state = RnicState::new(config.ids);
         Ok(Arc::new(Rnic {
+            faults: crate::faults::Faults::new(&config.name),
             node_guid: config.link.node_guid(),
             config,
             doorbells: DoorbellBar::new()?,
@@ -251,6 +254,7 @@ impl Rnic {
         self.counters.clear();
         self.gids(st).clear();
         st.admin = None;
+        self.faults.device_reset();
         st.regs = Registers::default();
         self.doorbells.clear_all();
     }
