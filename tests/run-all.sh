@@ -29,6 +29,7 @@ step "device core tests in a debug build (lock rules of device/src/rnic/lock_ord
 cargo test -p vrnic --lib --test admin_commands --test datapath_ops --test datapath_errors \
 	--test device_reset --test doorbell_pages --test srq --test uc --test atomics \
 	--test fast_reg --test memory_windows --test xrc --test resize_cq --test rereg_mr --test sqd \
+	--test faults \
 	--test counters
 
 step "kernel driver in a guest: probe, loopback verbs, rmmod with resources open"

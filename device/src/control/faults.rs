@@ -211,3 +211,63 @@ pub fn render(request: &Request, reply: &str) -> Result<String, serde_json::Erro
         _ => Ok(String::new()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file_with(text: &str) -> (vmm_sys_util::tempdir::TempDir, String) {
+        let dir = vmm_sys_util::tempdir::TempDir::new().unwrap();
+        let path = dir.as_path().join("faults");
+        std::fs::write(&path, text).unwrap();
+        let spec = format!("rnic0={}", path.display());
+        (dir, spec)
+    }
+
+    #[test]
+    fn a_fault_file_gives_its_rules_with_their_lines() {
+        let (_dir, spec) = file_with(
+            "# start with the port down\nevent port_down\n\nwqe nth=2 status=FATAL_ERR # then\n",
+        );
+        let f = FaultFile::read(&spec).unwrap();
+        assert_eq!(f.device, "rnic0");
+        let lines: Vec<usize> = f.rules.iter().map(|(n, _)| *n).collect();
+        assert_eq!(lines, vec![2, 4]);
+    }
+
+    #[test]
+    fn a_bad_fault_file_names_the_file_and_line() {
+        let (_dir, spec) = file_with("stall ms=5\nadmin delay ms=100000\n");
+        let e = FaultFile::read(&spec).unwrap_err();
+        assert!(e.contains("line 2: ms=100000 is out of range"), "{e}");
+        assert!(FaultFile::read("rnic0")
+            .unwrap_err()
+            .contains("DEVICE=FILE"));
+        assert!(FaultFile::read("rnic0=/nonexistent/x")
+            .unwrap_err()
+            .contains("/nonexistent/x"));
+        let (_dir, spec) = file_with(&"stall ms=5\n".repeat(20_000));
+        assert!(FaultFile::read(&spec).unwrap_err().contains("longer than"));
+    }
+
+    #[test]
+    fn ctl_words_become_fault_requests() {
+        assert_eq!(
+            ctl_request("rnic0", &["list"]),
+            Ok(Request::Faults {
+                device: "rnic0".into()
+            })
+        );
+        assert_eq!(
+            ctl_request("rnic0", &["wqe", "nth=2", "status=FATAL_ERR"]),
+            Ok(Request::Fault {
+                device: "rnic0".into(),
+                rule: "wqe nth=2 status=FATAL_ERR".into()
+            })
+        );
+        assert!(ctl_request("rnic0", &["wqe"])
+            .unwrap_err()
+            .contains("status"));
+        assert!(ctl_request("rnic0", &[]).unwrap_err().contains("list"));
+    }
+}
