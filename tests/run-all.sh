@@ -38,5 +38,8 @@ bash guest-driver/kernel/tests/guest-smoke.sh
 step "end-to-end tests in QEMU guests (perftest, ibv_* tools; IB and RoCE mode, rdma_cm, UD, SRQ, UC, atomics, NVMe-oF)"
 bash tests/e2e.sh
 
+step "fault injection in a guest (WQE error and recovery, QP_FATAL, port events, DEVICE_FATAL, admin timeout)"
+bash tests/e2e-faults.sh
+
 step "rdma-core's test suite (pyverbs) in a guest, on an IB-mode and a RoCE-mode device"
 bash tests/pyverbs.sh

@@ -177,37 +177,61 @@ impl Plan {
     /// (`fresh`; a later chunk or retry of the same WQE is not counted): the status it
     /// fails with, if a rule fires on it.
     pub fn wqe(&mut self, qpn: u32, index: u32, now: Instant) -> Option<(Firing, WcStatus)> {
-        let mut hit = None;
-        for e in self.entries.iter_mut().filter(|e| e.fired.is_none()) {
-            let Rule::Wqe { qp, nth, status } = e.rule else {
-                continue;
-            };
-            let counts = match qp {
+        let counts = |e: &Entry| match e.rule {
+            Rule::Wqe { qp, .. } => match qp {
                 QpSel::Any => true,
                 QpSel::Qpn(n) => n == qpn,
                 QpSel::Created(_) => e.bound == Some(qpn),
-            };
-            if !counts {
-                continue;
+            },
+            _ => false,
+        };
+        let e = self.count(counts)?;
+        let Rule::Wqe { nth, status, .. } = e.rule else {
+            return None;
+        };
+        let what = format!(
+            "QP {qpn:#x} send WQE {nth} (queue index {index}) completed with {}",
+            status.name()
+        );
+        e.fired = Some((now, what.clone()));
+        Some((
+            Firing {
+                id: e.id,
+                rule: e.rule,
+                what,
+            },
+            status,
+        ))
+    }
+
+    /// Counts an occurrence for the armed rules `matches` accepts; the one it completes
+    /// (the first, if several would), which fires. An occurrence a rule fired on is not
+    /// counted by the others: each fault is injected into an occurrence of its own.
+    fn count(&mut self, matches: impl Fn(&Entry) -> bool) -> Option<&mut Entry> {
+        let nth = |e: &Entry| match e.rule {
+            Rule::Wqe { nth, .. } | Rule::AdminDelay { nth, .. } | Rule::AdminFail { nth, .. } => {
+                nth
             }
-            e.seen += 1;
-            if e.seen == nth && hit.is_none() {
-                let what = format!(
-                    "QP {qpn:#x} send WQE {nth} (queue index {index}) completed with {}",
-                    status.name()
-                );
-                e.fired = Some((now, what.clone()));
-                hit = Some((
-                    Firing {
-                        id: e.id,
-                        rule: e.rule,
-                        what,
-                    },
-                    status,
-                ));
+            _ => 0,
+        };
+        let armed = |e: &Entry| e.fired.is_none() && matches(e);
+        match self
+            .entries
+            .iter()
+            .position(|e| armed(e) && e.seen.saturating_add(1) == nth(e))
+        {
+            Some(i) => {
+                let e = &mut self.entries[i];
+                e.seen += 1;
+                Some(e)
+            }
+            None => {
+                for e in self.entries.iter_mut().filter(|e| armed(e)) {
+                    e.seen = e.seen.saturating_add(1);
+                }
+                None
             }
         }
-        hit
     }
 
     /// An admin doorbell with producer index `pi` on this thread: false to run the engine,
@@ -239,55 +263,46 @@ impl Plan {
             return None;
         }
         let name = AqOpcode::try_from(opcode).map_or("an unknown opcode", AqOpcode::name);
-        let mut hit = None;
-        for e in self.entries.iter_mut().filter(|e| e.fired.is_none()) {
-            let (op, nth) = match e.rule {
-                Rule::AdminDelay { op, nth, .. } | Rule::AdminFail { op, nth, .. } => (op, nth),
-                _ => continue,
-            };
-            if op.is_some_and(|op| u8::from(op) != opcode) {
-                continue;
+        let e = self.count(|e| match e.rule {
+            Rule::AdminDelay { op, .. } | Rule::AdminFail { op, .. } => {
+                op.is_none_or(|op| u8::from(op) == opcode)
             }
-            e.seen += 1;
-            if e.seen != nth || hit.is_some() {
-                continue;
-            }
-            let (what, act) = match e.rule {
-                Rule::AdminDelay { delay, .. } => (
-                    format!(
-                        "admin {name} (cmd_id {cmd_id}, queue index {index}) held for {} ms",
-                        delay.as_millis()
-                    ),
-                    AdminAct::Hold,
+            _ => false,
+        })?;
+        let (what, act, held) = match e.rule {
+            Rule::AdminDelay { delay, .. } => (
+                format!(
+                    "admin {name} (cmd_id {cmd_id}, queue index {index}) held for {} ms",
+                    delay.as_millis()
                 ),
-                Rule::AdminFail { status, .. } => (
-                    format!(
-                        "admin {name} (cmd_id {cmd_id}, queue index {index}) failed with {}",
-                        status.name()
-                    ),
-                    AdminAct::Fail(failed(cmd_id, opcode, status)),
-                ),
-                _ => continue,
-            };
-            if let Rule::AdminDelay { delay, .. } = e.rule {
-                self.held = Some(Held {
+                AdminAct::Hold,
+                Some(Held {
                     index,
                     opcode,
                     until: now + delay,
                     pi,
-                });
-            }
-            e.fired = Some((now, what.clone()));
-            hit = Some((
-                Firing {
-                    id: e.id,
-                    rule: e.rule,
-                    what,
-                },
-                act,
-            ));
+                }),
+            ),
+            Rule::AdminFail { status, .. } => (
+                format!(
+                    "admin {name} (cmd_id {cmd_id}, queue index {index}) failed with {}",
+                    status.name()
+                ),
+                AdminAct::Fail(failed(cmd_id, opcode, status)),
+                None,
+            ),
+            _ => return None,
+        };
+        e.fired = Some((now, what.clone()));
+        let firing = Firing {
+            id: e.id,
+            rule: e.rule,
+            what,
+        };
+        if held.is_some() {
+            self.held = held;
         }
-        hit
+        Some((firing, act))
     }
 
     /// The poller's look: the doorbell index to run now if a held command's delay has
@@ -373,6 +388,18 @@ mod tests {
         assert!(fired.what.contains("queue index 2"), "{}", fired.what);
         assert!(p.wqe(0x12, 3, now).is_none(), "a rule fires once");
         assert!(!p.has_wqe_rules());
+    }
+
+    #[test]
+    fn two_rules_due_on_one_wqe_fail_two_wqes() {
+        let mut p = Plan::default();
+        let now = Instant::now();
+        p.arm(rule("wqe nth=2 status=LOC_PROT_ERR")).unwrap();
+        p.arm(rule("wqe nth=2 status=FATAL_ERR")).unwrap();
+        assert!(p.wqe(1, 0, now).is_none());
+        assert_eq!(p.wqe(1, 1, now).map(|h| h.1), Some(WcStatus::LocProtErr));
+        assert_eq!(p.wqe(1, 2, now).map(|h| h.1), Some(WcStatus::FatalErr));
+        assert!(p.wqe(1, 3, now).is_none());
     }
 
     #[test]
