@@ -4,7 +4,8 @@
 # its job directory) the host injects the fault through `vrnic ctl fault` and answers.
 #   f0 (LID 11): the 3rd WRITE of a QP fails with REM_ACCESS_ERR, the rest is flushed, the
 #       application resets the QPs and traffic resumes; QP_FATAL, then the same recovery;
-#       port down and up (the events, and ibv_query_port).
+#       port down and up (the events, and ibv_query_port); a CREATE_QP failed with
+#       NO_RESOURCES (ENOMEM, and the next QP works).
 #   f1 (LID 12): DEVICE_FATAL raised by the live device: IBV_EVENT_DEVICE_FATAL, later
 #       verbs fail, no oops; a function reset brings it back.
 #   f2 (LID 13): CREATE_CQ held 8 s, beyond the driver's 5 s admin timeout: ETIMEDOUT, the
@@ -28,6 +29,7 @@ declare -A RULES=(
 	[qpfatal]='f0|event qp_fatal qp=%s'
 	[portdown]='f0|event port_down'
 	[portup]='f0|event port_up'
+	[adminfail]='f0|admin fail op=CREATE_QP status=NO_RESOURCES'
 	[fatal]='f1|event device_fatal code=INTERNAL'
 	[admin]='f2|admin delay op=CREATE_CQ ms=8000'
 )
@@ -79,6 +81,8 @@ check qp-fatal-qp-in-err '^wqe: qp state after QP_FATAL 6$'
 check qp-fatal-recovery '^wqe: after QP_FATAL and reset \[\(7, 0\)\]$'
 check port-down '^wqe: async event ([0-9]+) \(PORT_ERR \1\) port state 1$'
 check port-up '^wqe: async event ([0-9]+) \(PORT_ACTIVE \1\) port state 4$'
+check admin-fail-errno '^wqe: create_qp with NO_RESOURCES failed: errno 12$'
+check admin-fail-then-works '^wqe: the next QP works: \[\(8, 0\)\]$'
 check device-fatal-event '^fatal: async event ([0-9]+) \(DEVICE_FATAL \1\)$'
 check device-fatal-later-verbs-fail '^fatal: a verb after the fatal error failed: errno 5 in 0 s$'
 check device-fatal-kernel-log 'device reported DEVICE_FATAL: dev_status 0x[0-9a-f]+ fatal_code 3; resetting the device'

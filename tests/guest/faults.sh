@@ -119,7 +119,8 @@ PYEOF
 # 1. The 3rd WRITE of QP a fails with REM_ACCESS_ERR (injected), the 4th and 5th are
 # flushed; the application resets both QPs, connects them again, and traffic resumes. Then
 # QP_FATAL on a: the event reaches the process, a is in ERR, recovery again. Then the port
-# goes down and up: the events arrive and ibv_query_port follows.
+# goes down and up: the events arrive and ibv_query_port follows. Last, a CREATE_QP the
+# device fails with NO_RESOURCES: ENOMEM, and the next QP works.
 DEV=$D0 timeout 300 python3 - <<'PYEOF' 2>&1 | sed 's/^/wqe: /'
 import os
 import sys
@@ -130,6 +131,7 @@ from pyverbs.cq import CQ
 from pyverbs.device import Context
 from pyverbs.mr import MR
 from pyverbs.pd import PD
+from pyverbs.pyverbs_error import PyverbsError
 
 acc = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE
 with Context(name=os.environ['DEV']) as ctx, PD(ctx) as pd, CQ(ctx, 64) as cq:
@@ -162,6 +164,19 @@ with Context(name=os.environ['DEV']) as ctx, PD(ctx) as pd, CQ(ctx, 64) as cq:
     ask('portup')
     print('async event %s (PORT_ACTIVE %d) port state %d' % (
         wait_event(ctx, e.IBV_EVENT_PORT_ACTIVE), e.IBV_EVENT_PORT_ACTIVE, ctx.query_port(1).state))
+
+    # A command the device fails: the verb returns the errno of its status, the device
+    # and the driver go on.
+    ask('adminfail')
+    try:
+        rc_qp(pd, cq)
+        print('create_qp with NO_RESOURCES succeeded')
+    except PyverbsError as ex:
+        print('create_qp with NO_RESOURCES failed: errno %d' % ex.error_code)
+    c = rc_qp(pd, cq)
+    connect(ctx, c, c)
+    writes(c, src, dst, [8])
+    print('the next QP works: %s' % poll(cq, 1))
 PYEOF
 
 # 2. DEVICE_FATAL raised by the live device: the process gets IBV_EVENT_DEVICE_FATAL, later

@@ -18,6 +18,9 @@
 //!   -> {"device":"rnic0","qps":[{"qpn":65536,"type":"RC","state":"RTS",...}],"cqs":[...]}
 //! ```
 //!
+//! `fault`, `faults` and `fault_clear` arm, list and clear fault-injection rules
+//! (`control::faults`, the rule syntax in `faults::rule`).
+//!
 //! The fields of each object are those of `objects::snapshot` (QPs: type, state, context,
 //! PD, CQs, SRQ, send and receive queue depth/pi/ci, sq_psn and rq_psn as the device keeps
 //! them, dest_qpn, dlid/dgid; CQs: depth, pi/ci, arm request and whether it is armed, EQ;
