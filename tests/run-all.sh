@@ -29,6 +29,7 @@ step "device core tests in a debug build (lock rules of device/src/rnic/lock_ord
 cargo test -p vrnic --lib --test admin_commands --test datapath_ops --test datapath_errors \
 	--test device_reset --test doorbell_pages --test srq --test uc --test atomics \
 	--test fast_reg --test memory_windows --test xrc --test resize_cq --test rereg_mr --test sqd \
+	--test faults \
 	--test counters
 
 step "kernel driver in a guest: probe, loopback verbs, rmmod with resources open"
@@ -36,6 +37,9 @@ bash guest-driver/kernel/tests/guest-smoke.sh
 
 step "end-to-end tests in QEMU guests (perftest, ibv_* tools; IB and RoCE mode, rdma_cm, UD, SRQ, UC, atomics, NVMe-oF)"
 bash tests/e2e.sh
+
+step "fault injection in a guest (WQE error and recovery, QP_FATAL, port events, DEVICE_FATAL, admin timeout)"
+bash tests/e2e-faults.sh
 
 step "rdma-core's test suite (pyverbs) in a guest, on an IB-mode and a RoCE-mode device"
 bash tests/pyverbs.sh

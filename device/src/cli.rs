@@ -2,6 +2,7 @@
 //! of `vrnic ctl`.
 
 use crate::addr::Mac;
+use crate::control::faults::FaultFile;
 use crate::control::Request;
 use crate::fabric::PollerConfig;
 use crate::objects::snapshot::ObjectKind;
@@ -22,13 +23,14 @@ Usage:
               IDS: vendor=ID,device=ID,subsystem-vendor=ID,subsystem=ID
               and in either mode [,trace=PATH][,pcap=PATH][,contract=warn|strict|off]
               [--config FILE] [--poll-idle-us N] [--poll-always] [--pollers N]
-              [--control PATH]
+              [--control PATH] [--faults DEVICE=FILE ...]
   vrnic ctl --control PATH [--json] devices
   vrnic ctl --control PATH [--json] objects DEVICE [qps|cqs|mrs|eqs|srqs ...]
   vrnic ctl --control PATH [--json] counters DEVICE [QPN]
   vrnic ctl --control PATH [--json] trace DEVICE [--kinds KIND,...] [--qp QPN]
   vrnic ctl --control PATH [--json] pcap DEVICE PATH|off
   vrnic ctl --control PATH [--json] contract DEVICE
+  vrnic ctl --control PATH [--json] fault DEVICE list | clear | RULE
   vrnic --help
 
 Options:
@@ -78,6 +80,10 @@ Options:
   --control PATH      Serve the control socket at PATH (a UNIX socket, mode 0600; a stale
                       socket there is replaced, any other file is an error; removed at a
                       clean stop), for `vrnic ctl` while guests run.
+  --faults DEVICE=FILE
+                      Apply the fault rules of FILE (one per line, `#` comments; the
+                      syntax of `vrnic ctl fault`, below) to DEVICE at start-up
+                      (repeatable). A bad line stops the start, naming it.
 
 vrnic ctl talks to that socket: one request, one reply, as tables (or with --json, the
 server's JSON reply line, for scripts):
@@ -108,6 +114,9 @@ server's JSON reply line, for scripts):
   contract DEVICE     The contract checker: its mode and, per hw-spec contract rule, the
                       violations the device saw since it started, with the rule's SPEC.md
                       section, and the rule that made it FATAL in strict mode.
+  fault DEVICE RULE   Fault injection: arm RULE (or raise an event now); `fault DEVICE
+                      list` shows the rules armed and fired, `fault DEVICE clear` drops
+                      them. The rules are listed at the end.
 The protocol (one JSON request per line, one JSON reply per line) is in the README.
 
 Attach with QEMU (guest RAM must be shared memfd memory):
@@ -116,6 +125,15 @@ Attach with QEMU (guest RAM must be shared memfd memory):
 
 Logging: RUST_LOG=info|debug|trace (env_logger). SIGINT/SIGTERM stop cleanly.";
 
+/// `vrnic --help`: USAGE, then the fault rules.
+pub fn usage() -> String {
+    format!(
+        "{USAGE}\n\nFault rules (`vrnic ctl fault DEVICE RULE`, `--faults`), counted from when \
+         they are armed:\n{}",
+        crate::faults::rule::SYNTAX
+    )
+}
+
 /// A parsed `vrnic serve`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServeArgs {
@@ -123,6 +141,8 @@ pub struct ServeArgs {
     pub poller: PollerConfig,
     /// Where the control socket listens, if anywhere.
     pub control: Option<PathBuf>,
+    /// Fault rules to apply at start-up (`--faults DEVICE=FILE`).
+    pub faults: Vec<FaultFile>,
 }
 
 /// A parsed `vrnic ctl`.
@@ -175,6 +195,8 @@ pub enum CliError {
     NoControl,
     #[error("vrnic ctl: {0}; try `vrnic --help`")]
     BadCtl(String),
+    #[error("--faults {0}")]
+    BadFaults(String),
 }
 
 /// Parses the arguments after the program name.
@@ -192,6 +214,7 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
     let mut poll_always = None;
     let mut pollers = None;
     let mut control = None;
+    let mut faults = Vec::new();
     while let Some(arg) = it.next() {
         match arg.as_str() {
             "-h" | "--help" => return Ok(Command::Help),
@@ -206,6 +229,10 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
             "--control" => {
                 let v = it.next().ok_or(CliError::MissingValue("--control"))?;
                 control = Some(PathBuf::from(v));
+            }
+            "--faults" => {
+                let v = it.next().ok_or(CliError::MissingValue("--faults"))?;
+                faults.push(FaultFile::read(v).map_err(CliError::BadFaults)?);
             }
             "--pollers" => {
                 let v = it.next().ok_or(CliError::MissingValue("--pollers"))?;
@@ -227,6 +254,15 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
         }
     }
     check(&devices)?;
+    if let Some(f) = faults
+        .iter()
+        .find(|f| !devices.iter().any(|d| d.name == f.device))
+    {
+        return Err(CliError::BadFaults(format!(
+            "{}: no device is named so",
+            f.device
+        )));
+    }
     Ok(Command::Serve(ServeArgs {
         devices,
         poller: PollerConfig {
@@ -235,6 +271,7 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
             threads: pollers,
         },
         control,
+        faults,
     }))
 }
 
@@ -262,7 +299,7 @@ fn parse_ctl(args: &[String]) -> Result<Command, CliError> {
     let request = match words.as_slice() {
         [] => {
             return Err(bad(
-                "missing command (devices, objects, counters, trace, pcap, contract)".into(),
+                "missing command (devices, objects, counters, trace, pcap, contract, fault)".into(),
             ))
         }
         ["devices"] => Request::Devices {},
@@ -311,12 +348,14 @@ fn parse_ctl(args: &[String]) -> Result<Command, CliError> {
             device: device.to_string(),
         },
         ["contract", ..] => return Err(bad("contract takes a DEVICE".into())),
-        ["devices", extra, ..] => return Err(bad(format!("devices takes no argument `{extra}`"))),
-        [other, ..] => {
-            return Err(bad(format!(
-                "unknown command `{other}` (devices, objects, counters, trace, pcap, contract)"
-            )))
+        ["fault", device, words @ ..] => {
+            crate::control::faults::ctl_request(device, words).map_err(bad)?
         }
+        ["fault"] => return Err(bad("fault needs a DEVICE".into())),
+        ["devices", extra, ..] => return Err(bad(format!("devices takes no argument `{extra}`"))),
+        [other, ..] => return Err(bad(format!(
+            "unknown command `{other}` (devices, objects, counters, trace, pcap, contract, fault)"
+        ))),
     };
     trace.all_used().map_err(CliError::BadCtl)?;
     Ok(Command::Ctl(CtlArgs {

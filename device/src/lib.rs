@@ -5,7 +5,8 @@
 //!    `vfio_user` (the protocol server, device-agnostic), `memfd`, `ratelimit`, `trace` (decoded
 //!    device events for subscribers), `wire` (the RoCEv2 packet codec, pcap files and the
 //!    packet tap);
-//! 2. `objects`: the object tables (PDs, MRs, CQs, EQs, QPs) and their names;
+//! 2. `objects`: the object tables (PDs, MRs, CQs, EQs, QPs) and their names; the fault
+//!    plan of `faults` (each device owns one; `faults::act` sits beside `admin`);
 //! 3. `rnic`: the device state (registers, doorbells, interrupt lines, DMA fence) and the
 //!    notifications that change it (CQEs, EQEs);
 //! 4. `admin` (the admin queue engine) and `datapath` (work requests between devices);
@@ -19,6 +20,7 @@ pub mod cli;
 pub mod control;
 pub mod datapath;
 pub mod fabric;
+pub mod faults;
 pub mod guest_memory;
 pub mod memfd;
 pub mod model;

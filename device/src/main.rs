@@ -33,6 +33,10 @@ fn serve(args: cli::ServeArgs) -> Result<(), String> {
     vrnic::vfio_user::raise_fd_limit();
     let service = Service::start_with_control(args.devices, args.poller, args.control.as_deref())
         .map_err(|e| e.to_string())?;
+    for file in &args.faults {
+        file.apply(service.fabric())
+            .map_err(|e| format!("--faults {}: {e}", file.device))?;
+    }
     let sig = wait_for_signal(&signals);
     log::info!("signal {sig}: stopping");
     service.stop();
@@ -77,7 +81,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match cli::parse(&args) {
         Ok(Command::Help) => {
-            println!("{}", cli::USAGE);
+            println!("{}", cli::usage());
             Ok(())
         }
         Ok(Command::Serve(serve_args)) => serve(serve_args),

@@ -263,6 +263,9 @@ fn query_port(rnic: &Rnic, mem: &RamSnapshot, cmd: &CmdQuery) -> CmdResult<[u32;
         active_speed: 32,
         ..Default::default()
     };
+    if rnic.faults.port_down() {
+        (attr.state, attr.phys_state) = (PortState::Down.into(), 3);
+    }
     match rnic.link().mac() {
         // RoCE mode: the driver fills the GID table with SET_GID.
         Some(mac) => {

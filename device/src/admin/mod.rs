@@ -19,6 +19,7 @@ mod queues;
 mod srq;
 mod xrcd;
 
+use crate::faults::plan::AdminAct;
 use crate::objects::{Uctx, KERNEL_DB_PAGE};
 use crate::rnic::contract::report;
 use crate::rnic::notify::publish;
@@ -122,6 +123,9 @@ fn fetch(rnic: &Rnic, st: &mut RnicState) -> Option<(Fetched, crate::guest_memor
 /// AQ_DOORBELL was written with producer index `pi`: run every new command.
 pub fn doorbell(rnic: &Rnic, pi: u32) {
     rnic.trace.admin_doorbell(pi);
+    if rnic.faults.admin_gate(pi) {
+        return;
+    }
     let pending = {
         let mut st = rnic.lock();
         let Some(queue) = st.admin.as_ref() else {
@@ -152,6 +156,14 @@ pub fn doorbell(rnic: &Rnic, pi: u32) {
         let Some((fetched, mem)) = fetch(rnic, &mut rnic.lock()) else {
             break;
         };
+        match rnic.faults.admin_command(fetched.index, &fetched.cmd, pi) {
+            Some(AdminAct::Hold) => break,
+            Some(AdminAct::Fail(c)) if complete(rnic, &mut rnic.lock(), &mem, &fetched, c) => {
+                continue
+            }
+            Some(AdminAct::Fail(_)) => break,
+            None => {}
+        }
         let mut reads = PageListReads::prefetch(&mem, &fetched.cmd);
         let (completion, wait_for_dma) = {
             let mut st = rnic.lock();
@@ -160,6 +172,7 @@ pub fn doorbell(rnic: &Rnic, pi: u32) {
             }
             execute(rnic, &mut st, &mem, &fetched.cmd, &mut reads)
         };
+        rnic.faults.admin_done(&completion);
         if wait_for_dma {
             rnic.fence.wait();
         }

@@ -25,6 +25,9 @@ pub fn handle(fabric: &Fabric, request: &Request) -> Result<Vec<u8>, RequestErro
         Request::Trace { .. } => Err(RequestError::BadRequest("trace is a stream".into())),
         Request::Pcap { device, path } => pcap(fabric, device, path.as_deref()),
         Request::Contract { device } => super::contract::handle(fabric, device),
+        Request::Fault { device, rule } => super::faults::fault(fabric, device, rule),
+        Request::Faults { device } => super::faults::faults(fabric, device),
+        Request::FaultClear { device } => super::faults::clear(fabric, device),
     }
 }
 

@@ -25,6 +25,9 @@
 //!       "rules":[{"rule":"REG_RESERVED_BITS","number":1,"section":"3 / Access types","count":0},...]}
 //! ```
 //!
+//! `fault`, `faults` and `fault_clear` arm, list and clear fault-injection rules
+//! (`control::faults`, the rule syntax in `faults::rule`).
+//!
 //! The fields of each object are those of `objects::snapshot` (QPs: type, state, context,
 //! PD, CQs, SRQ, send and receive queue depth/pi/ci, sq_psn and rq_psn as the device keeps
 //! them, dest_qpn, dlid/dgid; CQs: depth, pi/ci, arm request and whether it is armed, EQ;
@@ -74,6 +77,7 @@
 pub mod client;
 pub mod connection;
 pub mod contract;
+pub mod faults;
 pub mod handlers;
 pub mod protocol;
 pub mod render;

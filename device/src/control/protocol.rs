@@ -48,12 +48,27 @@ pub enum Request {
     },
     /// The contract checker of a device: mode, violations per rule (SPEC "Contract checking").
     Contract { device: String },
+    /// Fault injection: arms a rule, or raises an event now (`rule`: the syntax of
+    /// `faults::rule`; see `control::faults`).
+    Fault { device: String, rule: String },
+    /// A device's fault rules, armed and fired, and the state they left.
+    Faults { device: String },
+    /// Drops a device's fault rules.
+    FaultClear { device: String },
 }
 
 impl Request {
     /// The command names, as `cmd` spells them.
     pub const COMMANDS: &[&str] = &[
-        "devices", "objects", "counters", "trace", "pcap", "contract",
+        "devices",
+        "objects",
+        "counters",
+        "trace",
+        "pcap",
+        "contract",
+        "fault",
+        "faults",
+        "fault_clear",
     ];
 }
 
@@ -122,6 +137,8 @@ pub enum RequestError {
     UnknownQp { device: String, qpn: u32 },
     #[error("device `{device}`: pcap: {why}")]
     Pcap { device: String, why: String },
+    #[error("fault: {0}")]
+    Fault(String),
     #[error("request line longer than {0} bytes; closing the connection")]
     TooLong(usize),
     #[error("no complete request within {0} s; closing the connection")]

@@ -14,6 +14,9 @@ pub fn render(request: &Request, reply: &str) -> Result<String, serde_json::Erro
         Request::Trace { .. } => super::trace::render_line(reply)?,
         Request::Pcap { .. } => pcap(&serde_json::from_str::<PcapReply>(reply)?),
         Request::Contract { .. } => super::contract::render(reply)?,
+        Request::Fault { .. } | Request::Faults { .. } | Request::FaultClear { .. } => {
+            super::faults::render(request, reply)?
+        }
     })
 }
 

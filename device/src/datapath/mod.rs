@@ -108,6 +108,10 @@ fn find_rung_doorbells(rnic: &Rnic, st: &mut RnicState) {
 /// to flush, a retry due); only those are served, and the idle ones leave the set.
 pub fn poll_device(peers: &dyn Peers, rnic: &Arc<Rnic>, now: Instant) -> Progress {
     let mut progress = Progress::default();
+    if let Some(until) = rnic.faults.stalled(now) {
+        progress.retry_at = Some(until);
+        return progress;
+    }
     let (busy, start) = {
         let mut st = rnic.lock();
         if !st.serving() {

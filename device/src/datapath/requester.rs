@@ -242,6 +242,10 @@ fn plan(rnic: &Rnic, st: &mut RnicState, qpn: u32, now: Instant) -> Plan {
             };
             let first_chunk = || (qp.sq_offset == 0).then_some(qp.sq.ci);
             rnic.trace.wqe(qpn, qp_kind, &mem, addr, &wqe, first_chunk);
+            if let Some(status) = rnic.faults.wqe(qpn, qp.sq.ci, !qp.sq_started) {
+                complete_send(rnic, st, &mem, qpn, &wqe, Err((status, VendorErr::None)));
+                return Plan::Worked;
+            }
             // XRC_INI has no memory operations (SPEC "XRC"): resolve refuses them.
             if memory_ops::is_memory_op(wqe.opcode) && qp_kind != QpType::XrcIni {
                 return memory_op(rnic, st, &mem, qpn, addr, &wqe);

@@ -52,6 +52,7 @@ fn poll_shard(fabric: &Fabric, shard: usize) -> Progress {
     let now = Instant::now();
     let mut progress = Progress::default();
     for rnic in &fabric.shards[shard].1 {
+        progress.merge(crate::faults::act::release_due(rnic, now));
         progress.merge(poll_device(fabric, rnic, now));
     }
     progress

@@ -8,7 +8,7 @@
 //! 2. Leaf locks (interrupt lines, the DMA fence, a GuestRam table, the fabric's GID
 //!    directory, the process-wide atomics lock of `datapath::atomic`, the control socket's
 //!    client list, a tracer's subscriber list and then one subscriber's queue, a packet
-//!    tap's queue handle and MSN map) are taken for a few
+//!    tap's queue handle and MSN map, a device's fault plan) are taken for a few
 //!    instructions and nothing is locked while they are held. SET_GID and reset update the
 //!    GID directory under their device lock; route look-ups read it with no device lock
 //!    held. An atomic's read-modify-write takes the atomics lock with no device lock held

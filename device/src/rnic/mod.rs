@@ -104,6 +104,8 @@ pub struct Rnic {
     pub tap: Tap,
     /// The contract checker: its mode and per-rule counts (outside the device lock).
     pub contract: contract::Contract,
+    /// Fault injection (`faults`): rules armed through the control socket.
+    pub faults: crate::faults::Faults,
     waker: Arc<Waker>,
     state: Mutex<RnicState>,
 }
@@ -225,6 +227,7 @@ impl Rnic {
         }
         Ok(Arc::new(Rnic {
             trace,
+            faults: crate::faults::Faults::new(&config.name),
             node_guid: config.link.node_guid(),
             contract: contract::Contract::new(config.contract),
             config,
@@ -312,6 +315,7 @@ impl Rnic {
         self.counters.clear();
         self.gids(st).clear();
         st.admin = None;
+        self.faults.device_reset();
         st.regs = Registers::default();
         self.doorbells.clear_all();
     }

@@ -274,6 +274,44 @@ impl FakeDriver {
         self.write_reg(bar0::AQ_DOORBELL, pi);
     }
 
+    /// Whether the completion of the oldest command not collected yet is there.
+    pub fn admin_completion_ready(&self) -> bool {
+        let q = self.admin.as_ref().expect("the device is not enabled");
+        let slot = u64::from(q.ci & ((1u32 << q.depth_log2) - 1));
+        let addr = q.acq + slot * u64::from(ACQ_ENTRY_SIZE);
+        let phase = ((q.ci >> q.depth_log2) & 1) ^ 1;
+        let owner: u8 = self
+            .mem
+            .load(addr + AqCompletion::OWNER_OFF as u64, Ordering::Acquire);
+        u32::from(owner & 1) == phase
+    }
+
+    /// Waits for the completions of `n` commands sent with `admin_submit_only`, in order.
+    pub fn admin_collect(&mut self, n: usize) -> Vec<AdminResult> {
+        (0..n)
+            .map(|_| {
+                wait_for("an admin completion", || {
+                    self.admin_completion_ready().then_some(())
+                });
+                let q = self.admin.as_mut().expect("enabled");
+                let slot = u64::from(q.ci & ((1u32 << q.depth_log2) - 1));
+                let c: AqCompletion = self.mem.read_obj(q.acq + slot * u64::from(ACQ_ENTRY_SIZE));
+                q.ci = q.ci.wrapping_add(1);
+                AdminResult {
+                    opcode: c.opcode,
+                    status: c.status,
+                    err_offset: c.err_offset.to_native(),
+                    results: [
+                        c.result0.to_native(),
+                        c.result1.to_native(),
+                        c.result2.to_native(),
+                        c.result3.to_native(),
+                    ],
+                }
+            })
+            .collect()
+    }
+
     /// Submits a command struct (any `Cmd*`: they all start with `aq_header`).
     pub fn admin<T: ByteValued>(&mut self, cmd: &T) -> AdminResult {
         self.admin_bytes(cmd.as_slice())
