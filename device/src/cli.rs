@@ -276,6 +276,9 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
 }
 
 /// `vrnic ctl`'s arguments: options anywhere, then the command and its arguments.
+/// The commands of `vrnic ctl`, for its error messages.
+const CTL_COMMANDS: &str = "devices, objects, counters, trace, pcap, contract, fault";
+
 fn parse_ctl(args: &[String]) -> Result<Command, CliError> {
     let mut control = None;
     let mut json = false;
@@ -297,11 +300,7 @@ fn parse_ctl(args: &[String]) -> Result<Command, CliError> {
     }
     let bad = |why: String| CliError::BadCtl(why);
     let request = match words.as_slice() {
-        [] => {
-            return Err(bad(
-                "missing command (devices, objects, counters, trace, pcap, contract, fault)".into(),
-            ))
-        }
+        [] => return Err(bad(format!("missing command ({CTL_COMMANDS})"))),
         ["devices"] => Request::Devices {},
         ["objects", device, kinds @ ..] => Request::Objects {
             device: device.to_string(),
@@ -353,9 +352,7 @@ fn parse_ctl(args: &[String]) -> Result<Command, CliError> {
         }
         ["fault"] => return Err(bad("fault needs a DEVICE".into())),
         ["devices", extra, ..] => return Err(bad(format!("devices takes no argument `{extra}`"))),
-        [other, ..] => return Err(bad(format!(
-            "unknown command `{other}` (devices, objects, counters, trace, pcap, contract, fault)"
-        ))),
+        [other, ..] => return Err(bad(format!("unknown command `{other}` ({CTL_COMMANDS})"))),
     };
     trace.all_used().map_err(CliError::BadCtl)?;
     Ok(Command::Ctl(CtlArgs {
