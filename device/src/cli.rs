@@ -4,6 +4,7 @@
 use crate::addr::Mac;
 use crate::control::Request;
 use crate::fabric::PollerConfig;
+use crate::hostile::Settings;
 use crate::objects::snapshot::ObjectKind;
 use crate::pci::PciIds;
 use crate::rnic::link::LinkMode;
@@ -19,11 +20,13 @@ Usage:
   vrnic serve --device NAME,socket=PATH,lid=N[,guid=GUID][,IDS] ...        (IB mode)
               --device NAME,socket=PATH,link=eth,mac=MAC[,IDS] ...     (RoCE v2 mode)
               IDS: vendor=ID,device=ID,subsystem-vendor=ID,subsystem=ID
+              (either may add hostile=SEED or hostile=KINDS:SEED[:RATE])
               [--config FILE] [--poll-idle-us N] [--poll-always] [--pollers N]
               [--control PATH]
   vrnic ctl --control PATH [--json] devices
   vrnic ctl --control PATH [--json] objects DEVICE [qps|cqs|mrs|eqs|srqs ...]
   vrnic ctl --control PATH [--json] counters DEVICE [QPN]
+  vrnic ctl --control PATH [--json] hostile DEVICE [on [KINDS:SEED[:RATE]] | off]
   vrnic --help
 
 Options:
@@ -36,6 +39,12 @@ Options:
                       it with the network interface of that MAC. IDs are hex (0x1234) or
                       decimal PCI IDs; the defaults are the hw-spec's (1234:7652,
                       subsystem 1234:0001).
+                      hostile=KINDS:SEED[:RATE] starts the device in hostile-device
+                      mode: RATE percent (1..100, default 10) of its CQEs, EQEs, admin
+                      completions, query answers and interrupts are malformed, of the
+                      KINDS given (`+`-separated kinds or groups: all, cqe, eqe, admin,
+                      attr, irq; `hostile=SEED` alone means all), chosen from SEED
+                      (the same seed, the same corruptions). For hardening drivers.
   --config FILE       Read devices (and poll_idle_us, control) from a TOML file:
                         poll_idle_us = 1000
                         poll_always = false
@@ -76,6 +85,10 @@ server's JSON reply line, for scripts):
                       The port's counters, or QP QPN's (hex 0x.. or decimal): packets,
                       bytes, requests by opcode, ACKs, NAKs, retries, drops, overflows,
                       completions by status (SPEC \"Counters\").
+  hostile DEVICE [on [KINDS:SEED[:RATE]] | off]
+                      The hostile-device mode of DEVICE: its state and what it wrote per
+                      kind; `on` switches it on (with new settings, or the last ones;
+                      the generator restarts from the seed), `off` switches it off.
 The protocol (one JSON request per line, one JSON reply per line) is in the README.
 
 Attach with QEMU (guest RAM must be shared memfd memory):
@@ -222,7 +235,11 @@ fn parse_ctl(args: &[String]) -> Result<Command, CliError> {
     }
     let bad = |why: String| CliError::BadCtl(why);
     let request = match words.as_slice() {
-        [] => return Err(bad("missing command (devices, objects, counters)".into())),
+        [] => {
+            return Err(bad(
+                "missing command (devices, objects, counters, hostile)".into()
+            ))
+        }
         ["devices"] => Request::Devices {},
         ["objects", device, kinds @ ..] => Request::Objects {
             device: device.to_string(),
@@ -247,10 +264,12 @@ fn parse_ctl(args: &[String]) -> Result<Command, CliError> {
             qpn: Some(parse_u32(qpn).ok_or_else(|| bad(format!("`{qpn}` is not a QPN")))?),
         },
         ["counters", ..] => return Err(bad("counters takes a DEVICE and an optional QPN".into())),
+        ["hostile", device, rest @ ..] => hostile_request(device, rest).map_err(bad)?,
+        ["hostile"] => return Err(bad("hostile needs a DEVICE".into())),
         ["devices", extra, ..] => return Err(bad(format!("devices takes no argument `{extra}`"))),
         [other, ..] => {
             return Err(bad(format!(
-                "unknown command `{other}` (devices, objects, counters)"
+                "unknown command `{other}` (devices, objects, counters, hostile)"
             )))
         }
     };
@@ -259,6 +278,26 @@ fn parse_ctl(args: &[String]) -> Result<Command, CliError> {
         json,
         request,
     }))
+}
+
+/// `hostile DEVICE [on [SETTINGS] | off]`; settings are checked here too, so a typo
+/// is reported before anything is sent.
+fn hostile_request(device: &str, rest: &[&str]) -> Result<Request, String> {
+    let (on, settings) = match rest {
+        [] => (None, None),
+        ["on"] => (Some(true), None),
+        ["on", s] => {
+            Settings::parse(s)?;
+            (Some(true), Some(s.to_string()))
+        }
+        ["off"] => (Some(false), None),
+        _ => return Err("hostile takes a DEVICE, then `on [KINDS:SEED[:RATE]]` or `off`".into()),
+    };
+    Ok(Request::Hostile {
+        device: device.into(),
+        on,
+        settings,
+    })
 }
 
 fn check(devices: &[RnicConfig]) -> Result<(), CliError> {
@@ -343,6 +382,7 @@ struct DeviceKeys {
     mac: Option<String>,
     guid: Option<String>,
     ids: PciIds,
+    hostile: Option<String>,
 }
 
 impl DeviceKeys {
@@ -384,6 +424,7 @@ impl DeviceKeys {
             socket,
             link,
             ids: self.ids,
+            hostile: self.hostile.as_deref().map(Settings::parse).transpose()?,
         })
     }
 }
@@ -420,6 +461,7 @@ fn parse_device(spec: &str) -> Result<RnicConfig, CliError> {
             "link" => keys.link = text(),
             "mac" => keys.mac = text(),
             "guid" => keys.guid = text(),
+            "hostile" => keys.hostile = text(),
             "vendor" => keys.ids.vendor = id()?,
             "device" => keys.ids.device = id()?,
             "subsystem-vendor" => keys.ids.subsystem_vendor = id()?,
@@ -453,6 +495,7 @@ struct DeviceEntry {
     device: Option<u16>,
     subsystem_vendor: Option<u16>,
     subsystem: Option<u16>,
+    hostile: Option<String>,
 }
 
 struct Config {
@@ -486,6 +529,7 @@ fn read_config(path: &str) -> Result<Config, CliError> {
                     subsystem_vendor: d.subsystem_vendor.unwrap_or(defaults.subsystem_vendor),
                     subsystem: d.subsystem.unwrap_or(defaults.subsystem),
                 },
+                hostile: d.hostile,
             };
             keys.finish(&d.name)
                 .map_err(|why| err(format!("device {}: {why}", d.name)))

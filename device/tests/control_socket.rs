@@ -573,6 +573,7 @@ fn config(dir: &Path, name: &str) -> RnicConfig {
         socket: dir.join(format!("{name}.sock")),
         link: ib(0),
         ids: PciIds::default(),
+        hostile: None,
     }
 }
 

@@ -19,11 +19,16 @@ pub fn handle(fabric: &Fabric, request: &Request) -> Result<Vec<u8>, RequestErro
         Request::Devices {} => devices(fabric),
         Request::Objects { device, kinds } => objects(fabric, device, kinds),
         Request::Counters { device, qpn } => counters(fabric, device, *qpn),
+        Request::Hostile {
+            device,
+            on,
+            settings,
+        } => super::hostile::handle(device_named(fabric, device)?, *on, settings.as_deref()),
     }
 }
 
 /// The response line (newline included) of `reply`.
-fn encode<T: Serialize>(reply: &T) -> Result<Vec<u8>, RequestError> {
+pub fn encode<T: Serialize>(reply: &T) -> Result<Vec<u8>, RequestError> {
     let mut line = serde_json::to_vec(reply).map_err(|e| RequestError::Encode(e.to_string()))?;
     line.push(b'\n');
     Ok(line)
@@ -43,6 +48,11 @@ fn device<'a>(fabric: &'a Fabric, name: &str) -> Result<&'a Arc<Rnic>, RequestEr
                 .collect::<Vec<_>>()
                 .join(", "),
         })
+}
+
+/// The device called `name` (for handlers in their own files).
+pub fn device_named<'a>(fabric: &'a Fabric, name: &str) -> Result<&'a Arc<Rnic>, RequestError> {
+    device(fabric, name)
 }
 
 fn devices(fabric: &Fabric) -> Result<Vec<u8>, RequestError> {

@@ -16,6 +16,10 @@
 //! {"cmd":"objects","device":"rnic0"}                      every kind
 //! {"cmd":"objects","device":"rnic0","kinds":["qps","cqs"]} some: qps cqs mrs eqs srqs
 //!   -> {"device":"rnic0","qps":[{"qpn":65536,"type":"RC","state":"RTS",...}],"cqs":[...]}
+//! {"cmd":"hostile","device":"rnic0"}                      the hostile-device mode
+//! {"cmd":"hostile","device":"rnic0","on":true,"settings":"cqe+eqe:42:10"}
+//! {"cmd":"hostile","device":"rnic0","on":false}
+//!   -> {"device":"rnic0","on":true,"settings":"cqe+eqe:42:10","written":{"cqe-phase":3,...}}
 //! ```
 //!
 //! The fields of each object are those of `objects::snapshot` (QPs: type, state, context,
@@ -48,6 +52,7 @@
 pub mod client;
 pub mod connection;
 pub mod handlers;
+pub mod hostile;
 pub mod protocol;
 pub mod render;
 pub mod server;

@@ -30,11 +30,20 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         qpn: Option<u32>,
     },
+    /// The hostile-device mode of a device: shown, or switched on (`on: true`, with
+    /// `settings` KINDS:SEED[:RATE] or the last ones) or off.
+    Hostile {
+        device: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        on: Option<bool>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        settings: Option<String>,
+    },
 }
 
 impl Request {
     /// The command names, as `cmd` spells them.
-    pub const COMMANDS: &[&str] = &["devices", "objects", "counters"];
+    pub const COMMANDS: &[&str] = &["devices", "objects", "counters", "hostile"];
 }
 
 /// The answer to `devices`.
@@ -61,6 +70,16 @@ pub struct CountersReply {
     pub counters: BTreeMap<String, u64>,
 }
 
+/// The answer to `hostile`: on or off, the settings (KINDS:SEED:RATE) in force or last
+/// in force, and the corruptions written per kind since it was last switched on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostileReply {
+    pub device: String,
+    pub on: bool,
+    pub settings: Option<String>,
+    pub written: BTreeMap<String, u64>,
+}
+
 /// The answer to a request that failed; the only response with an `error` key.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorReply {
@@ -83,6 +102,8 @@ pub enum RequestError {
     UnknownDevice { name: String, known: String },
     #[error("device `{device}` has no QP {qpn:#x}")]
     UnknownQp { device: String, qpn: u32 },
+    #[error("bad hostile settings: {0}")]
+    BadHostile(String),
     #[error("request line longer than {0} bytes; closing the connection")]
     TooLong(usize),
     #[error("no complete request within {0} s; closing the connection")]

@@ -11,6 +11,7 @@ pub fn render(request: &Request, reply: &str) -> Result<String, serde_json::Erro
         Request::Devices {} => devices(&serde_json::from_str::<DevicesReply>(reply)?.devices),
         Request::Objects { .. } => objects(&serde_json::from_str::<ObjectsReply>(reply)?),
         Request::Counters { .. } => counter_table(&serde_json::from_str::<CountersReply>(reply)?),
+        Request::Hostile { .. } => super::hostile::render(&serde_json::from_str(reply)?),
     })
 }
 

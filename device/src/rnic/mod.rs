@@ -36,6 +36,8 @@ pub struct RnicConfig {
     pub socket: std::path::PathBuf,
     pub link: LinkMode,
     pub ids: PciIds,
+    /// `hostile=`: the hostile-device mode from the start (`crate::hostile`).
+    pub hostile: Option<crate::hostile::Settings>,
 }
 
 /// The admin queue pair latched at ENABLE.
@@ -73,6 +75,8 @@ pub struct Rnic {
     /// counts (dropped datagrams, CQ and EQ overflows). Outside the device lock: the data
     /// path adds to them without it.
     pub counters: Counters,
+    /// The hostile-device mode (off unless the spec or the control socket says so).
+    pub hostile: crate::hostile::Hostile,
     waker: Arc<Waker>,
     state: Mutex<RnicState>,
 }
@@ -183,6 +187,7 @@ impl Rnic {
     ) -> std::io::Result<Arc<Rnic>> {
         let state = RnicState::new(config.ids);
         Ok(Arc::new(Rnic {
+            hostile: crate::hostile::Hostile::new(&config.name, config.hostile),
             node_guid: config.link.node_guid(),
             config,
             doorbells: DoorbellBar::new()?,
@@ -311,6 +316,7 @@ pub mod testing {
             socket: "/nonexistent".into(),
             link: LinkMode::Ib { lid: 1, guid: None },
             ids: PciIds::default(),
+            hostile: None,
         };
         let rnic = Rnic::new(config, Arc::new(Waker::new().unwrap()), Arc::default(), 0).unwrap();
         let ram = GuestRam::new();

@@ -131,6 +131,7 @@ impl TestDevices {
                 socket: dir.as_path().join(format!("rnic{i}.sock")),
                 link: *link,
                 ids: PciIds::default(),
+                hostile: None,
             })
             .collect();
         let sockets = configs.iter().map(|c| c.socket.clone()).collect();

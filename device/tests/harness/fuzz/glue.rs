@@ -133,6 +133,7 @@ impl World {
                 socket: std::env::temp_dir().join(format!("vrnic-fuzz-unused-{i}.sock")),
                 link,
                 ids: PciIds::default(),
+                hostile: None,
             })
             .collect();
         let config = PollerConfig {
