@@ -37,5 +37,8 @@ bash guest-driver/kernel/tests/guest-smoke.sh
 step "end-to-end tests in QEMU guests (perftest, ibv_* tools; IB and RoCE mode, rdma_cm, UD, SRQ, UC, atomics, NVMe-oF)"
 bash tests/e2e.sh
 
+step "hostile-device mode: the kernel driver and provider against malformed completions, events and admin answers"
+bash tests/e2e-hostile.sh
+
 step "rdma-core's test suite (pyverbs) in a guest, on an IB-mode and a RoCE-mode device"
 bash tests/pyverbs.sh

@@ -1,7 +1,9 @@
 #!/bin/sh
-# The guest half of tests/e2e-hostile.sh, run as /job/run.sh: traffic and admin paths on a
-# device the host switches into hostile-device mode, then the same on it once the host
-# switched it off again, and on a second device that never was hostile. Prints one
+# The guest half of tests/e2e-hostile.sh, run as /job/run.sh: traffic on a device the host
+# has switched into hostile-device mode for completions, events and interrupts, then the
+# admin paths and a module reload while it is hostile for admin answers, then a clean
+# workload on it once the host switched it off again, and on a second device that never
+# was hostile. Prints one
 # "result NAME STATUS" line per step and the facts the host checks. Every step is bounded
 # (timeout): a tool that waits for a completion the device mangled is killed (124 or 137),
 # and the host judges whether anything stayed stuck in the kernel.
@@ -26,6 +28,7 @@ loop() { # loop NAME SECS TOOL ARGS...: server and client on 127.0.0.1
   wait
   echo "result $name $rc"
   tail -n 3 /tmp/client.log | sed "s/^/  $name: /"
+  cat /tmp/server.log /tmp/client.log >>/tmp/tools.log
 }
 stuck() { # processes in uninterruptible sleep (D), or still alive, of the tools run
   ps -eo stat=,comm= | awk '$1 ~ /^D/ || $2 ~ /pingpong|ib_(write|send|read)_bw|python3/ {print}' | grep -v awk
@@ -66,23 +69,31 @@ C=$(dev_of_lid 0x2)
 echo "devices hostile=$H clean=$C"
 dmesg >/tmp/dmesg.before
 
-# 1. Traffic and admin paths while the device is hostile (all kinds, 10 percent).
-ask on
-loop rc_pingpong 60 ibv_rc_pingpong -d "$H" -n 200
-loop rc_pingpong_events 60 ibv_rc_pingpong -d "$H" -e -n 200
-loop srq_pingpong 60 ibv_srq_pingpong -d "$H" -q 4 -n 50
-loop uc_pingpong 60 ibv_uc_pingpong -d "$H" -n 200
-loop write_bw 90 ib_write_bw -d "$H" -n 500 -F
-loop send_bw 90 ib_send_bw -d "$H" -n 500 -F
-loop send_lat_events 90 ib_send_lat -d "$H" -n 500 -e -F
+# 1. Traffic while completions, events and interrupts are hostile.
+ask data
+loop rc_pingpong 45 ibv_rc_pingpong -d "$H" -n 200
+loop rc_pingpong_events 45 ibv_rc_pingpong -d "$H" -e -n 200
+loop srq_pingpong 45 ibv_srq_pingpong -d "$H" -q 4 -n 50
+loop uc_pingpong 45 ibv_uc_pingpong -d "$H" -n 200
+loop write_bw 60 ib_write_bw -d "$H" -n 500 -F
+loop send_bw 60 ib_send_bw -d "$H" -n 500 -F
+loop send_lat_events 60 ib_send_lat -d "$H" -n 500 -e -F
+sleep 2
+echo "stuck-after-data [$(stuck | tr '\n' ';')]"
+# What the tools were told: error completions (the provider's verdict on what it read).
+echo "error-completions $(grep -ciE 'general error|status 21|error \(21\)' /tmp/tools.log)"
+grep -iE 'status|error' /tmp/tools.log | sort | uniq -c | sort -rn | head -n 10
+
+# 2. The admin paths while admin completions and query answers are hostile.
+ask admin
 admin_churn "$H" 120
 echo "result admin_churn $?"
 ibv_devinfo -d "$H" >/dev/null 2>&1
 echo "result devinfo_hostile $?"
 sleep 2
-echo "stuck-after-hostile [$(stuck | tr '\n' ';')]"
+echo "stuck-after-admin [$(stuck | tr '\n' ';')]"
 
-# 2. The module is unloaded and loaded again while the device is still hostile (probe's
+# 3. The module is unloaded and loaded again while the device is still hostile (probe's
 # admin commands and queries get malformed answers: probe succeeds or fails cleanly).
 timeout -s KILL 120 rmmod vrnic
 echo "result rmmod_hostile $?"
@@ -93,7 +104,7 @@ echo "ports-hostile-probe [$(cd /sys/class/infiniband && echo *)]"
 H=$(dev_of_lid 0x1)
 [ -n "$H" ] && { admin_churn "$H" 120; echo "result admin_churn_probe $?"; }
 
-# 3. Off again: unload, load, and a clean workload on both devices.
+# 4. Off again: unload, load, and a clean workload on both devices.
 ask off
 timeout -s KILL 120 rmmod vrnic
 echo "result rmmod_after $?"
@@ -110,8 +121,12 @@ loop clean_write_bw_was_hostile 120 ib_write_bw -d "$H" -n 200 -F
 timeout -s KILL 120 rmmod vrnic
 echo "result rmmod_final $?"
 
-dmesg >/tmp/dmesg.after
-echo "dmesg-problems $(grep -ciE 'Oops|BUG:|WARNING|Call Trace|blocked for more than|hung_task|general protection|KASAN|UBSAN' /tmp/dmesg.after)"
-grep -iE 'Oops|BUG:|WARNING|Call Trace|blocked for more than|hung_task' /tmp/dmesg.after | head -n 20
-echo "driver-reports $(grep -ciE 'vrnic [0-9a-f:.]+: .*(CQE|EQE|event|admin|completion|invalid|out of range|unknown|mismatch|query)' /tmp/dmesg.after)"
-grep -iE 'vrnic [0-9a-f:.]+:' /tmp/dmesg.after | sort | uniq -c | sort -rn | head -n 40
+# Only what the kernel logged since the job started.
+dmesg | tail -n +$(($(wc -l </tmp/dmesg.before) + 1)) >/tmp/dmesg.new
+problems='Oops|BUG:|WARNING:|Call Trace|blocked for more than|hung_task|general protection|KASAN|UBSAN'
+echo "dmesg-problems $(grep -cE "$problems" /tmp/dmesg.new)"
+grep -E "$problems" /tmp/dmesg.new | head -n 20
+# The driver's reports of malformed input (CQEs, events, admin answers).
+reports='invalid CQE|CQE names|completion EQ [0-9]+: event|unexpected event type|admin completion mismatch|status UNKNOWN|in use|invalid CREATE_|returned .* (slot|context|QPN)'
+echo "driver-reports $(grep -cE "$reports" /tmp/dmesg.new)"
+grep -E 'vrnic [0-9a-f:.]+:' /tmp/dmesg.new | sed 's/^\[[ 0-9.]*\] //' | sort | uniq -c | sort -rn | head -n 40
