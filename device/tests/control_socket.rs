@@ -447,7 +447,7 @@ fn garbage_and_unknown_requests_get_clear_errors_and_the_connection_keeps_servin
     assert!(ctl.error_for("[1,2,3]").contains("\"cmd\" string"));
     assert_eq!(
         ctl.error_for(r#"{"cmd":"reboot"}"#),
-        "unknown command `reboot` (commands: devices, objects, counters)"
+        "unknown command `reboot` (commands: devices, objects, counters, hostile)"
     );
     assert!(ctl.error_for(r#"{"cmd":"objects"}"#).contains("device"));
     assert!(ctl

@@ -62,3 +62,44 @@ pub fn render(reply: &HostileReply) -> String {
     out.push_str(&format!("  {:<20} {total}\n", "total written"));
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::Request;
+    use crate::rnic::testing::device_with_ram;
+
+    #[test]
+    fn the_command_switches_the_mode_and_bad_settings_change_nothing() {
+        let (rnic, _mem) = device_with_ram(0x1000);
+        let reply = |line: Vec<u8>| -> HostileReply { serde_json::from_slice(&line).unwrap() };
+
+        let r = reply(handle(&rnic, Some(true), Some("cqe-phase+irq:5:50")).unwrap());
+        assert!(r.on && rnic.hostile.is_on());
+        assert_eq!(r.settings.as_deref(), Some("cqe-phase+irq:5:50"));
+        assert_eq!(r.written.len(), crate::hostile::Kind::COUNT);
+        assert!(matches!(
+            handle(&rnic, Some(true), Some("cqe:1:0")),
+            Err(RequestError::BadHostile(_))
+        ));
+        assert!(handle(&rnic, Some(false), Some("cqe:1")).is_err());
+        assert!(rnic.hostile.is_on(), "refused requests changed nothing");
+        let r = reply(handle(&rnic, Some(false), None).unwrap());
+        assert!(!r.on && !rnic.hostile.is_on());
+
+        let text = crate::control::render::render(
+            &Request::Hostile {
+                device: "t".into(),
+                on: None,
+                settings: None,
+            },
+            &serde_json::to_string(&r).unwrap(),
+        )
+        .unwrap();
+        assert!(
+            text.starts_with("t hostile off (cqe-phase+irq:5:50)"),
+            "{text}"
+        );
+        assert!(text.contains("total written"), "{text}");
+    }
+}
