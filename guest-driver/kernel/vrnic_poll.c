@@ -12,9 +12,11 @@
  * resized (vrnic_cq.c) its pollers find nothing and arming reports a missed
  * event, so that ib_cq's pollers come back.
  *
- * CQE fields are the device's: indices are reduced modulo the queue's depth
- * (an SRQ slot must be in range), the QPN only looked up, the SRQ compared;
- * an unknown opcode or a bad SRQ becomes a failed completion.
+ * CQE fields are the device's and checked (see tests/e2e-hostile.sh): the
+ * QPN must be a kernel QP whose queue completes to this CQ (else the CQE is
+ * dropped, reported), the WQE index a slot with a posted WQE, the SRQ the
+ * QP's; an unknown opcode, status or flag bit, a byte_len beyond any message
+ * or a bad index becomes a failed completion that retires nothing.
  */
 #include "vrnic.h"
 
