@@ -15,8 +15,9 @@
  * CQE fields are the device's and checked (see tests/e2e-hostile.sh): the
  * QPN must be a kernel QP whose queue completes to this CQ (else the CQE is
  * dropped, reported), the WQE index a slot with a posted WQE, the SRQ the
- * QP's; an unknown opcode, status or flag bit, a byte_len beyond any message
- * or a bad index becomes a failed completion that retires nothing.
+ * QP's (else the CQE is dropped, reported: its wr_id cannot be trusted); an
+ * unknown opcode, status or flag bit or a byte_len beyond any message makes
+ * the completion of its WQE a failed one.
  */
 #include "vrnic.h"
 
@@ -129,9 +130,9 @@ static bool vrnic_cqe_retire(struct vrnic_qp *qp,
 	return true;
 }
 
-/* @valid: vrnic_cqe_retire() accepted the CQE. */
+/* A CQE that vrnic_cqe_retire() accepted, as a work completion. */
 static void vrnic_fill_wc(struct vrnic_qp *qp, const struct vrnic_cqe_fields *f,
-			  bool valid, struct ib_wc *wc)
+			  struct ib_wc *wc)
 {
 	bool recv = f->flags & VRNIC_CQE_FLAG_RECV;
 
@@ -141,7 +142,7 @@ static void vrnic_fill_wc(struct vrnic_qp *qp, const struct vrnic_cqe_fields *f,
 	wc->vendor_err = f->vendor_err;
 	wc->byte_len = f->byte_len;
 	wc->qp = &qp->ibqp;
-	if (!valid || !vrnic_cqe_opcode_valid(f)) {
+	if (!vrnic_cqe_opcode_valid(f)) {
 		dev_warn_ratelimited(&to_vdev(qp->ibqp.device)->pdev->dev,
 				     "QP %u: invalid CQE: opcode %#x status %#x wc_flags %#x flags %#x byte_len %#x srqn %u wqe_index %u\n",
 				     qp->qpn, f->opcode, f->status, f->wc_flags,
@@ -225,7 +226,6 @@ int vrnic_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc)
 	struct vrnic_cqe_fields f;
 	struct vrnic_qp *qp;
 	unsigned long flags;
-	bool valid;
 	u32 start;
 	int n = 0;
 
@@ -246,8 +246,20 @@ int vrnic_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc)
 		qp = vrnic_cqe_qp(dev, cq, &f);
 		if (!qp)
 			continue;
-		valid = vrnic_cqe_retire(qp, &f);
-		vrnic_fill_wc(qp, &f, valid, &wc[n++]);
+		/*
+		 * A CQE that completes no outstanding WQE is not passed on:
+		 * its wr_id would be a completed request's (a kernel ULP's
+		 * ib_cqe, maybe freed) or garbage. The WQE it may stand for
+		 * completes when the QP is flushed.
+		 */
+		if (!vrnic_cqe_retire(qp, &f)) {
+			dev_warn_ratelimited(&dev->pdev->dev,
+					     "QP %u: CQE for no outstanding WQE (flags %#x srqn %u wqe_index %u); dropped\n",
+					     qp->qpn, f.flags, f.srqn,
+					     f.wqe_index);
+			continue;
+		}
+		vrnic_fill_wc(qp, &f, &wc[n++]);
 	}
 	if (cq->ci != start) {
 		/* Every CQE read before the device may reuse its entry. */

@@ -127,6 +127,6 @@ problems='Oops|BUG:|WARNING:|Call Trace|blocked for more than|hung_task|general 
 echo "dmesg-problems $(grep -cE "$problems" /tmp/dmesg.new)"
 grep -E "$problems" /tmp/dmesg.new | head -n 20
 # The driver's reports of malformed input (CQEs, events, admin answers).
-reports='invalid CQE|CQE names|completion EQ [0-9]+: event|unexpected event type|admin completion mismatch|status UNKNOWN|in use|invalid CREATE_|returned .* (slot|context|QPN)'
+reports='invalid CQE|CQE names|no outstanding WQE|completion EQ [0-9]+: event|unexpected event type|admin completion mismatch|status UNKNOWN|in use|invalid CREATE_|returned .* (slot|context|QPN)'
 echo "driver-reports $(grep -cE "$reports" /tmp/dmesg.new)"
 grep -E 'vrnic [0-9a-f:.]+:' /tmp/dmesg.new | sed 's/^\[[ 0-9.]*\] //' | sort | uniq -c | sort -rn | head -n 40
