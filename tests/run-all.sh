@@ -41,5 +41,8 @@ bash tests/e2e.sh
 step "fault injection in a guest (WQE error and recovery, QP_FATAL, port events, DEVICE_FATAL, admin timeout)"
 bash tests/e2e-faults.sh
 
+step "hostile-device mode: the kernel driver and provider against malformed completions, events and admin answers"
+bash tests/e2e-hostile.sh
+
 step "rdma-core's test suite (pyverbs) in a guest, on an IB-mode and a RoCE-mode device"
 bash tests/pyverbs.sh

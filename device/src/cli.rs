@@ -5,6 +5,7 @@ use crate::addr::Mac;
 use crate::control::faults::FaultFile;
 use crate::control::Request;
 use crate::fabric::PollerConfig;
+use crate::hostile::Settings;
 use crate::objects::snapshot::ObjectKind;
 use crate::pci::PciIds;
 use crate::rnic::contract::ContractMode;
@@ -22,6 +23,7 @@ Usage:
               --device NAME,socket=PATH,link=eth,mac=MAC[,IDS] ...     (RoCE v2 mode)
               IDS: vendor=ID,device=ID,subsystem-vendor=ID,subsystem=ID
               and in either mode [,trace=PATH][,pcap=PATH][,contract=warn|strict|off]
+              and [,hostile=SEED|KINDS:SEED[:RATE]]
               [--config FILE] [--poll-idle-us N] [--poll-always] [--pollers N]
               [--control PATH] [--faults DEVICE=FILE ...]
   vrnic ctl --control PATH [--json] devices
@@ -31,6 +33,7 @@ Usage:
   vrnic ctl --control PATH [--json] pcap DEVICE PATH|off
   vrnic ctl --control PATH [--json] contract DEVICE
   vrnic ctl --control PATH [--json] fault DEVICE list | clear | RULE
+  vrnic ctl --control PATH [--json] hostile DEVICE [on [KINDS:SEED[:RATE]] | off]
   vrnic --help
 
 Options:
@@ -53,6 +56,12 @@ Options:
                       driver breaks a hw-spec contract rule (SPEC.md \"Contract rules\"):
                       warn (default: count, and log rate-limited), strict (also a fatal
                       device error, FATAL_CODE CONTRACT, the rule in FATAL_DETAIL), off.
+                      hostile=KINDS:SEED[:RATE] starts the device in hostile-device
+                      mode: RATE percent (1..100, default 10) of its CQEs, EQEs, admin
+                      completions, query answers and interrupts are malformed, of the
+                      KINDS given (`+`-separated kinds or groups: all, cqe, eqe, admin,
+                      attr, irq; `hostile=SEED` alone means all), chosen from SEED
+                      (the same seed, the same corruptions). For hardening drivers.
   --config FILE       Read devices (and poll_idle_us, control) from a TOML file:
                         poll_idle_us = 1000
                         poll_always = false
@@ -117,6 +126,10 @@ server's JSON reply line, for scripts):
   fault DEVICE RULE   Fault injection: arm RULE (or raise an event now); `fault DEVICE
                       list` shows the rules armed and fired, `fault DEVICE clear` drops
                       them. The rules are listed at the end.
+  hostile DEVICE [on [KINDS:SEED[:RATE]] | off]
+                      The hostile-device mode of DEVICE: its state and what it wrote per
+                      kind; `on` switches it on (with new settings, or the last ones;
+                      the generator restarts from the seed), `off` switches it off.
 The protocol (one JSON request per line, one JSON reply per line) is in the README.
 
 Attach with QEMU (guest RAM must be shared memfd memory):
@@ -277,7 +290,7 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
 
 /// `vrnic ctl`'s arguments: options anywhere, then the command and its arguments.
 /// The commands of `vrnic ctl`, for its error messages.
-const CTL_COMMANDS: &str = "devices, objects, counters, trace, pcap, contract, fault";
+const CTL_COMMANDS: &str = "devices, objects, counters, trace, pcap, contract, fault, hostile";
 
 fn parse_ctl(args: &[String]) -> Result<Command, CliError> {
     let mut control = None;
@@ -351,6 +364,8 @@ fn parse_ctl(args: &[String]) -> Result<Command, CliError> {
             crate::control::faults::ctl_request(device, words).map_err(bad)?
         }
         ["fault"] => return Err(bad("fault needs a DEVICE".into())),
+        ["hostile", device, rest @ ..] => hostile_request(device, rest).map_err(bad)?,
+        ["hostile"] => return Err(bad("hostile needs a DEVICE".into())),
         ["devices", extra, ..] => return Err(bad(format!("devices takes no argument `{extra}`"))),
         [other, ..] => return Err(bad(format!("unknown command `{other}` ({CTL_COMMANDS})"))),
     };
@@ -360,6 +375,26 @@ fn parse_ctl(args: &[String]) -> Result<Command, CliError> {
         json,
         request,
     }))
+}
+
+/// `hostile DEVICE [on [SETTINGS] | off]`; settings are checked here too, so a typo
+/// is reported before anything is sent.
+fn hostile_request(device: &str, rest: &[&str]) -> Result<Request, String> {
+    let (on, settings) = match rest {
+        [] => (None, None),
+        ["on"] => (Some(true), None),
+        ["on", s] => {
+            Settings::parse(s)?;
+            (Some(true), Some(s.to_string()))
+        }
+        ["off"] => (Some(false), None),
+        _ => return Err("hostile takes a DEVICE, then `on [KINDS:SEED[:RATE]]` or `off`".into()),
+    };
+    Ok(Request::Hostile {
+        device: device.into(),
+        on,
+        settings,
+    })
 }
 
 fn check(devices: &[RnicConfig]) -> Result<(), CliError> {
@@ -460,6 +495,7 @@ struct DeviceKeys {
     trace: Option<PathBuf>,
     pcap: Option<PathBuf>,
     contract: Option<String>,
+    hostile: Option<String>,
 }
 
 impl DeviceKeys {
@@ -508,6 +544,7 @@ impl DeviceKeys {
             trace: self.trace,
             pcap: self.pcap,
             contract,
+            hostile: self.hostile.as_deref().map(Settings::parse).transpose()?,
         })
     }
 }
@@ -545,6 +582,7 @@ fn parse_device(spec: &str) -> Result<RnicConfig, CliError> {
             "mac" => keys.mac = text(),
             "guid" => keys.guid = text(),
             "contract" => keys.contract = Some(value.to_string()),
+            "hostile" => keys.hostile = text(),
             "vendor" => keys.ids.vendor = id()?,
             "device" => keys.ids.device = id()?,
             "subsystem-vendor" => keys.ids.subsystem_vendor = id()?,
@@ -583,6 +621,7 @@ struct DeviceEntry {
     trace: Option<PathBuf>,
     pcap: Option<PathBuf>,
     contract: Option<String>,
+    hostile: Option<String>,
 }
 
 struct Config {
@@ -619,6 +658,7 @@ fn read_config(path: &str) -> Result<Config, CliError> {
                 },
                 trace: d.trace,
                 pcap: d.pcap,
+                hostile: d.hostile,
             };
             keys.finish(&d.name)
                 .map_err(|why| err(format!("device {}: {why}", d.name)))

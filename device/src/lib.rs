@@ -8,7 +8,8 @@
 //! 2. `objects`: the object tables (PDs, MRs, CQs, EQs, QPs) and their names; the fault
 //!    plan of `faults` (each device owns one; `faults::act` sits beside `admin`);
 //! 3. `rnic`: the device state (registers, doorbells, interrupt lines, DMA fence) and the
-//!    notifications that change it (CQEs, EQEs);
+//!    notifications that change it (CQEs, EQEs); beside it `hostile`, the hostile-device
+//!    mode its notifications and the admin completions call (it reads objects and doorbells);
 //! 4. `admin` (the admin queue engine) and `datapath` (work requests between devices);
 //! 5. `model` (the vfio-user face of a device) and `fabric` (routing, poller shards);
 //! 6. `control` (the control socket and `vrnic ctl`: views of the devices while they run);
@@ -22,6 +23,7 @@ pub mod datapath;
 pub mod fabric;
 pub mod faults;
 pub mod guest_memory;
+pub mod hostile;
 pub mod memfd;
 pub mod model;
 pub mod objects;

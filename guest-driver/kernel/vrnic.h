@@ -646,6 +646,7 @@ int vrnic_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 int vrnic_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata);
 int vrnic_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata);
 void vrnic_cq_event(struct vrnic_dev *dev, u32 cqn, bool completion);
+void vrnic_cq_comp_event(struct vrnic_eq *eq, u32 cqn);
 
 /* vrnic_poll.c: kernel CQs */
 int vrnic_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc);

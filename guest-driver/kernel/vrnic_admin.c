@@ -427,6 +427,23 @@ static int vrnic_cmd_handle(struct vrnic_dev *dev, u8 opcode, u32 uctx,
 	return err;
 }
 
+/*
+ * A created object's number (or doorbell slot or page) at or beyond @limit:
+ * the answer cannot be the new object's, and undoing the command by that
+ * number could destroy another object. Reset the device (it then forgets the
+ * new object too) and fail the command.
+ */
+static int vrnic_aq_check_result(struct vrnic_dev *dev, u8 opcode,
+				 const char *what, u32 value, u32 limit)
+{
+	if (value < limit)
+		return 0;
+	dev_err(&dev->pdev->dev, "admin %s returned %s %u, beyond %u\n",
+		vrnic_aq_opcode_name(opcode), what, value, limit);
+	vrnic_aq_mark_dead(dev, "invalid admin result");
+	return -EIO;
+}
+
 /* Contexts are managed by the kernel: it acts as KERNEL_UCTX for them. */
 int vrnic_cmd_alloc_uctx(struct vrnic_dev *dev, u32 *uctx, u32 *db_page)
 {
@@ -452,7 +469,10 @@ int vrnic_cmd_dealloc_uctx(struct vrnic_dev *dev, u32 uctx)
 
 int vrnic_cmd_alloc_pd(struct vrnic_dev *dev, u32 uctx, u32 *pdn)
 {
-	return vrnic_cmd_handle(dev, VRNIC_AQ_OPCODE_ALLOC_PD, uctx, uctx, pdn);
+	int err = vrnic_cmd_handle(dev, VRNIC_AQ_OPCODE_ALLOC_PD, uctx, uctx, pdn);
+
+	return err ?: vrnic_aq_check_result(dev, VRNIC_AQ_OPCODE_ALLOC_PD, "PDN",
+					    *pdn, dev->lim.max_pd);
 }
 
 int vrnic_cmd_dealloc_pd(struct vrnic_dev *dev, u32 uctx, u32 pdn)
@@ -530,12 +550,15 @@ int vrnic_cmd_create_cq(struct vrnic_dev *dev, u32 uctx, u32 eqn, u8 depth_log2,
 	cmd.depth_log2 = depth_log2;
 	cmd.ring = *ring;
 	err = vrnic_aq_exec(dev, &cmd, &comp);
-	if (!err) {
-		*cqn = le32_to_cpu(comp.result0);
-		db->slot = le32_to_cpu(comp.result1);
-		db->page = le32_to_cpu(comp.result2);
-	}
-	return err;
+	if (err)
+		return err;
+	*cqn = le32_to_cpu(comp.result0);
+	db->slot = le32_to_cpu(comp.result1);
+	db->page = le32_to_cpu(comp.result2);
+	return vrnic_aq_check_result(dev, cmd.hdr.opcode, "CQN", *cqn,
+				     dev->lim.max_cq) ?:
+	       vrnic_aq_check_result(dev, cmd.hdr.opcode, "doorbell page",
+				     db->page, VRNIC_DB_PAGES);
 }
 
 int vrnic_cmd_destroy_cq(struct vrnic_dev *dev, u32 uctx, u32 cqn)
@@ -736,12 +759,15 @@ int vrnic_cmd_create_srq(struct vrnic_dev *dev,
 	cmd.cqn = cpu_to_le32(p->cqn);
 	cmd.ring = p->ring;
 	err = vrnic_aq_exec(dev, &cmd, &comp);
-	if (!err) {
-		*srqn = le32_to_cpu(comp.result0);
-		db->slot = le32_to_cpu(comp.result1);
-		db->page = le32_to_cpu(comp.result2);
-	}
-	return err;
+	if (err)
+		return err;
+	*srqn = le32_to_cpu(comp.result0);
+	db->slot = le32_to_cpu(comp.result1);
+	db->page = le32_to_cpu(comp.result2);
+	return vrnic_aq_check_result(dev, cmd.hdr.opcode, "SRQN", *srqn,
+				     VRNIC_MAX_SRQ) ?:
+	       vrnic_aq_check_result(dev, cmd.hdr.opcode, "doorbell page",
+				     db->page, VRNIC_DB_PAGES);
 }
 
 int vrnic_cmd_modify_srq(struct vrnic_dev *dev, u32 uctx, u32 srqn,

@@ -50,6 +50,38 @@ void vrnic_cq_event(struct vrnic_dev *dev, u32 cqn, bool completion)
 }
 
 /*
+ * A completion event on completion EQ @eq. Only a CQ bound to @eq is called:
+ * destroy_cq waits only for its own EQ's handler (vrnic_cq_sync_irqs), so a
+ * CQ found through another EQ's event could be freed under us. An event for
+ * a CQ of another EQ, or for a CQN no CQ can have, is the device's error.
+ */
+void vrnic_cq_comp_event(struct vrnic_eq *eq, u32 cqn)
+{
+	struct vrnic_dev *dev = eq->dev;
+	struct vrnic_cq *cq;
+	u32 other;
+
+	if (cqn >= dev->lim.max_cq) {
+		dev_warn_ratelimited(&dev->pdev->dev,
+				     "completion EQ %u: event for CQN %u, beyond max_cq %u\n",
+				     eq->eqn, cqn, dev->lim.max_cq);
+		return;
+	}
+	/* Under the lock destroy_cq's erase takes: the CQ stays while we look. */
+	xa_lock(&dev->cqs);
+	cq = xa_load(&dev->cqs, cqn);
+	other = cq && cq->eq != eq ? cq->eq->eqn : U32_MAX;
+	xa_unlock(&dev->cqs);
+	if (other != U32_MAX) {
+		dev_warn_ratelimited(&dev->pdev->dev,
+				     "completion EQ %u: event for CQ %u of EQ %u; ignored\n",
+				     eq->eqn, cqn, other);
+		return;
+	}
+	vrnic_cq_event(dev, cqn, true);
+}
+
+/*
  * Wait for the handlers that can have found @cq before it left dev->cqs:
  * its completion EQ's and the async EQ's (CQ_ERR); no other vector.
  */
@@ -98,10 +130,12 @@ static int vrnic_create_kernel_cq(struct vrnic_dev *dev, struct vrnic_cq *cq,
 		goto err_destroy;
 	}
 	cq->slot = vrnic_kdb_slot(kdb, cq->db.slot);
-	err = xa_insert(&dev->cqs, cq->cqn, cq, GFP_KERNEL);
+	err = xa_insert_irq(&dev->cqs, cq->cqn, cq, GFP_KERNEL);
 	if (err) {
 		dev_err(&dev->pdev->dev, "CREATE_CQ returned CQN %u in use\n",
 			cq->cqn);
+		/* Destroying it would destroy another CQ: see vrnic_qp_insert. */
+		vrnic_aq_mark_dead(dev, "invalid CREATE_CQ result");
 		err = -EIO;
 		goto err_destroy;
 	}
@@ -187,10 +221,12 @@ int vrnic_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	err = vrnic_uctx_db_page(udata, &cq->db, &db_key, &kick_key);
 	if (err)
 		goto err_destroy;
-	err = xa_insert(&dev->cqs, cq->cqn, cq, GFP_KERNEL);
+	err = xa_insert_irq(&dev->cqs, cq->cqn, cq, GFP_KERNEL);
 	if (err) {
 		dev_err(&dev->pdev->dev, "CREATE_CQ returned CQN %u in use\n",
 			cq->cqn);
+		/* Destroying it would destroy another CQ: see vrnic_qp_insert. */
+		vrnic_aq_mark_dead(dev, "invalid CREATE_CQ result");
 		err = -EIO;
 		goto err_destroy;
 	}
@@ -212,7 +248,7 @@ int vrnic_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	return 0;
 
 err_erase:
-	xa_erase(&dev->cqs, cq->cqn);
+	xa_erase_irq(&dev->cqs, cq->cqn);
 	vrnic_cq_sync_irqs(dev, cq);
 err_destroy:
 	if (vrnic_cmd_destroy_cq(dev, cq->uctx, cq->cqn) && !vrnic_is_dead(dev)) {
@@ -359,7 +395,7 @@ int vrnic_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
 	int err;
 
 	/* After this no EQ handler can find the CQ or still be using it. */
-	xa_erase(&dev->cqs, cq->cqn);
+	xa_erase_irq(&dev->cqs, cq->cqn);
 	vrnic_cq_sync_irqs(dev, cq);
 
 	err = vrnic_cmd_destroy_cq(dev, cq->uctx, cq->cqn);

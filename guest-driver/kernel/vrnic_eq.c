@@ -114,7 +114,7 @@ static void vrnic_eq_dispatch(struct vrnic_eq *eq, const struct vrnic_eqe *eqe)
 	if (eq->async) {
 		vrnic_async_event(eq, eqe);
 	} else if (eqe->event_type == VRNIC_EVENT_TYPE_COMPLETION) {
-		vrnic_cq_event(eq->dev, le32_to_cpu(eqe->obj), true);
+		vrnic_cq_comp_event(eq, le32_to_cpu(eqe->obj));
 	} else {
 		dev_warn_ratelimited(&eq->dev->pdev->dev,
 				     "completion EQ %u: unexpected event type %u\n",

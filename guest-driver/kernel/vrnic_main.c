@@ -455,8 +455,8 @@ static struct vrnic_dev *vrnic_dev_up(struct pci_dev *pdev)
 	if (!dev)
 		return ERR_PTR(-ENOMEM);
 	dev->pdev = pdev;
-	xa_init(&dev->cqs);
-	xa_init(&dev->qps);
+	xa_init_flags(&dev->cqs, XA_FLAGS_LOCK_IRQ);
+	xa_init_flags(&dev->qps, XA_FLAGS_LOCK_IRQ);
 	xa_init(&dev->srqs);
 	xa_init(&dev->kdb_pages);
 	mutex_init(&dev->kdb_lock);

@@ -12,9 +12,12 @@
  * resized (vrnic_cq.c) its pollers find nothing and arming reports a missed
  * event, so that ib_cq's pollers come back.
  *
- * CQE fields are the device's: indices are reduced modulo the queue's depth
- * (an SRQ slot must be in range), the QPN only looked up, the SRQ compared;
- * an unknown opcode or a bad SRQ becomes a failed completion.
+ * CQE fields are the device's and checked (see tests/e2e-hostile.sh): the
+ * QPN must be a kernel QP whose queue completes to this CQ (else the CQE is
+ * dropped, reported), the WQE index a slot with a posted WQE, the SRQ the
+ * QP's (else the CQE is dropped, reported: its wr_id cannot be trusted); an
+ * unknown opcode, status or flag bit or a byte_len beyond any message makes
+ * the completion of its WQE a failed one.
  */
 #include "vrnic.h"
 
@@ -48,24 +51,42 @@ static const struct vrnic_cqe *vrnic_cq_next(struct vrnic_cq *cq)
 	return vrnic_cq_at(cq, cq->ci);
 }
 
-/* Retire every WQE of @wq up to and including the one at @wqe_index. */
-static void vrnic_wq_retire(struct vrnic_wq *wq, u16 wqe_index)
+/*
+ * Retire every WQE of @wq up to and including the one at @wqe_index; false,
+ * retiring nothing, when @wqe_index is outside the queue or names a slot
+ * with no posted WQE (outside [ci, pi)): a device that says so is wrong, and
+ * believing it would hand slots still in use back to the poster.
+ */
+static bool vrnic_wq_retire(struct vrnic_wq *wq, u16 wqe_index)
 {
 	u32 mask = (1U << wq->depth_log2) - 1;
 	u32 ci = wq->ci;
+	u32 delta = (wqe_index - ci) & mask;
 
-	ci += ((wqe_index - ci) & mask) + 1;
+	if (wqe_index > mask || delta >= READ_ONCE(wq->pi) - ci)
+		return false;
 	/* Pairs with post's acquire: the slot may be reused from now on. */
-	smp_store_release(&wq->ci, ci);
+	smp_store_release(&wq->ci, ci + delta + 1);
+	return true;
 }
 
+/* cqe.flags and cqe.wc_flags bits the spec defines. */
+#define VRNIC_CQE_FLAGS_ALL (VRNIC_CQE_FLAG_RECV | VRNIC_CQE_FLAG_SOLICITED | \
+			     VRNIC_CQE_FLAG_SRQ)
+
 /*
- * Whether a CQE's opcode is one the device can write for that queue. Only a
- * receive may carry WITH_INV. Anything else is reported as a failed
- * completion rather than passed on.
+ * Whether a CQE's opcode is one the device can write for that queue, and its
+ * status, flags and length are values the spec has. Only a receive may carry
+ * WITH_INV. Anything else is reported as a failed completion rather than
+ * passed on.
  */
 static bool vrnic_cqe_opcode_valid(const struct vrnic_cqe_fields *f)
 {
+	if (f->status > VRNIC_WC_STATUS_GENERAL_ERR ||
+	    (f->flags & ~VRNIC_CQE_FLAGS_ALL) ||
+	    (f->wc_flags & ~VRNIC_WC_FLAGS_ALL) ||
+	    f->byte_len > VRNIC_BAR0_MAX_MSG_SIZE_RESET)
+		return false;
 	if (f->flags & VRNIC_CQE_FLAG_RECV)
 		return f->opcode == VRNIC_WC_OPCODE_RECV ||
 		       f->opcode == VRNIC_WC_OPCODE_RECV_RDMA_WITH_IMM;
@@ -97,18 +118,10 @@ static bool vrnic_cqe_retire(struct vrnic_qp *qp,
 	bool from_srq = f->flags & VRNIC_CQE_FLAG_SRQ;
 	struct vrnic_srq *srq;
 
-	if (!(f->flags & VRNIC_CQE_FLAG_RECV)) {
-		if (from_srq)
-			return false;
-		vrnic_wq_retire(&qp->sq, f->wqe_index);
-		return true;
-	}
-	if (!qp->ibqp.srq) {
-		if (from_srq)
-			return false;
-		vrnic_wq_retire(&qp->rq, f->wqe_index);
-		return true;
-	}
+	if (!(f->flags & VRNIC_CQE_FLAG_RECV))
+		return !from_srq && vrnic_wq_retire(&qp->sq, f->wqe_index);
+	if (!qp->ibqp.srq)
+		return !from_srq && vrnic_wq_retire(&qp->rq, f->wqe_index);
 	srq = to_vsrq(qp->ibqp.srq);
 	if (!from_srq || f->srqn != srq->srqn ||
 	    f->wqe_index >= (1U << srq->depth_log2))
@@ -117,23 +130,24 @@ static bool vrnic_cqe_retire(struct vrnic_qp *qp,
 	return true;
 }
 
-/* @valid: vrnic_cqe_retire() accepted the CQE. */
+/* A CQE that vrnic_cqe_retire() accepted, as a work completion. */
 static void vrnic_fill_wc(struct vrnic_qp *qp, const struct vrnic_cqe_fields *f,
-			  bool valid, struct ib_wc *wc)
+			  struct ib_wc *wc)
 {
 	bool recv = f->flags & VRNIC_CQE_FLAG_RECV;
 
 	memset(wc, 0, sizeof(*wc));
 	wc->wr_id = f->wr_id;
-	wc->status = min_t(u8, f->status, IB_WC_GENERAL_ERR);
+	wc->status = f->status;
 	wc->vendor_err = f->vendor_err;
 	wc->byte_len = f->byte_len;
 	wc->qp = &qp->ibqp;
-	if (!valid || !vrnic_cqe_opcode_valid(f)) {
+	if (!vrnic_cqe_opcode_valid(f)) {
 		dev_warn_ratelimited(&to_vdev(qp->ibqp.device)->pdev->dev,
-				     "QP %u: CQE with opcode %#x wc_flags %#x flags %#x srqn %u wqe_index %u\n",
-				     qp->qpn, f->opcode, f->wc_flags, f->flags,
-				     f->srqn, f->wqe_index);
+				     "QP %u: invalid CQE: opcode %#x status %#x wc_flags %#x flags %#x byte_len %#x srqn %u wqe_index %u\n",
+				     qp->qpn, f->opcode, f->status, f->wc_flags,
+				     f->flags, f->byte_len, f->srqn,
+				     f->wqe_index);
 		wc->status = IB_WC_GENERAL_ERR;
 		wc->opcode = recv ? IB_WC_RECV : IB_WC_SEND;
 		return;
@@ -159,6 +173,51 @@ static void vrnic_fill_wc(struct vrnic_qp *qp, const struct vrnic_cqe_fields *f,
 	}
 }
 
+/*
+ * The kernel QP a CQE of @cq names, or NULL (the CQE is dropped). The QP must
+ * use @cq for that queue: destroy_qp takes the locks of the QP's own CQs
+ * after erasing it, so only such a QP stays alive while we hold cq->lock.
+ * The check is made under the xarray's lock, which the erase takes, so the
+ * QP cannot be freed between the look-up and the check. A QP of another CQ,
+ * a user QP or a number no QP can have is the device's error and reported.
+ */
+static struct vrnic_qp *vrnic_cqe_qp(struct vrnic_dev *dev,
+				     struct vrnic_cq *cq,
+				     const struct vrnic_cqe_fields *f)
+{
+	bool recv = f->flags & VRNIC_CQE_FLAG_RECV;
+	struct vrnic_qp *qp;
+	const char *why;
+
+	if (f->qpn < VRNIC_QPN_MIN || f->qpn > VRNIC_QPN_MAX) {
+		why = "no QPN";
+		goto bad;
+	}
+	xa_lock(&dev->qps);
+	qp = xa_load(&dev->qps, f->qpn);
+	if (!qp) {
+		xa_unlock(&dev->qps);
+		/* Its QP was destroyed after the device wrote it. */
+		ibdev_dbg(&dev->ibdev, "CQ %u: CQE of unknown QP %u\n",
+			  cq->cqn, f->qpn);
+		return NULL;
+	}
+	if (!qp->kernel)
+		why = "a user QP";
+	else if ((recv ? qp->ibqp.recv_cq : qp->ibqp.send_cq) != &cq->ibcq)
+		why = "a QP of another CQ";
+	else
+		why = NULL;
+	xa_unlock(&dev->qps);
+	if (!why)
+		return qp;
+bad:
+	dev_warn_ratelimited(&dev->pdev->dev,
+			     "CQ %u: CQE names %s (QPN %#x); dropped\n",
+			     cq->cqn, why, f->qpn);
+	return NULL;
+}
+
 int vrnic_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc)
 {
 	struct vrnic_dev *dev = to_vdev(ibcq->device);
@@ -167,7 +226,6 @@ int vrnic_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc)
 	struct vrnic_cqe_fields f;
 	struct vrnic_qp *qp;
 	unsigned long flags;
-	bool valid;
 	u32 start;
 	int n = 0;
 
@@ -185,15 +243,23 @@ int vrnic_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc)
 		cq->ci++;
 		if (!f.qpn)
 			continue;	/* dropped by vrnic_cq_clean() */
-		qp = xa_load(&dev->qps, f.qpn);
-		if (!qp || !qp->kernel) {
-			/* Its QP was destroyed after the device wrote it. */
-			ibdev_dbg(&dev->ibdev, "CQ %u: CQE of unknown QP %u\n",
-				  cq->cqn, f.qpn);
+		qp = vrnic_cqe_qp(dev, cq, &f);
+		if (!qp)
+			continue;
+		/*
+		 * A CQE that completes no outstanding WQE is not passed on:
+		 * its wr_id would be a completed request's (a kernel ULP's
+		 * ib_cqe, maybe freed) or garbage. The WQE it may stand for
+		 * completes when the QP is flushed.
+		 */
+		if (!vrnic_cqe_retire(qp, &f)) {
+			dev_warn_ratelimited(&dev->pdev->dev,
+					     "QP %u: CQE for no outstanding WQE (flags %#x srqn %u wqe_index %u); dropped\n",
+					     qp->qpn, f.flags, f.srqn,
+					     f.wqe_index);
 			continue;
 		}
-		valid = vrnic_cqe_retire(qp, &f);
-		vrnic_fill_wc(qp, &f, valid, &wc[n++]);
+		vrnic_fill_wc(qp, &f, &wc[n++]);
 	}
 	if (cq->ci != start) {
 		/* Every CQE read before the device may reuse its entry. */

@@ -234,14 +234,24 @@ static int vrnic_qp_insert(struct vrnic_dev *dev, struct vrnic_qp *qp)
 	    qp->db.slot >= VRNIC_DB_SLOTS_PER_PAGE) {
 		dev_err(&dev->pdev->dev, "CREATE_QP returned QPN %u slot %u\n",
 			qp->qpn, qp->db.slot);
-		return -EIO;
+		goto bad;
 	}
-	err = xa_insert(&dev->qps, qp->qpn, qp, GFP_KERNEL);
+	err = xa_insert_irq(&dev->qps, qp->qpn, qp, GFP_KERNEL);
 	if (err) {
 		dev_err(&dev->pdev->dev, "CREATE_QP returned QPN %u in use\n",
 			qp->qpn);
-		return -EIO;
+		goto bad;
 	}
+	return 0;
+
+bad:
+	/*
+	 * The QPN the device gave is not its new QP's (or of another QP):
+	 * destroying it could destroy someone else's QP, and the new one is
+	 * unknown. Reset the device (destroys then fail at once, harmlessly).
+	 */
+	vrnic_aq_mark_dead(dev, "invalid CREATE_QP result");
+	return -EIO;
 	return 0;
 }
 
@@ -559,7 +569,7 @@ int vrnic_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init_attr,
 	return 0;
 
 err_erase:
-	xa_erase(&dev->qps, qp->qpn);
+	xa_erase_irq(&dev->qps, qp->qpn);
 	vrnic_eq_sync_irq(&dev->async_eq);	/* QP events: async EQ only */
 err_destroy:
 	if (vrnic_cmd_destroy_qp(dev, qp->uctx, qp->qpn) && !vrnic_is_dead(dev)) {
@@ -837,7 +847,7 @@ int vrnic_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	int err;
 
 	/* After this no EQ handler can find the QP or still be using it. */
-	xa_erase(&dev->qps, qp->qpn);
+	xa_erase_irq(&dev->qps, qp->qpn);
 	vrnic_eq_sync_irq(&dev->async_eq);	/* QP events: async EQ only */
 	if (qp->kernel) {
 		/* Nor a poller that looked the QP up before the erase. */

@@ -64,6 +64,8 @@ static int vrnic_srq_insert(struct vrnic_dev *dev, struct vrnic_srq *srq)
 	if (err) {
 		dev_err(&dev->pdev->dev, "CREATE_SRQ returned SRQN %u in use\n",
 			srq->srqn);
+		/* Destroying it would destroy another SRQ: see vrnic_qp_insert. */
+		vrnic_aq_mark_dead(dev, "invalid CREATE_SRQ result");
 		return -EIO;
 	}
 	return 0;

@@ -381,14 +381,16 @@ int vrnic_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
  * free-running index is the first one at or after ci. An index outside the
  * outstanding range [ci, pi) is ignored rather than corrupting the queue.
  */
-static void vrnic_wq_retire(struct vrnic_wq *wq, uint16_t wqe_index)
+static bool vrnic_wq_retire(struct vrnic_wq *wq, uint16_t wqe_index)
 {
 	uint32_t ci = __atomic_load_n(&wq->ci, __ATOMIC_RELAXED);
 	uint32_t pi = __atomic_load_n(&wq->pi, __ATOMIC_RELAXED);
 	uint32_t delta = ((uint32_t)wqe_index - ci) & (wq->depth - 1);
 
-	if (delta < pi - ci)
-		__atomic_store_n(&wq->ci, ci + delta + 1, __ATOMIC_RELEASE);
+	if (wqe_index >= wq->depth || delta >= pi - ci)
+		return false;
+	__atomic_store_n(&wq->ci, ci + delta + 1, __ATOMIC_RELEASE);
+	return true;
 }
 
 /*
@@ -411,10 +413,71 @@ bool vrnic_cqe_retire(struct vrnic_context *ctx,
 	if (!qp)
 		return true;
 	if (!(cqe->flags & VRNIC_CQE_FLAG_RECV))
-		vrnic_wq_retire(&qp->sq, cqe->wqe_index);
-	else
-		vrnic_wq_retire(&qp->rq, cqe->wqe_index);
-	return true;
+		return vrnic_wq_retire(&qp->sq, cqe->wqe_index);
+	return vrnic_wq_retire(&qp->rq, cqe->wqe_index);
+}
+
+/* cqe.flags bits the spec defines. */
+#define VRNIC_CQE_FLAGS_ALL (VRNIC_CQE_FLAG_RECV | VRNIC_CQE_FLAG_SOLICITED | \
+			     VRNIC_CQE_FLAG_SRQ)
+
+static bool vrnic_cqe_opcode_known(uint8_t opcode, bool recv)
+{
+	if (recv)
+		return opcode == VRNIC_WC_OPCODE_RECV ||
+		       opcode == VRNIC_WC_OPCODE_RECV_RDMA_WITH_IMM;
+	switch (opcode) {
+	case VRNIC_WC_OPCODE_SEND:
+	case VRNIC_WC_OPCODE_RDMA_WRITE:
+	case VRNIC_WC_OPCODE_RDMA_READ:
+	case VRNIC_WC_OPCODE_COMP_SWAP:
+	case VRNIC_WC_OPCODE_FETCH_ADD:
+	case VRNIC_WC_OPCODE_BIND_MW:
+	case VRNIC_WC_OPCODE_LOCAL_INV:
+	case VRNIC_WC_OPCODE_REG_MR:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/*
+ * Whether a CQE of @cq holds only values the spec has, and names a QPN a QP
+ * can have and, if the QP is ours, one whose queue completes to @cq (XRC
+ * receives, with CQE_FLAG_SRQ, name a QP of the target's: not looked at).
+ * Caller holds cq->lock; the QP table's mutex, which destroy_qp takes to
+ * remove a QP, keeps a QP of another CQ alive while we look at it. What
+ * wrong there is the device's: it is logged and the CQE reported as an
+ * error completion (vrnic_cq_next_wc).
+ */
+static const char *vrnic_cqe_invalid(struct vrnic_cq *cq,
+				     const struct vrnic_cqe_fields *cqe)
+{
+	struct vrnic_context *ctx = to_vctx(cq->ibv_cq.context);
+	bool recv = cqe->flags & VRNIC_CQE_FLAG_RECV;
+	const char *why = NULL;
+	struct vrnic_qp *qp;
+
+	if (cqe->status > VRNIC_WC_STATUS_GENERAL_ERR)
+		return "unknown status";
+	if (!vrnic_cqe_opcode_known(cqe->opcode, recv))
+		return "unknown opcode";
+	if ((cqe->flags & ~VRNIC_CQE_FLAGS_ALL) ||
+	    (cqe->wc_flags & ~VRNIC_WC_FLAGS_ALL))
+		return "undefined flag bits";
+	if (cqe->byte_len > VRNIC_BAR0_MAX_MSG_SIZE_RESET)
+		return "byte_len beyond the largest message";
+	if (cqe->qpn < VRNIC_QPN_MIN || cqe->qpn > VRNIC_QPN_MAX)
+		return "no QPN";
+	if (cqe->flags & VRNIC_CQE_FLAG_SRQ)
+		return NULL;
+	pthread_mutex_lock(&ctx->qp_table_mutex);
+	qp = vrnic_find_qp(ctx, cqe->qpn);
+	if (qp && (recv ? qp->ibv_qp.recv_cq : qp->ibv_qp.send_cq) !=
+		  &cq->ibv_cq)
+		why = "a QP of another CQ";
+	pthread_mutex_unlock(&ctx->qp_table_mutex);
+	return why;
 }
 
 static void vrnic_cqe_to_wc(const struct vrnic_cqe_fields *cqe,
@@ -451,6 +514,7 @@ bool vrnic_cq_next_wc(struct vrnic_cq *cq, uint32_t *ci, struct ibv_wc *wc)
 {
 	struct vrnic_context *ctx = to_vctx(cq->ibv_cq.context);
 	struct vrnic_cqe_fields cqe;
+	const char *why;
 
 	while (vrnic_cqe_valid(cq, *ci)) {
 		vrnic_cqe_decode(vrnic_cqe_at(cq, *ci), &cqe);
@@ -458,8 +522,20 @@ bool vrnic_cq_next_wc(struct vrnic_cq *cq, uint32_t *ci, struct ibv_wc *wc)
 		if (!cqe.qpn)
 			continue; /* dropped by vrnic_cq_clean */
 		vrnic_cqe_to_wc(&cqe, wc);
-		if (!vrnic_cqe_retire(ctx, &cqe))
+		why = vrnic_cqe_invalid(cq, &cqe);
+		if (!why && !vrnic_cqe_retire(ctx, &cqe))
+			why = "a WQE not outstanding";
+		if (why) {
+			verbs_warn(&ctx->ibv_ctx,
+				   "vrnic: CQ %u: invalid CQE (%s): qpn %#x opcode %#x status %#x flags %#x wc_flags %#x wqe_index %u byte_len %#x\n",
+				   cq->cqn, why, cqe.qpn, cqe.opcode,
+				   cqe.status, cqe.flags, cqe.wc_flags,
+				   cqe.wqe_index, cqe.byte_len);
 			wc->status = IBV_WC_GENERAL_ERR;
+			wc->opcode = (cqe.flags & VRNIC_CQE_FLAG_RECV) ?
+				     IBV_WC_RECV : IBV_WC_SEND;
+			wc->wc_flags = 0;
+		}
 		return true;
 	}
 	return false;

@@ -244,7 +244,7 @@ fn query_device(rnic: &Rnic, mem: &RamSnapshot, cmd: &CmdQuery) -> CmdResult<[u3
         max_xrcd: MAX_XRCD.into(),
         ..Default::default()
     };
-    answer_query(mem, cmd, &attr)
+    answer_query(mem, cmd, &rnic.hostile.device_attr(attr))
 }
 
 fn query_port(rnic: &Rnic, mem: &RamSnapshot, cmd: &CmdQuery) -> CmdResult<[u32; 4]> {
@@ -281,7 +281,7 @@ fn query_port(rnic: &Rnic, mem: &RamSnapshot, cmd: &CmdQuery) -> CmdResult<[u32;
             attr.gid[8..].copy_from_slice(&rnic.node_guid.to_be_bytes());
         }
     }
-    answer_query(mem, cmd, &attr)
+    answer_query(mem, cmd, &rnic.hostile.port_attr(attr))
 }
 
 fn alloc_uctx(rnic: &Rnic, st: &mut RnicState, cmd: &CmdHandle) -> CmdResult<[u32; 4]> {

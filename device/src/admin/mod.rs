@@ -194,6 +194,7 @@ fn complete(
     mut completion: AqCompletion,
 ) -> bool {
     completion.owner = 0;
+    rnic.hostile.admin_completion(&st.objects, &mut completion);
     if publish(
         mem,
         fetched.acq,

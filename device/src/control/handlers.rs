@@ -28,6 +28,11 @@ pub fn handle(fabric: &Fabric, request: &Request) -> Result<Vec<u8>, RequestErro
         Request::Fault { device, rule } => super::faults::fault(fabric, device, rule),
         Request::Faults { device } => super::faults::faults(fabric, device),
         Request::FaultClear { device } => super::faults::clear(fabric, device),
+        Request::Hostile {
+            device,
+            on,
+            settings,
+        } => super::hostile::handle(self::device(fabric, device)?, *on, settings.as_deref()),
     }
 }
 

@@ -23,6 +23,10 @@
 //! {"cmd":"contract","device":"rnic0"}                    the contract checker
 //!   -> {"device":"rnic0","mode":"warn","violations":0,"fatal_rule":null,
 //!       "rules":[{"rule":"REG_RESERVED_BITS","number":1,"section":"3 / Access types","count":0},...]}
+//! {"cmd":"hostile","device":"rnic0"}                      the hostile-device mode
+//! {"cmd":"hostile","device":"rnic0","on":true,"settings":"cqe+eqe:42:10"}
+//! {"cmd":"hostile","device":"rnic0","on":false}
+//!   -> {"device":"rnic0","on":true,"settings":"cqe+eqe:42:10","written":{"cqe-phase":3,...}}
 //! ```
 //!
 //! `fault`, `faults` and `fault_clear` arm, list and clear fault-injection rules
@@ -79,6 +83,7 @@ pub mod connection;
 pub mod contract;
 pub mod faults;
 pub mod handlers;
+pub mod hostile;
 pub mod protocol;
 pub mod render;
 pub mod server;

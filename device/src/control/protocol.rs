@@ -55,6 +55,15 @@ pub enum Request {
     Faults { device: String },
     /// Drops a device's fault rules.
     FaultClear { device: String },
+    /// The hostile-device mode of a device: shown, or switched on (`on: true`, with
+    /// `settings` KINDS:SEED[:RATE] or the last ones) or off.
+    Hostile {
+        device: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        on: Option<bool>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        settings: Option<String>,
+    },
 }
 
 impl Request {
@@ -69,6 +78,7 @@ impl Request {
         "fault",
         "faults",
         "fault_clear",
+        "hostile",
     ];
 }
 
@@ -113,6 +123,16 @@ pub struct CountersReply {
     pub counters: BTreeMap<String, u64>,
 }
 
+/// The answer to `hostile`: on or off, the settings (KINDS:SEED:RATE) in force or last
+/// in force, and the corruptions written per kind since it was last switched on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostileReply {
+    pub device: String,
+    pub on: bool,
+    pub settings: Option<String>,
+    pub written: BTreeMap<String, u64>,
+}
+
 /// The answer to a request that failed; the only response with an `error` key.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorReply {
@@ -139,6 +159,8 @@ pub enum RequestError {
     Pcap { device: String, why: String },
     #[error("fault: {0}")]
     Fault(String),
+    #[error("bad hostile settings: {0}")]
+    BadHostile(String),
     #[error("request line longer than {0} bytes; closing the connection")]
     TooLong(usize),
     #[error("no complete request within {0} s; closing the connection")]

@@ -17,6 +17,7 @@ pub fn render(request: &Request, reply: &str) -> Result<String, serde_json::Erro
         Request::Fault { .. } | Request::Faults { .. } | Request::FaultClear { .. } => {
             super::faults::render(request, reply)?
         }
+        Request::Hostile { .. } => super::hostile::render(&serde_json::from_str(reply)?),
     })
 }
 

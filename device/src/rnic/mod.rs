@@ -45,11 +45,13 @@ pub struct RnicConfig {
     pub pcap: Option<std::path::PathBuf>,
     /// What the device does about contract violations (SPEC "Contract checking").
     pub contract: contract::ContractMode,
+    /// `hostile=`: the hostile-device mode from the start (`crate::hostile`).
+    pub hostile: Option<crate::hostile::Settings>,
 }
 
 impl RnicConfig {
-    /// A device with the hw-spec's PCI IDs and no start-up trace or capture, checking
-    /// the contract in the default mode (warn).
+    /// A device with the hw-spec's PCI IDs and no start-up trace, capture or hostile
+    /// mode, checking the contract in the default mode (warn).
     pub fn new(name: &str, socket: std::path::PathBuf, link: LinkMode) -> Self {
         RnicConfig {
             name: name.into(),
@@ -59,6 +61,7 @@ impl RnicConfig {
             trace: None,
             pcap: None,
             contract: Default::default(),
+            hostile: None,
         }
     }
 }
@@ -106,6 +109,8 @@ pub struct Rnic {
     pub contract: contract::Contract,
     /// Fault injection (`faults`): rules armed through the control socket.
     pub faults: crate::faults::Faults,
+    /// The hostile-device mode (off unless the spec or the control socket says so).
+    pub hostile: crate::hostile::Hostile,
     waker: Arc<Waker>,
     state: Mutex<RnicState>,
 }
@@ -228,6 +233,7 @@ impl Rnic {
         Ok(Arc::new(Rnic {
             trace,
             faults: crate::faults::Faults::new(&config.name),
+            hostile: crate::hostile::Hostile::new(&config.name, config.hostile),
             node_guid: config.link.node_guid(),
             contract: contract::Contract::new(config.contract),
             config,

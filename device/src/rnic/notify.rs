@@ -8,6 +8,7 @@
 
 use super::{Rnic, RnicState};
 use crate::guest_memory::{DmaError, RamSnapshot};
+use crate::hostile;
 use crate::objects::queues::PendingEvent;
 use std::sync::atomic::{fence, Ordering};
 use vm_memory::ByteValued;
@@ -50,6 +51,7 @@ pub fn post_cqe(
     cqn: u32,
     cqe: &Cqe,
 ) -> Result<(), CqBroken> {
+    let bad = rnic.hostile.cqe(&st.objects, &rnic.doorbells, cqn, cqe);
     let Some(cq) = st.objects.cqs.get_mut(cqn) else {
         return Err(CqBroken);
     };
@@ -62,7 +64,15 @@ pub fn post_cqe(
     let overflow = cq.pi.wrapping_sub(ci) >= cq.ring.depth();
     let written = !overflow
         && cq.ring.entry_addr(cq.pi).is_some_and(|addr| {
-            publish(mem, addr, cqe, Cqe::OWNER_OFF, cq.ring.phase(cq.pi)).is_ok()
+            let phase = hostile::cqe::phase(&bad, cq.ring.phase(cq.pi));
+            publish(
+                mem,
+                addr,
+                hostile::cqe::entry(&bad, cqe),
+                Cqe::OWNER_OFF,
+                phase,
+            )
+            .is_ok()
         });
     if !written {
         // More than a ring ahead of its consumer: the consumer index is beyond the producer.
@@ -105,6 +115,10 @@ pub fn post_cqe(
     }
     cq.pi = cq.pi.wrapping_add(1);
     rnic.trace.cqe(cqn, cqe);
+    cq.pi = cq
+        .pi
+        .wrapping_add(hostile::cqe::duplicate(&bad, mem, &cq.ring, cq.pi, ci));
+    rnic.hostile.irq(&mut st.pending_irqs);
     // Pairs with the driver's barrier between storing `arm` and re-polling the CQ.
     fence(Ordering::SeqCst);
     let arm = rnic
@@ -198,6 +212,7 @@ fn eq_ci_check(rnic: &Rnic, st: &mut RnicState, eqn: u32) {
 /// Moves held-back events of EQ `eqn` into its ring while it has room. Returns whether
 /// some are still waiting.
 fn deliver(rnic: &Rnic, st: &mut RnicState, mem: &RamSnapshot, eqn: u32) -> bool {
+    let hints = rnic.hostile.eqe_hints(&st.objects, eqn);
     let Some(eq) = st.objects.eqs.get_mut(eqn) else {
         return false;
     };
@@ -215,6 +230,7 @@ fn deliver(rnic: &Rnic, st: &mut RnicState, mem: &RamSnapshot, eqn: u32) -> bool
             data: next.data.into(),
             ..Default::default()
         };
+        let eqe = rnic.hostile.eqe(&hints, eqe, &mut eq.pending);
         let written = eq.ring.entry_addr(eq.pi).is_some_and(|addr| {
             publish(
                 mem,

@@ -312,6 +312,25 @@ impl FakeDriver {
             .collect()
     }
 
+    /// Submits `cmd` with command id `id` and returns its completion as the device wrote
+    /// it, checking nothing (for tests of a device that writes malformed ones).
+    pub fn admin_raw(&mut self, cmd: &[u8], id: u32) -> AqCompletion {
+        let mut bytes = cmd.to_vec();
+        bytes[4..8].copy_from_slice(&id.to_le_bytes());
+        self.admin_submit_only(&bytes);
+        let q = self.admin.as_mut().expect("enabled");
+        let depth = 1u32 << q.depth_log2;
+        let addr = q.acq + u64::from(q.ci & (depth - 1)) * u64::from(ACQ_ENTRY_SIZE);
+        let phase = ((q.ci >> q.depth_log2) & 1) ^ 1;
+        q.ci = q.ci.wrapping_add(1);
+        let mem = &self.mem;
+        wait_for("an admin completion", || {
+            let owner: u8 = mem.load(addr + AqCompletion::OWNER_OFF as u64, Ordering::Acquire);
+            (u32::from(owner & 1) == phase).then_some(())
+        });
+        self.mem.read_obj(addr)
+    }
+
     /// Submits a command struct (any `Cmd*`: they all start with `aq_header`).
     pub fn admin<T: ByteValued>(&mut self, cmd: &T) -> AdminResult {
         self.admin_bytes(cmd.as_slice())

@@ -572,6 +572,90 @@ static struct ibv_wc poll_one(void)
 	return wc;
 }
 
+/* A CQE at @slot of QP @qpn with one field made hostile by @edit. */
+static void dev_cqe_edited(uint32_t qpn, uint16_t slot,
+			   void (*edit)(struct vrnic_cqe *cqe))
+{
+	struct vrnic_cqe *cqe = dev_cqe_fill(qpn, slot, 0x61, 0, 0);
+
+	if (edit)
+		edit(cqe);
+	dev_cqe_publish(cqe);
+}
+
+static void bad_status(struct vrnic_cqe *cqe)
+{
+	cqe->status = 0x40;
+}
+
+static void bad_opcode(struct vrnic_cqe *cqe)
+{
+	cqe->opcode = 0x7f;
+}
+
+static void bad_flags(struct vrnic_cqe *cqe)
+{
+	cqe->flags |= 0x10;
+}
+
+static void bad_wc_flags(struct vrnic_cqe *cqe)
+{
+	cqe->wc_flags |= 0x20;
+}
+
+static void bad_len(struct vrnic_cqe *cqe)
+{
+	cqe->byte_len = htole32(0x80000001);
+}
+
+/*
+ * CQEs no device may write (the hostile-device mode writes them): an
+ * unknown status, opcode or flag bit, a byte_len beyond any message, a
+ * number no QP can have, a QP whose send CQ is another, a slot with nothing
+ * posted. Each is an error completion that retires nothing; the real CQE
+ * then retires the WQE.
+ */
+static void test_cqe_hostile_values(void)
+{
+	struct ibv_sge sge = { .addr = 0x1000, .length = 8, .lkey = 1 };
+	struct ibv_send_wr wr = { .wr_id = 0x61, .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_SIGNALED };
+	void (*edits[])(struct vrnic_cqe *) = { bad_status, bad_opcode,
+						bad_flags, bad_wc_flags,
+						bad_len };
+	struct vrnic_cq other = {};
+	uint32_t ci;
+	uint16_t slot;
+	struct ibv_wc wc;
+	unsigned int i;
+
+	CHECK(post_one(&qp, &wr, 0) != NULL);
+	ci = qp.sq.ci;
+	slot = (qp.sq.pi - 1) & 3;
+	for (i = 0; i < sizeof(edits) / sizeof(edits[0]); i++) {
+		dev_cqe_edited(QPN, slot, edits[i]);
+		wc = poll_one();
+		CHECK(wc.status == IBV_WC_GENERAL_ERR && qp.sq.ci == ci);
+		CHECK(wc.opcode == IBV_WC_SEND && wc.wc_flags == 0);
+	}
+	dev_cqe_edited(1, slot, NULL);
+	CHECK(poll_one().status == IBV_WC_GENERAL_ERR && qp.sq.ci == ci);
+	dev_cqe_edited(VRNIC_QPN_MAX + 1, slot, NULL);
+	CHECK(poll_one().status == IBV_WC_GENERAL_ERR && qp.sq.ci == ci);
+	qp.ibv_qp.send_cq = &other.ibv_cq;
+	dev_cqe_edited(QPN, slot, NULL);
+	CHECK(poll_one().status == IBV_WC_GENERAL_ERR && qp.sq.ci == ci);
+	qp.ibv_qp.send_cq = &cq.ibv_cq;
+	dev_cqe_edited(QPN, (slot + 1) & 3, NULL);
+	CHECK(poll_one().status == IBV_WC_GENERAL_ERR && qp.sq.ci == ci);
+
+	dev_cqe_edited(QPN, slot, NULL);
+	wc = poll_one();
+	CHECK(wc.status == IBV_WC_SUCCESS && wc.wr_id == 0x61);
+	CHECK(qp.sq.ci == qp.sq.pi);
+}
+
 /* Which opcodes each QP type posts (SPEC "Datagrams", "UC", "Atomics"). */
 static void test_opcodes_by_qp_type(void)
 {
@@ -1500,6 +1584,7 @@ int main(void)
 	test_srq();
 	test_srq_sizes();
 	test_srq_cqe_hostile();
+	test_cqe_hostile_values();
 	test_xrc_srq_completions();
 	test_xrc_send();
 	test_xrc_recv_qp_posts_nothing();
