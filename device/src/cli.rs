@@ -111,7 +111,9 @@ server's JSON reply line, for scripts):
                       Streams the device's events, one line each, until interrupted:
                       admin (each command decoded, its status and duration), doorbell,
                       wqe (each send WQE taken), cqe, eqe, irq, state (QP state changes,
-                      device enable/reset/fatal, CQ events fired). --kinds picks some
+                      device enable/reset/fatal, CQ events fired), contract (rules
+                      broken), fault (faults fired), hostile (corruptions written).
+                      --kinds picks some
                       (default all), --qp one QP's. A reader too slow for the device
                       loses events: \"lost N events\" says how many, where.
   pcap DEVICE PATH|off

@@ -397,3 +397,45 @@ fn the_contract_request_names_an_existing_device() {
         "{parsed:?}"
     );
 }
+
+/// A violation is also a `contract` trace event naming the rule, its number and section.
+#[test]
+fn a_violation_is_traced_with_its_rule() {
+    use vrnic::trace::{queue, Body, Filter, Kind, KindSet, StreamItem};
+    let mut p = checked_pair(ContractMode::Warn);
+    let filter = Filter {
+        kinds: KindSet::of(&[Kind::Contract]),
+        qpn: None,
+    };
+    let sub = p
+        .devices
+        .rnic(0)
+        .trace
+        .subscribe(filter, queue::DEFAULT_CAPACITY);
+    sq_pi_beyond_the_ring(&mut p);
+    wait_counted(&p, ContractRule::QpPiBeyondRing);
+    let items = sub.take(std::time::Duration::from_secs(5)).expect("device");
+    let rule = ContractRule::QpPiBeyondRing;
+    let bodies: Vec<Body> = items
+        .into_iter()
+        .filter_map(|i| match i {
+            StreamItem::Event(e) => Some(e.body),
+            StreamItem::Lost { .. } => None,
+        })
+        .collect();
+    assert_eq!(bodies.len(), 1, "{bodies:?}");
+    let Body::Contract {
+        rule: name,
+        number,
+        section,
+        what,
+    } = &bodies[0]
+    else {
+        panic!("{bodies:?}")
+    };
+    assert_eq!(
+        (name.as_ref(), *number, section.as_ref()),
+        (rule.name(), u16::from(rule), rule.section())
+    );
+    assert!(what.contains("beyond the queue depth"), "{what}");
+}

@@ -54,7 +54,7 @@ pub fn apply(rnic: &Rnic, rule: Rule) -> Result<Applied, FaultError> {
             });
         }
     };
-    fired(rnic.name(), &firing);
+    fired(rnic.name(), &rnic.trace.emitter(), &firing);
     Ok(Applied {
         id: firing.id,
         rule,

@@ -27,6 +27,7 @@ pub mod plan;
 pub mod rule;
 pub mod view;
 
+use crate::trace::{Body, Emitter, Kind};
 use plan::{AdminAct, Firing, Plan};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -44,25 +45,35 @@ const PORT_DOWN: u32 = 8;
 /// A device's fault plan, with the bits that let the hooks skip it while nothing is armed.
 pub struct Faults {
     device: String,
+    /// The device's tracer: every firing is also a `fault` event.
+    trace: Emitter,
     hot: AtomicU32,
     plan: Mutex<Plan>,
 }
 
-/// A rule fired: the one place a firing is reported (the log now; the tracer connects
-/// here).
-pub fn fired(device: &str, firing: &Firing) {
+/// A rule fired: the one place a firing is reported, in the log and as a `fault` trace
+/// event.
+pub fn fired(device: &str, trace: &Emitter, firing: &Firing) {
     log::info!(
         "{device}: fault {} `{}` fired: {}",
         firing.id,
         firing.rule,
         firing.what
     );
+    trace.emit(Kind::Fault, None, || {
+        Some(Body::Fault {
+            id: firing.id,
+            rule: firing.rule.to_string(),
+            what: firing.what.clone(),
+        })
+    });
 }
 
 impl Faults {
-    pub fn new(device: &str) -> Self {
+    pub fn new(device: &str, trace: Emitter) -> Self {
         Faults {
             device: device.into(),
+            trace,
             hot: AtomicU32::new(0),
             plan: Mutex::new(Plan::default()),
         }
@@ -94,7 +105,7 @@ impl Faults {
             return None;
         }
         let (firing, status) = self.lock().wqe(qpn, index, Instant::now())?;
-        fired(&self.device, &firing);
+        fired(&self.device, &self.trace, &firing);
         Some(status)
     }
 
@@ -116,7 +127,7 @@ impl Faults {
         let (firing, act) = self
             .lock()
             .admin_command(index, opcode, cmd_id, pi, Instant::now())?;
-        fired(&self.device, &firing);
+        fired(&self.device, &self.trace, &firing);
         Some(act)
     }
 

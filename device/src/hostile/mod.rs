@@ -27,14 +27,21 @@ pub mod settings;
 pub use kinds::{Class, Kind, KindSet};
 pub use settings::Settings;
 
+use crate::trace::{self, Emitter};
 use rng::Rng;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 /// One device's hostile mode.
+/// Where a corruption is reported.
+struct Device {
+    name: String,
+    trace: Emitter,
+}
+
 pub struct Hostile {
-    /// The device's name, for logs.
-    device: String,
+    /// The device's name (logs) and tracer (a `hostile` event per corruption).
+    device: Device,
     on: AtomicBool,
     state: Mutex<State>,
 }
@@ -66,9 +73,12 @@ pub const DEFAULT_SETTINGS: Settings = Settings {
 
 impl Hostile {
     /// Off, or on with `settings` (the device spec's `hostile=`).
-    pub fn new(device: &str, settings: Option<Settings>) -> Hostile {
+    pub fn new(device: &str, trace: Emitter, settings: Option<Settings>) -> Hostile {
         let h = Hostile {
-            device: device.into(),
+            device: Device {
+                name: device.into(),
+                trace,
+            },
             on: AtomicBool::new(false),
             state: Mutex::new(State {
                 settings: None,
@@ -148,14 +158,20 @@ impl State {
     }
 
     /// A corruption of `kind` was written.
-    fn written(&mut self, device: &str, kind: Kind, what: std::fmt::Arguments<'_>) {
+    fn written(&mut self, device: &Device, kind: Kind, what: std::fmt::Arguments<'_>) {
         self.counts[kind as usize] += 1;
         trace_corruption(device, kind, what);
     }
 }
 
-/// Every corruption written passes here: the place the tracer connects to (one event
-/// per corruption: device, kind, what was written instead of what).
-pub fn trace_corruption(device: &str, kind: Kind, what: std::fmt::Arguments<'_>) {
-    log::debug!("{device}: hostile {}: {what}", kind.name());
+/// Every corruption written passes here: logged, and a `hostile` trace event (device,
+/// kind, what was written instead of what).
+fn trace_corruption(device: &Device, kind: Kind, what: std::fmt::Arguments<'_>) {
+    log::debug!("{}: hostile {}: {what}", device.name, kind.name());
+    device.trace.emit(trace::Kind::Hostile, None, || {
+        Some(trace::Body::Hostile {
+            corruption: kind.name().into(),
+            what: what.to_string(),
+        })
+    });
 }

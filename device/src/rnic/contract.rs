@@ -12,6 +12,7 @@
 //! the guest has gone), outside the device lock.
 
 use super::{Rnic, RnicState};
+use crate::trace::{Body, Kind};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use vrnic_hw::{bar0, ContractRule, FatalCode};
 
@@ -93,6 +94,14 @@ pub fn report(rnic: &Rnic, st: &mut RnicState, rule: ContractRule, what: std::fm
         return;
     }
     rnic.contract.counts[rule.index()].fetch_add(1, Ordering::Relaxed);
+    rnic.trace.emit(Kind::Contract, None, || {
+        Some(Body::Contract {
+            rule: rule.name().into(),
+            number: u16::from(rule),
+            section: rule.section().into(),
+            what: what.to_string(),
+        })
+    });
     st.warn(
         rnic,
         format_args!(

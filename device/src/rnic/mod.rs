@@ -225,6 +225,7 @@ impl Rnic {
         if let Some(path) = &config.trace {
             trace.trace_to_file(path)?;
         }
+        let emitter = trace.emitter();
         let tap = Tap::default();
         if let Some(path) = &config.pcap {
             tap.start(path, &config.name)
@@ -232,8 +233,8 @@ impl Rnic {
         }
         Ok(Arc::new(Rnic {
             trace,
-            faults: crate::faults::Faults::new(&config.name),
-            hostile: crate::hostile::Hostile::new(&config.name, config.hostile),
+            faults: crate::faults::Faults::new(&config.name, emitter.clone()),
+            hostile: crate::hostile::Hostile::new(&config.name, emitter, config.hostile),
             node_guid: config.link.node_guid(),
             contract: contract::Contract::new(config.contract),
             config,

@@ -23,10 +23,16 @@ pub enum Kind {
     Eqe,
     Irq,
     State,
+    /// A hw-spec contract rule the driver broke (`rnic::contract`).
+    Contract,
+    /// An injected fault that fired (`faults`).
+    Fault,
+    /// A malformed write of the hostile-device mode (`hostile`).
+    Hostile,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 10] = [
         Kind::Admin,
         Kind::Doorbell,
         Kind::Wqe,
@@ -34,6 +40,9 @@ impl Kind {
         Kind::Eqe,
         Kind::Irq,
         Kind::State,
+        Kind::Contract,
+        Kind::Fault,
+        Kind::Hostile,
     ];
 
     /// The kind's bit in a `KindSet`.
@@ -50,6 +59,9 @@ impl Kind {
             Kind::Eqe => "eqe",
             Kind::Irq => "irq",
             Kind::State => "state",
+            Kind::Contract => "contract",
+            Kind::Fault => "fault",
+            Kind::Hostile => "hostile",
         }
     }
 
@@ -161,6 +173,18 @@ pub enum Body {
     },
     /// An armed CQ fired its completion event and is disarmed (`CqArm::name()`).
     CqArm { cqn: u32, arm: Name, seq: u32 },
+    /// The driver broke a contract rule (`ContractRule::name()`, its number and SPEC.md
+    /// section) and what the device saw.
+    Contract {
+        rule: Name,
+        number: u16,
+        section: Name,
+        what: String,
+    },
+    /// Fault `id` (its rule, as armed) fired, and what it hit.
+    Fault { id: u32, rule: String, what: String },
+    /// The hostile-device mode wrote a malformed entry of this corruption kind.
+    Hostile { corruption: Name, what: String },
 }
 
 impl Body {
@@ -173,6 +197,9 @@ impl Body {
             Body::Eqe { .. } => Kind::Eqe,
             Body::Irq { .. } => Kind::Irq,
             Body::QpState { .. } | Body::Device { .. } | Body::CqArm { .. } => Kind::State,
+            Body::Contract { .. } => Kind::Contract,
+            Body::Fault { .. } => Kind::Fault,
+            Body::Hostile { .. } => Kind::Hostile,
         }
     }
 }

@@ -54,10 +54,59 @@ impl Shared {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Builds and queues an event for the subscribers that want it (the slow path).
+    #[cold]
+    #[inline(never)]
+    fn emit(&self, kind: Kind, qpn: Option<u32>, body: impl FnOnce() -> Option<Body>) {
+        let mut subs = self.lock();
+        if !subs.queues.iter().any(|q| q.filter.wants(kind, qpn)) {
+            return;
+        }
+        let Some(body) = body() else {
+            return;
+        };
+        subs.seq += 1;
+        let event = Event {
+            seq: subs.seq,
+            ts_ns: clock::now_ns(),
+            device: self.device.clone().into(),
+            qpn,
+            body,
+        };
+        let wanting: Vec<&Arc<Queue>> = subs
+            .queues
+            .iter()
+            .filter(|q| q.filter.passes(&event))
+            .collect();
+        if let Some((last, others)) = wanting.split_last() {
+            for q in others {
+                q.push(event.clone());
+            }
+            last.push(event);
+        }
+    }
+
     /// Recomputes the mask (under the list lock, so it matches the list).
     fn update_mask(&self, subs: &Subscribers) {
         let mask = subs.queues.iter().fold(0, |acc, q| acc | q.filter.kinds.0);
         self.mask.store(mask, Ordering::Relaxed);
+    }
+}
+
+/// A handle that emits into a device's tracer, for the parts of the device that keep their
+/// own state beside `Rnic` (the fault plan, the hostile-device mode). Cheap to clone.
+#[derive(Clone)]
+pub struct Emitter {
+    shared: Arc<Shared>,
+}
+
+impl Emitter {
+    /// As `Tracer::emit`.
+    #[inline(always)]
+    pub fn emit(&self, kind: Kind, qpn: Option<u32>, body: impl FnOnce() -> Option<Body>) {
+        if self.shared.mask.load(Ordering::Relaxed) & kind.bit() != 0 {
+            self.shared.emit(kind, qpn, body);
+        }
     }
 }
 
@@ -157,38 +206,14 @@ impl Tracer {
     #[inline(always)]
     pub fn emit(&self, kind: Kind, qpn: Option<u32>, body: impl FnOnce() -> Option<Body>) {
         if self.on(kind) {
-            self.emit_slow(kind, qpn, body);
+            self.shared.emit(kind, qpn, body);
         }
     }
 
-    #[cold]
-    #[inline(never)]
-    fn emit_slow(&self, kind: Kind, qpn: Option<u32>, body: impl FnOnce() -> Option<Body>) {
-        let mut subs = self.shared.lock();
-        if !subs.queues.iter().any(|q| q.filter.wants(kind, qpn)) {
-            return;
-        }
-        let Some(body) = body() else {
-            return;
-        };
-        subs.seq += 1;
-        let event = Event {
-            seq: subs.seq,
-            ts_ns: clock::now_ns(),
-            device: self.shared.device.clone().into(),
-            qpn,
-            body,
-        };
-        let wanting: Vec<&Arc<Queue>> = subs
-            .queues
-            .iter()
-            .filter(|q| q.filter.passes(&event))
-            .collect();
-        if let Some((last, others)) = wanting.split_last() {
-            for q in others {
-                q.push(event.clone());
-            }
-            last.push(event);
+    /// An emitter into this tracer.
+    pub fn emitter(&self) -> Emitter {
+        Emitter {
+            shared: self.shared.clone(),
         }
     }
 

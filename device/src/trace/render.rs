@@ -116,6 +116,14 @@ pub fn event_line(e: &Event) -> String {
         Body::CqArm { cqn, arm, seq } => {
             write!(out, " cq {cqn:#x} fired its event (armed {arm}, seq {seq}); disarmed")
         }
+        Body::Contract {
+            rule,
+            number,
+            section,
+            what,
+        } => write!(out, " rule {number} {rule} (SPEC.md {section}) broken: {what}"),
+        Body::Fault { id, rule, what } => write!(out, " fault {id} `{rule}` fired: {what}"),
+        Body::Hostile { corruption, what } => write!(out, " hostile {corruption}: {what}"),
     };
     out
 }
