@@ -183,31 +183,23 @@ contract_rc=0
 contract_check >"$WORK/contract-check.out" 2>&1 || contract_rc=$?
 
 pass=0 fail=0
-if ((contract_rc == 0)); then
-	pass=$((pass + 1))
-	echo "PASS contract-rules (host, after the guests ran)"
-else
-	fail=$((fail + 1))
-	echo "FAIL contract-rules (host, after the guests ran)"
-fi
-sed 's/^/    | /' "$WORK/contract-check.out"
-if ((ctl_rc == 0)); then
-	pass=$((pass + 1))
-	echo "PASS vrnic-ctl-devices (host, while the guests run)"
-else
-	fail=$((fail + 1))
-	echo "FAIL vrnic-ctl-devices (host, while the guests run)"
-fi
-sed 's/^/    | /' "$WORK/ctl-check.out"
-if [[ -z $only || ib_write_bw-65536 =~ $only ]]; then
-	if trace_check >"$WORK/trace-check.out" 2>&1; then
+# host_result NAME WHERE RC OUTPUT: a host-side check's verdict and its output.
+host_result() {
+	if (($3 == 0)); then
 		pass=$((pass + 1))
-		echo "PASS vrnic-trace-file (host: rnic0's trace=PATH after the guests)"
+		echo "PASS $1 ($2)"
 	else
 		fail=$((fail + 1))
-		echo "FAIL vrnic-trace-file (host: rnic0's trace=PATH after the guests)"
+		echo "FAIL $1 ($2)"
 	fi
-	sed 's/^/    | /' "$WORK/trace-check.out"
+	sed 's/^/    | /' "$4"
+}
+host_result contract-rules "host, after the guests ran" "$contract_rc" "$WORK/contract-check.out"
+host_result vrnic-ctl-devices "host, while the guests run" "$ctl_rc" "$WORK/ctl-check.out"
+if [[ -z $only || ib_write_bw-65536 =~ $only ]]; then
+	trace_rc=0
+	trace_check >"$WORK/trace-check.out" 2>&1 || trace_rc=$?
+	host_result vrnic-trace-file "host: rnic0's trace=PATH after the guests" "$trace_rc" "$WORK/trace-check.out"
 fi
 for t in "${TESTS[@]}"; do
 	IFS='|' read -r name where checks server client <<<"$t"

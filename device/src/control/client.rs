@@ -33,9 +33,14 @@ pub enum ClientError {
     Server(String),
 }
 
-/// Sends `request` to the control socket at `path`; the response line (without its
-/// newline), or the server's error.
-pub fn call(path: &Path, request: &Request) -> Result<String, ClientError> {
+/// Connects to the control socket at `path` (with `TIMEOUT` for each read and write) and
+/// sends `request`: the stream, and whether the request went out. A server that refuses
+/// the connection (too many clients, another user) answers and closes before reading: the
+/// request may not go out, the answer is still there, so the caller reads it first.
+pub(super) fn send(
+    path: &Path,
+    request: &Request,
+) -> Result<(UnixStream, io::Result<()>), ClientError> {
     let stream = UnixStream::connect(path).map_err(|source| ClientError::Connect {
         path: path.to_path_buf(),
         source,
@@ -44,9 +49,14 @@ pub fn call(path: &Path, request: &Request) -> Result<String, ClientError> {
     stream.set_write_timeout(Some(TIMEOUT))?;
     let mut line = serde_json::to_vec(request).map_err(|e| ClientError::NotJson(e.to_string()))?;
     line.push(b'\n');
-    // A server that refuses the connection (too many clients, another user) answers and
-    // closes before reading: the request may not go out, the answer is still there.
     let sent = (&stream).write_all(&line);
+    Ok((stream, sent))
+}
+
+/// Sends `request` to the control socket at `path`; the response line (without its
+/// newline), or the server's error.
+pub fn call(path: &Path, request: &Request) -> Result<String, ClientError> {
+    let (stream, sent) = send(path, request)?;
     let mut reader = BufReader::new((&stream).take(MAX_RESPONSE_LINE + 1));
     let mut reply = Vec::new();
     let read = reader.read_until(b'\n', &mut reply);

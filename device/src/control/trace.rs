@@ -6,7 +6,7 @@
 //! response, or the connection is closed and the subscription with it. Events that do not
 //! fit the queue while the client is slow become one `{"lost":N}` line where they were.
 
-use super::client::{ClientError, TIMEOUT};
+use super::client::ClientError;
 use super::connection::write_by;
 use super::handlers;
 use super::protocol::{error_line, parse_request, ErrorReply, Request};
@@ -14,7 +14,7 @@ use super::server::Limits;
 use crate::fabric::Fabric;
 use crate::trace::{queue, render, Filter, Kind, KindSet, StreamItem, Subscription};
 use serde::{Deserialize, Serialize};
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, BufRead, BufReader, Read};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -130,15 +130,7 @@ pub fn follow(
     request: &Request,
     mut each: impl FnMut(&str) -> io::Result<()>,
 ) -> Result<(), ClientError> {
-    let stream = UnixStream::connect(path).map_err(|source| ClientError::Connect {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    stream.set_read_timeout(Some(TIMEOUT))?;
-    stream.set_write_timeout(Some(TIMEOUT))?;
-    let mut line = serde_json::to_vec(request).map_err(|e| ClientError::NotJson(e.to_string()))?;
-    line.push(b'\n');
-    let sent = (&stream).write_all(&line);
+    let (stream, sent) = super::client::send(path, request)?;
     let mut reader = BufReader::new(&stream);
     let mut first = String::new();
     let read = reader.read_line(&mut first);
