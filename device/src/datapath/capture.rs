@@ -141,32 +141,24 @@ impl Flow {
             false => (&self.requester, &self.responder, self.responder_qpn),
             true => (&self.responder, &self.requester, self.requester_qpn),
         };
-        Some(Packet {
-            src_mac: src.mac,
-            dst_mac: dst.mac,
-            net: network(src, dst),
-            udp_src_port: self.port,
-            bth: Bth {
-                opcode: Opcode::new(self.transport, op).ok()?,
-                solicited: false,
-                migreq: true,
-                pkey: DEFAULT_PKEY,
-                fecn: false,
-                becn: false,
-                dest_qpn: qpn & 0xFF_FFFF,
-                ack_req: false,
-                psn: psn & 0xFF_FFFF,
-            },
-            deth: None,
-            xrc_srqn: None,
-            reth: None,
-            atomic_eth: None,
-            aeth: None,
-            atomic_ack: None,
-            imm: None,
-            ieth: None,
-            payload: Vec::new(),
-        })
+        let bth = Bth {
+            opcode: Opcode::new(self.transport, op).ok()?,
+            solicited: false,
+            migreq: true,
+            pkey: DEFAULT_PKEY,
+            fecn: false,
+            becn: false,
+            dest_qpn: qpn & 0xFF_FFFF,
+            ack_req: false,
+            psn: psn & 0xFF_FFFF,
+        };
+        Some(Packet::new(
+            src.mac,
+            dst.mac,
+            network(src, dst),
+            self.port,
+            bth,
+        ))
     }
 }
 

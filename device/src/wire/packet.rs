@@ -36,6 +36,26 @@ pub struct Packet {
 }
 
 impl Packet {
+    /// A packet with no extended header and no payload (callers add what the opcode needs).
+    pub fn new(src_mac: Mac, dst_mac: Mac, net: Network, udp_src_port: u16, bth: Bth) -> Packet {
+        Packet {
+            src_mac,
+            dst_mac,
+            net,
+            udp_src_port,
+            bth,
+            deth: None,
+            xrc_srqn: None,
+            reth: None,
+            atomic_eth: None,
+            aeth: None,
+            atomic_ack: None,
+            imm: None,
+            ieth: None,
+            payload: Vec::new(),
+        }
+    }
+
     /// The frame, from the destination MAC to the ICRC.
     pub fn encode(&self) -> Result<Vec<u8>, WireError> {
         let mut out = Vec::new();

@@ -330,36 +330,32 @@ mod tests {
     use vmm_sys_util::tempdir::TempDir;
 
     fn send(payload: usize) -> Packet {
+        let net = Network::V4 {
+            src: [10, 0, 0, 1],
+            dst: [10, 0, 0, 2],
+            tos: 0,
+            ttl: 64,
+        };
+        let bth = Bth {
+            opcode: Opcode::new(Transport::Rc, Op::SendMiddle).unwrap(),
+            solicited: false,
+            migreq: true,
+            pkey: 0xffff,
+            fecn: false,
+            becn: false,
+            dest_qpn: 1,
+            ack_req: false,
+            psn: 0,
+        };
         Packet {
-            src_mac: Mac([2, 0, 0, 0, 0, 1]),
-            dst_mac: Mac([2, 0, 0, 0, 0, 2]),
-            net: Network::V4 {
-                src: [10, 0, 0, 1],
-                dst: [10, 0, 0, 2],
-                tos: 0,
-                ttl: 64,
-            },
-            udp_src_port: 0xc000,
-            bth: Bth {
-                opcode: Opcode::new(Transport::Rc, Op::SendMiddle).unwrap(),
-                solicited: false,
-                migreq: true,
-                pkey: 0xffff,
-                fecn: false,
-                becn: false,
-                dest_qpn: 1,
-                ack_req: false,
-                psn: 0,
-            },
-            deth: None,
-            xrc_srqn: None,
-            reth: None,
-            atomic_eth: None,
-            aeth: None,
-            atomic_ack: None,
-            imm: None,
-            ieth: None,
             payload: vec![0; payload],
+            ..Packet::new(
+                Mac([2, 0, 0, 0, 0, 1]),
+                Mac([2, 0, 0, 0, 0, 2]),
+                net,
+                0xc000,
+                bth,
+            )
         }
     }
 

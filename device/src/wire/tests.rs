@@ -42,32 +42,18 @@ fn v6() -> Network {
 }
 
 fn packet(transport: Transport, op: Op, net: Network) -> Packet {
-    Packet {
-        src_mac: MAC1,
-        dst_mac: MAC2,
-        net,
-        udp_src_port: 0xc001,
-        bth: Bth {
-            opcode: Opcode::new(transport, op).unwrap(),
-            solicited: false,
-            migreq: true,
-            pkey: 0xffff,
-            fecn: false,
-            becn: false,
-            dest_qpn: 0x11,
-            ack_req: true,
-            psn: 0x12_3456,
-        },
-        deth: None,
-        xrc_srqn: None,
-        reth: None,
-        atomic_eth: None,
-        aeth: None,
-        atomic_ack: None,
-        imm: None,
-        ieth: None,
-        payload: Vec::new(),
-    }
+    let bth = Bth {
+        opcode: Opcode::new(transport, op).unwrap(),
+        solicited: false,
+        migreq: true,
+        pkey: 0xffff,
+        fecn: false,
+        becn: false,
+        dest_qpn: 0x11,
+        ack_req: true,
+        psn: 0x12_3456,
+    };
+    Packet::new(MAC1, MAC2, net, 0xc001, bth)
 }
 
 /// RC SEND Only of "hello", IPv4: every byte from the IBTA layouts, the IPv4 checksum and
