@@ -575,7 +575,18 @@ fn an_event_that_finds_its_eq_full_counts_one_eq_overflow_at_the_port(t: Topolog
             &SendWr::write(i, vec![src.sge(0, 8)], &dst, 0).signaled(),
         );
         assert_cqe_ok(&drv.wait_cqe(&mut cq), i, WcOpcode::RdmaWrite);
+        // The device reads the arm request after it wrote the CQE: arming again before
+        // it fired would let this CQE answer the next request too (SPEC "Completion
+        // events"). So the next arm waits for this event (the first two fit the EQ).
+        if i < 2 {
+            drv.wait_eqe_at(&eq, i as u32);
+        }
     }
+    // The third event is held back and counted after its CQE was written.
+    wait_for("the EQ overflow counted", || {
+        let d = delta(&drv.counters(None), &port_before);
+        (get(&d, C::EqOverflows) > 0).then_some(())
+    });
     let full = delta(&drv.counters(None), &port_before);
     // The held-back event arrives once the driver makes room; that is no new overflow.
     for _ in 0..3 {

@@ -612,6 +612,15 @@ impl FakeDriver {
         Some(eqe)
     }
 
+    /// Waits until the EQE at free-running index `index` of `eq` is there, without
+    /// consuming it (the EQ's consumer index stays where it is).
+    pub fn wait_eqe_at(&self, eq: &Eq, index: u32) -> Eqe {
+        let what = format!("EQE {index} on EQ {}", eq.eqn);
+        wait_for(&what, || {
+            poll_ring(&self.mem, &eq.ring, index, Eqe::OWNER_OFF)
+        })
+    }
+
     pub fn wait_eqe(&mut self, eq: &mut Eq) -> Eqe {
         let what = format!("an EQE on EQ {}", eq.eqn);
         wait_for(&what, || self.poll_eq(eq))
