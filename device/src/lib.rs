@@ -4,7 +4,7 @@
 //! 1. foundations: `addr` (MACs, GIDs, addresses), `guest_memory` (guest RAM through vm-memory), `pci` (config space),
 //!    `vfio_user` (the protocol server, device-agnostic), `memfd`, `ratelimit`, `trace` (decoded
 //!    device events for subscribers), `wire` (the RoCEv2 packet codec, pcap files and the
-//!    packet tap);
+//!    packet tap), `net` (virtio-net over vhost-user, the L2 switch, uplinks, impairment);
 //! 2. `objects`: the object tables (PDs, MRs, CQs, EQs, QPs) and their names; the fault
 //!    plan of `faults` (each device owns one; `faults::act` sits beside `admin`);
 //! 3. `rnic`: the device state (registers, doorbells, interrupt lines, DMA fence) and the
@@ -26,6 +26,7 @@ pub mod guest_memory;
 pub mod hostile;
 pub mod memfd;
 pub mod model;
+pub mod net;
 pub mod objects;
 pub mod pci;
 pub mod ratelimit;

@@ -1,0 +1,22 @@
+//! What the switch and its ports see of each other: a port transmits frames out of the
+//! switch (into a guest, onto an uplink), and hands the frames it receives to an ingress.
+
+/// A port's number on its switch.
+pub type PortId = usize;
+
+/// A place frames leave the switch through: a guest's virtio-net receive queue, an uplink,
+/// an RDMA device's wire engine.
+pub trait Port: Send + Sync {
+    /// Who this is, for logs and counters.
+    fn name(&self) -> &str;
+    /// Takes one Ethernet frame (destination MAC first, no FCS, no virtio-net header).
+    /// Never blocks: a port with no room for it now drops it and counts the drop, as a
+    /// NIC with a full ring does.
+    fn transmit(&self, frame: &[u8]);
+}
+
+/// Where a port hands the frames it receives (the switch).
+pub trait Ingress: Send + Sync {
+    /// Frame `frame` came in on port `from`. Never blocks on a slow destination.
+    fn receive(&self, from: PortId, frame: &[u8]);
+}
