@@ -31,7 +31,7 @@ mod budget;
 mod error;
 mod ram;
 mod retire;
-mod seal;
+pub(crate) mod seal;
 mod snapshot;
 
 pub use budget::MAX_PROCESS_MAPS;

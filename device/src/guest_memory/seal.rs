@@ -43,7 +43,7 @@ pub enum SealError {
 
 /// Makes sure `file` can never shrink: accepts it if it is sealed with
 /// `F_SEAL_SHRINK`, adds that seal if it may, refuses it otherwise.
-pub(super) fn forbid_shrinking(file: &File, addr: u64, size: u64) -> Result<(), SealError> {
+pub(crate) fn forbid_shrinking(file: &File, addr: u64, size: u64) -> Result<(), SealError> {
     let seals = memfd::seals(file).map_err(SealError::NotSealable)?;
     if seals & libc::F_SEAL_SHRINK != 0 {
         return Ok(());

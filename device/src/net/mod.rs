@@ -3,6 +3,11 @@
 //! existing interface through a packet socket), optionally impaired for tests.
 //!
 //! Foundation layer: nothing here knows about RDMA devices. The fabric attaches each RoCE
-//! device to the switch as the port that takes its RoCEv2 frames (the guest's MAC, UDP 4791).
+//! device to the switch as the port that takes its RoCEv2 frames (the guest's MAC, UDP 4791):
+//! `Switch::steer_roce` is that hook.
 
+pub mod frame;
 pub mod port;
+pub mod service;
+pub mod switch;
+pub mod vhost;
