@@ -6,6 +6,7 @@ use crate::control::faults::FaultFile;
 use crate::control::Request;
 use crate::fabric::PollerConfig;
 use crate::hostile::Settings;
+use crate::net::service::NetPortConfig;
 use crate::objects::snapshot::ObjectKind;
 use crate::pci::PciIds;
 use crate::rnic::contract::ContractMode;
@@ -23,7 +24,8 @@ Usage:
               --device NAME,socket=PATH,link=eth,mac=MAC[,IDS] ...     (RoCE v2 mode)
               IDS: vendor=ID,device=ID,subsystem-vendor=ID,subsystem=ID
               and in either mode [,trace=PATH][,pcap=PATH][,contract=warn|strict|off]
-              and [,hostile=SEED|KINDS:SEED[:RATE]]
+              and [,hostile=SEED|KINDS:SEED[:RATE]]; in RoCE mode [,net=PATH]
+              --net name=NAME,socket=PATH,mac=MAC ...   (a guest interface alone)
               [--config FILE] [--poll-idle-us N] [--poll-always] [--pollers N]
               [--control PATH] [--faults DEVICE=FILE ...]
   vrnic ctl --control PATH [--json] devices
@@ -62,6 +64,16 @@ Options:
                       KINDS given (`+`-separated kinds or groups: all, cqe, eqe, admin,
                       attr, irq; `hostile=SEED` alone means all), chosen from SEED
                       (the same seed, the same corruptions). For hardening drivers.
+                      net=PATH (link=eth only): also serve the guest's network
+                      interface, with the device's MAC, as a vhost-user-net socket at
+                      PATH (QEMU's -netdev vhost-user); see --net.
+  --net name=NAME,socket=PATH,mac=MAC
+                      Serve a guest network interface with no RDMA function (e.g. for
+                      Linux Soft-RoCE on virtio-net) on the vhost-user socket PATH, MAC
+                      its unicast address (repeatable). All interfaces of the process,
+                      these and the devices' net=PATH, share one L2 learning switch.
+                      Names, sockets and MACs are unique; a RoCE device's own MAC is
+                      its net=PATH, not a --net.
   --config FILE       Read devices (and poll_idle_us, control) from a TOML file:
                         poll_idle_us = 1000
                         poll_always = false
@@ -76,6 +88,11 @@ Options:
                         link = \"eth\"
                         mac = \"02:00:00:00:00:01\"
                         trace = \"/tmp/rnic1.trace\"
+                        net = \"/run/vrnic/rnic1.net\"
+                        [[net]]
+                        name = \"guest2\"
+                        socket = \"/run/vrnic/guest2.net\"
+                        mac = \"02:00:00:00:00:02\"
   --poll-idle-us N    How long the doorbell poller keeps polling after the last work before
                       it sleeps until a driver kicks it (default 1000).
   --poll-always       Keep idle polling even when the host has no core to spare. By default
@@ -137,6 +154,9 @@ The protocol (one JSON request per line, one JSON reply per line) is in the READ
 Attach with QEMU (guest RAM must be shared memfd memory):
   -object memory-backend-memfd,id=mem,size=2G,share=on -machine q35,memory-backend=mem -m 2G
   -device '{\"driver\":\"vfio-user-pci\",\"socket\":{\"type\":\"unix\",\"path\":\"PATH\"}}'
+  and a net=PATH / --net socket as the guest's interface (MAC as configured):
+  -chardev socket,id=vn0,path=PATH,reconnect-ms=1000 -netdev vhost-user,id=n0,chardev=vn0
+  -device virtio-net-pci,netdev=n0,mac=MAC
 
 Logging: RUST_LOG=info|debug|trace (env_logger). SIGINT/SIGTERM stop cleanly.";
 
@@ -158,6 +178,8 @@ pub struct ServeArgs {
     pub control: Option<PathBuf>,
     /// Fault rules to apply at start-up (`--faults DEVICE=FILE`).
     pub faults: Vec<FaultFile>,
+    /// The guests' Ethernet interfaces (`--net`, and `net=PATH` of RoCE devices).
+    pub net: Vec<NetPortConfig>,
 }
 
 /// A parsed `vrnic ctl`.
@@ -192,7 +214,7 @@ pub enum CliError {
     BadPollers(String),
     #[error("config file {path}: {why}")]
     Config { path: String, why: String },
-    #[error("no devices: give at least one --device or a --config with [[device]] entries")]
+    #[error("no devices: give at least one --device or --net, or a --config with [[device]] or [[net]] entries")]
     NoDevices,
     #[error("devices {0} and {1} both use socket {2}")]
     DuplicateSocket(String, String, String),
@@ -212,6 +234,10 @@ pub enum CliError {
     BadCtl(String),
     #[error("--faults {0}")]
     BadFaults(String),
+    #[error("--net {spec}: {why}")]
+    BadNet { spec: String, why: String },
+    #[error("{0}")]
+    NetConflict(String),
 }
 
 /// Parses the arguments after the program name.
@@ -230,11 +256,18 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
     let mut pollers = None;
     let mut control = None;
     let mut faults = Vec::new();
+    let mut nets = Vec::new();
     while let Some(arg) = it.next() {
         match arg.as_str() {
             "-h" | "--help" => return Ok(Command::Help),
-            "--device" => devices.push(parse_device(
-                it.next().ok_or(CliError::MissingValue("--device"))?,
+            "--device" => {
+                let (device, net) =
+                    parse_device(it.next().ok_or(CliError::MissingValue("--device"))?)?;
+                devices.push(device);
+                nets.extend(net);
+            }
+            "--net" => nets.push(parse_net(
+                it.next().ok_or(CliError::MissingValue("--net"))?,
             )?),
             "--poll-idle-us" => {
                 let v = it.next().ok_or(CliError::MissingValue("--poll-idle-us"))?;
@@ -261,6 +294,7 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
                 let path = it.next().ok_or(CliError::MissingValue("--config"))?;
                 let file = read_config(path)?;
                 devices.extend(file.devices);
+                nets.extend(file.nets);
                 poll_idle_us = poll_idle_us.or(file.poll_idle_us);
                 poll_always = poll_always.or(file.poll_always);
                 control = control.or(file.control);
@@ -268,7 +302,8 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
             other => return Err(CliError::Unknown(other.into())),
         }
     }
-    check(&devices)?;
+    check(&devices, !nets.is_empty())?;
+    check_nets(&devices, &nets)?;
     if let Some(f) = faults
         .iter()
         .find(|f| !devices.iter().any(|d| d.name == f.device))
@@ -287,6 +322,7 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
         },
         control,
         faults,
+        net: nets,
     }))
 }
 
@@ -399,8 +435,8 @@ fn hostile_request(device: &str, rest: &[&str]) -> Result<Request, String> {
     })
 }
 
-fn check(devices: &[RnicConfig]) -> Result<(), CliError> {
-    if devices.is_empty() {
+fn check(devices: &[RnicConfig], nets: bool) -> Result<(), CliError> {
+    if devices.is_empty() && !nets {
         return Err(CliError::NoDevices);
     }
     for (i, a) in devices.iter().enumerate() {
@@ -440,6 +476,112 @@ fn check(devices: &[RnicConfig]) -> Result<(), CliError> {
         }
     }
     Ok(())
+}
+
+/// Net ports against each other and the devices: unique names, sockets and MACs; a plain
+/// port (`--net`) neither named nor addressed as a device (a RoCE device's own interface
+/// is its `net=PATH`).
+fn check_nets(devices: &[RnicConfig], nets: &[NetPortConfig]) -> Result<(), CliError> {
+    let clash = |why: String| Err(CliError::NetConflict(why));
+    for (i, a) in nets.iter().enumerate() {
+        for b in &nets[i + 1..] {
+            if a.name == b.name {
+                return clash(format!("two net ports are named {}", a.name));
+            }
+            if a.socket == b.socket {
+                let path = a.socket.display();
+                return clash(format!(
+                    "net ports {} and {} both use socket {path}",
+                    a.name, b.name
+                ));
+            }
+            if a.mac == b.mac {
+                return clash(format!(
+                    "net ports {} and {} both use MAC {}",
+                    a.name, b.name, a.mac
+                ));
+            }
+        }
+        for d in devices {
+            if a.socket == d.socket {
+                let path = a.socket.display();
+                return clash(format!(
+                    "device {} and net port {} both use socket {path}",
+                    d.name, a.name
+                ));
+            }
+            if a.rnic.is_some() {
+                continue;
+            }
+            if a.name == d.name {
+                return clash(format!("net port {} has the name of a device", a.name));
+            }
+            if d.link.mac() == Some(a.mac) {
+                return clash(format!(
+                    "net port {} has the MAC {} of RoCE device {}: give the device net=PATH for its own interface",
+                    a.name, a.mac, d.name
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `name=N,socket=PATH,mac=MAC`: a guest interface with no RDMA function.
+fn parse_net(spec: &str) -> Result<NetPortConfig, CliError> {
+    let bad = |why: String| CliError::BadNet {
+        spec: spec.into(),
+        why,
+    };
+    let (mut name, mut socket, mut mac) = (None, None, None);
+    for part in spec.split(',') {
+        let (key, value) = part
+            .split_once('=')
+            .ok_or_else(|| bad(format!("`{part}` is not key=value")))?;
+        match key {
+            "name" if !value.is_empty() => name = Some(value.to_string()),
+            "socket" if !value.is_empty() => socket = Some(PathBuf::from(value)),
+            "mac" => mac = Some(value.to_string()),
+            _ => {
+                return Err(bad(format!(
+                    "unknown or empty key `{key}` (name, socket, mac)"
+                )))
+            }
+        }
+    }
+    net_port(name, socket, mac).map_err(bad)
+}
+
+fn net_port(
+    name: Option<String>,
+    socket: Option<PathBuf>,
+    mac: Option<String>,
+) -> Result<NetPortConfig, String> {
+    let name = name.ok_or("name=NAME is required")?;
+    let socket = socket.ok_or("socket=PATH is required (the vhost-user socket)")?;
+    let mac = mac.ok_or("mac=MAC is required (the guest interface's)")?;
+    let mac = Mac::parse_unicast(&mac).map_err(|e| format!("mac: {e}"))?;
+    Ok(NetPortConfig {
+        name,
+        socket,
+        mac,
+        rnic: None,
+    })
+}
+
+/// The guest interface a device's `net=PATH` asks for: RoCE mode only (it has the MAC).
+fn paired_net(device: &RnicConfig, net: Option<PathBuf>) -> Result<Option<NetPortConfig>, String> {
+    let Some(socket) = net else { return Ok(None) };
+    let mac = device
+        .link
+        .mac()
+        .ok_or("net is for link=eth (the guest's interface has the device's MAC)")?;
+    Ok(Some(NetPortConfig {
+        name: device.name.clone(),
+        socket,
+        mac,
+        rnic: Some(device.name.clone()),
+    }))
 }
 
 fn parse_u32(text: &str) -> Option<u32> {
@@ -498,6 +640,7 @@ struct DeviceKeys {
     pcap: Option<PathBuf>,
     contract: Option<String>,
     hostile: Option<String>,
+    net: Option<PathBuf>,
 }
 
 impl DeviceKeys {
@@ -553,7 +696,7 @@ impl DeviceKeys {
 
 /// `NAME,socket=PATH,lid=N[,guid=G]` or `NAME,socket=PATH,link=eth,mac=MAC`, each with
 /// optional `vendor=..,device=..,subsystem-vendor=..,subsystem=..`
-fn parse_device(spec: &str) -> Result<RnicConfig, CliError> {
+fn parse_device(spec: &str) -> Result<(RnicConfig, Option<NetPortConfig>), CliError> {
     let bad = |why: String| CliError::BadDevice {
         spec: spec.into(),
         why,
@@ -591,10 +734,14 @@ fn parse_device(spec: &str) -> Result<RnicConfig, CliError> {
             "subsystem" => keys.ids.subsystem = id()?,
             "trace" if !value.is_empty() => keys.trace = Some(PathBuf::from(value)),
             "pcap" if !value.is_empty() => keys.pcap = Some(PathBuf::from(value)),
+            "net" if !value.is_empty() => keys.net = Some(PathBuf::from(value)),
             _ => return Err(bad(format!("unknown or empty key `{key}`"))),
         }
     }
-    keys.finish(name).map_err(bad)
+    let net = keys.net.take();
+    let device = keys.finish(name).map_err(bad)?;
+    let net = paired_net(&device, net).map_err(bad)?;
+    Ok((device, net))
 }
 
 #[derive(Deserialize)]
@@ -605,6 +752,16 @@ struct ConfigFile {
     control: Option<PathBuf>,
     #[serde(default, rename = "device")]
     devices: Vec<DeviceEntry>,
+    #[serde(default, rename = "net")]
+    nets: Vec<NetEntry>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NetEntry {
+    name: Option<String>,
+    socket: Option<PathBuf>,
+    mac: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -624,10 +781,12 @@ struct DeviceEntry {
     pcap: Option<PathBuf>,
     contract: Option<String>,
     hostile: Option<String>,
+    net: Option<PathBuf>,
 }
 
 struct Config {
     devices: Vec<RnicConfig>,
+    nets: Vec<NetPortConfig>,
     poll_idle_us: Option<u64>,
     poll_always: Option<bool>,
     control: Option<PathBuf>,
@@ -641,6 +800,7 @@ fn read_config(path: &str) -> Result<Config, CliError> {
     let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
     let file: ConfigFile = toml::from_str(&text).map_err(|e| err(e.to_string()))?;
     let defaults = PciIds::default();
+    let mut nets = Vec::new();
     let devices = file
         .devices
         .into_iter()
@@ -661,13 +821,23 @@ fn read_config(path: &str) -> Result<Config, CliError> {
                 trace: d.trace,
                 pcap: d.pcap,
                 hostile: d.hostile,
+                net: None,
             };
-            keys.finish(&d.name)
-                .map_err(|why| err(format!("device {}: {why}", d.name)))
+            let why = |why: String| err(format!("device {}: {why}", d.name));
+            let device = keys.finish(&d.name).map_err(why)?;
+            nets.extend(paired_net(&device, d.net).map_err(why)?);
+            Ok(device)
         })
         .collect::<Result<_, _>>()?;
+    for n in file.nets {
+        let name = n.name.clone().unwrap_or_default();
+        nets.push(
+            net_port(n.name, n.socket, n.mac).map_err(|why| err(format!("net {name}: {why}")))?,
+        );
+    }
     Ok(Config {
         devices,
+        nets,
         poll_idle_us: file.poll_idle_us,
         poll_always: file.poll_always,
         control: file.control,
@@ -1119,5 +1289,93 @@ mod tests {
             parse(&args("serve --device a,socket=/tmp/a,lid=1,trace=")),
             Err(CliError::BadDevice { .. })
         ));
+    }
+
+    #[test]
+    fn guest_interfaces_come_from_net_options_device_keys_and_the_config_file() {
+        let Ok(Command::Serve(a)) = parse(&args(
+            "serve --device r,socket=/r,link=eth,mac=02:00:00:00:00:01,net=/r.net --net name=g,socket=/g.net,mac=02:00:00:00:00:02",
+        )) else {
+            panic!("parse failed")
+        };
+        assert_eq!(
+            a.net,
+            vec![
+                NetPortConfig {
+                    name: "r".into(),
+                    socket: "/r.net".into(),
+                    mac: Mac([2, 0, 0, 0, 0, 1]),
+                    rnic: Some("r".into()),
+                },
+                NetPortConfig {
+                    name: "g".into(),
+                    socket: "/g.net".into(),
+                    mac: Mac([2, 0, 0, 0, 0, 2]),
+                    rnic: None,
+                },
+            ]
+        );
+        // Ethernet ports alone: a process for Soft-RoCE guests
+        let Ok(Command::Serve(a)) =
+            parse(&args("serve --net name=g,socket=/g,mac=02:00:00:00:00:02"))
+        else {
+            panic!("parse failed")
+        };
+        assert!(a.devices.is_empty() && a.net.len() == 1);
+        let path = std::env::temp_dir().join(format!("vrnic-cli-net-{}.toml", std::process::id()));
+        std::fs::write(
+            &path,
+            "[[device]]\nname = \"r\"\nsocket = \"/r\"\nlink = \"eth\"\nmac = \"02:00:00:00:00:01\"\nnet = \"/r.net\"\n[[net]]\nname = \"g\"\nsocket = \"/g.net\"\nmac = \"02:00:00:00:00:02\"\n",
+        )
+        .unwrap();
+        let parsed = parse(&args(&format!("serve --config {}", path.display())));
+        std::fs::write(&path, "[[net]]\nname = \"g\"\nsocket = \"/g.net\"\n").unwrap();
+        let missing = parse(&args(&format!("serve --config {}", path.display())));
+        std::fs::remove_file(&path).unwrap();
+        let Ok(Command::Serve(c)) = parsed else {
+            panic!("{parsed:?}")
+        };
+        assert_eq!(
+            c.net.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(),
+            ["r", "g"]
+        );
+        assert!(
+            matches!(&missing, Err(CliError::Config { why, .. }) if why.contains("net g: mac=MAC is required")),
+            "{missing:?}"
+        );
+    }
+
+    #[test]
+    fn bad_or_clashing_guest_interfaces_get_clear_errors() {
+        let err = |line: &str| match parse(&args(line)) {
+            Err(e) => e.to_string(),
+            Ok(c) => panic!("{line}: {c:?}"),
+        };
+        assert!(err("serve --net name=g,socket=/g").contains("mac=MAC is required"));
+        assert!(
+            err("serve --net socket=/g,mac=02:00:00:00:00:02").contains("name=NAME is required")
+        );
+        assert!(err("serve --net name=g,socket=/g,mac=ff:ff:ff:ff:ff:ff").contains("multicast"));
+        assert!(
+            err("serve --net name=g,socket=/g,mac=02:00:00:00:00:02,mtu=9000")
+                .contains("unknown or empty key `mtu`")
+        );
+        assert!(err("serve --device r,socket=/r,lid=1,net=/n").contains("net is for link=eth"));
+        assert!(err("serve --net name=g,socket=/a,mac=02:00:00:00:00:02 --net name=h,socket=/a,mac=02:00:00:00:00:03").contains("both use socket /a"));
+        assert!(err("serve --net name=g,socket=/a,mac=02:00:00:00:00:02 --net name=g,socket=/b,mac=02:00:00:00:00:03").contains("two net ports are named g"));
+        assert!(err("serve --net name=g,socket=/a,mac=02:00:00:00:00:02 --net name=h,socket=/b,mac=02:00:00:00:00:02").contains("both use MAC"));
+        assert!(err(
+            "serve --device r,socket=/r,lid=1 --net name=r,socket=/b,mac=02:00:00:00:00:02"
+        )
+        .contains("net port r has the name of a device"));
+        assert!(err(
+            "serve --device r,socket=/r,lid=1 --net name=g,socket=/r,mac=02:00:00:00:00:02"
+        )
+        .contains("both use socket /r"));
+        assert!(err("serve --device r,socket=/r,link=eth,mac=02:00:00:00:00:02 --net name=g,socket=/g,mac=02:00:00:00:00:02").contains("give the device net=PATH"));
+        assert!(
+            err("serve --device r,socket=/r,link=eth,mac=02:00:00:00:00:02,net=/r")
+                .contains("both use socket /r")
+        );
     }
 }

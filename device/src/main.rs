@@ -31,8 +31,10 @@ fn wait_for_signal(set: &libc::sigset_t) -> i32 {
 fn serve(args: cli::ServeArgs) -> Result<(), String> {
     let signals = block_signals();
     vrnic::vfio_user::raise_fd_limit();
-    let service = Service::start_with_control(args.devices, args.poller, args.control.as_deref())
-        .map_err(|e| e.to_string())?;
+    let mut service =
+        Service::start_with_control(args.devices, args.poller, args.control.as_deref())
+            .map_err(|e| e.to_string())?;
+    service.start_net(&args.net).map_err(|e| e.to_string())?;
     for file in &args.faults {
         file.apply(service.fabric())
             .map_err(|e| format!("--faults {}: {e}", file.device))?;

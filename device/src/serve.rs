@@ -24,6 +24,8 @@ pub enum ServeError {
     },
     #[error(transparent)]
     Control(#[from] ControlError),
+    #[error(transparent)]
+    Net(#[from] crate::net::service::NetError),
     #[error("cannot start: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -36,6 +38,8 @@ pub struct Service {
     pollers: Option<Pollers>,
     /// The control socket's accept thread.
     control: Option<JoinHandle<()>>,
+    /// The guests' Ethernet ports and their switch (`start_net`).
+    net: Option<crate::net::service::NetService>,
 }
 
 impl Service {
@@ -81,6 +85,7 @@ impl Service {
             servers: Vec::new(),
             pollers: None,
             control: None,
+            net: None,
         };
         for (name, server) in bound {
             let stop = service.stop.clone();
@@ -120,6 +125,23 @@ impl Service {
         &self.fabric
     }
 
+    /// Serves the guests' Ethernet interfaces (vhost-user sockets) on one switch.
+    pub fn start_net(
+        &mut self,
+        ports: &[crate::net::service::NetPortConfig],
+    ) -> Result<(), ServeError> {
+        if !ports.is_empty() {
+            let switch = crate::net::switch::Switch::new();
+            let net = crate::net::service::NetService::start(ports, switch, self.stop.clone())?;
+            self.net = Some(net);
+        }
+        Ok(())
+    }
+
+    pub fn net(&self) -> Option<&crate::net::service::NetService> {
+        self.net.as_ref()
+    }
+
     /// Stops the servers (their sockets are removed) and the pollers, and joins them.
     pub fn stop(mut self) {
         self.shut_down();
@@ -127,6 +149,9 @@ impl Service {
 
     fn shut_down(&mut self) {
         let _ = self.stop.write(1);
+        if let Some(mut net) = self.net.take() {
+            net.stop();
+        }
         if let Some(t) = self.control.take() {
             let _ = t.join();
         }
