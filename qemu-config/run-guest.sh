@@ -11,6 +11,8 @@
 #   --ip ADDR/PFX        eth0 address; link-local 169.254.x.x only
 #   --net-listen PATH    eth0 = point-to-point link; this guest listens on UNIX socket PATH
 #   --net-connect PATH   eth0 = point-to-point link to the guest listening on PATH
+#   --vhost-net PATH     eth0 = vrnic's vhost-user-net port on socket PATH (a device's
+#                        net=PATH or `vrnic serve --net`; reconnects if vrnic restarts)
 #   --mac MAC            eth0's MAC (a RoCE-mode vrnic pairs with the interface of its
 #                        own MAC)                  [52:54:00:fe:X:Y from --ip or --name]
 #   --timeout SECS       kill QEMU after SECS and exit 124                [no limit]
@@ -23,9 +25,9 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
-usage() { sed -n '2,23s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
+usage() { sed -n '2,25s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
 name=vrnic-guest mem=2G smp=2 timeout=0 accel=tcg
-job='' ip='' mac='' listen='' connect='' logf='' initrd='' append=''
+job='' ip='' mac='' listen='' connect='' vhost='' logf='' initrd='' append=''
 sockets=() extra=()
 while (($#)); do
   case $1 in
@@ -37,6 +39,7 @@ while (($#)); do
     --ip) ip=${2:?}; shift 2 ;;
     --net-listen) listen=$(realpath -m "${2:?}"); shift 2 ;;
     --net-connect) connect=$(realpath -m "${2:?}"); shift 2 ;;
+    --vhost-net) vhost=$(realpath -m "${2:?}"); shift 2 ;;
     --mac) mac=${2:?}; shift 2 ;;
     --timeout) timeout=${2:?}; shift 2 ;;
     --log) logf=${2:?}; shift 2 ;;
@@ -50,6 +53,8 @@ while (($#)); do
 done
 [[ -z $ip || $ip =~ ^169\.254\.[0-9]+\.[0-9]+/[0-9]+$ ]] || die "--ip must be link-local 169.254.x.x/PFX, got '$ip'"
 [[ -z $listen || -z $connect ]] || die "--net-listen and --net-connect exclude each other"
+[[ -z $vhost || -z $listen$connect ]] || die "--vhost-net excludes --net-listen and --net-connect"
+[[ $vhost != *,* ]] || die "unsupported character in --vhost-net path: $vhost"
 [[ -z $job || -d $job ]] || die "--job: no such directory: $job"
 [[ -z $mac || $mac =~ ^([0-9a-f]{2}:){5}[0-9a-f]{2}$ ]] || die "--mac must be six lower-case hex bytes (52:54:00:12:34:56), got '$mac'"
 
@@ -78,19 +83,25 @@ if [[ -n $job ]]; then
   args+=(-fsdev "local,id=jobfs,path=$job,security_model=none"
     -device virtio-9p-pci,fsdev=jobfs,mount_tag=job)
 fi
-if [[ -n $listen$connect ]]; then
+if [[ -n $listen$connect$vhost ]]; then
   # Without --mac: a MAC from the IP (or the name) so the two ends of a link differ.
   if [[ -z $mac ]]; then
     if [[ -n $ip ]]; then IFS=./ read -r _ _ a b _ <<<"$ip"; else a=$(($(cksum <<<"$name" | cut -d' ' -f1) % 256)) b=1; fi
     mac=$(printf '52:54:00:fe:%02x:%02x' "$a" "$b")
   fi
-  if [[ -n $listen ]]; then
+  if [[ -n $vhost ]]; then
+    # The socket must listen now: QEMU waits for the backend at start; reconnect-ms brings
+    # the interface back after vrnic restarts.
+    # shellcheck disable=SC2054 # commas inside QEMU option values
+    args+=(-chardev "socket,id=vn0,path=$vhost,reconnect-ms=1000"
+      -netdev "vhost-user,id=n0,chardev=vn0")
+  elif [[ -n $listen ]]; then
     rm -f "$listen"
-    net="server=on,addr.type=unix,addr.path=$listen"
+    args+=(-netdev "stream,id=n0,server=on,addr.type=unix,addr.path=$listen")
   else
-    net="server=off,addr.type=unix,addr.path=$connect,reconnect-ms=200"
+    args+=(-netdev "stream,id=n0,server=off,addr.type=unix,addr.path=$connect,reconnect-ms=200")
   fi
-  args+=(-netdev "stream,id=n0,$net" -device "virtio-net-pci,netdev=n0,mac=$mac,romfile=")
+  args+=(-device "virtio-net-pci,netdev=n0,mac=$mac,romfile=")
 fi
 
 log "booting $name (${#sockets[@]} vrnic device(s)${job:+, job $job}${ip:+, ip $ip}${logf:+, console $logf})"

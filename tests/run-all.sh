@@ -44,5 +44,8 @@ bash tests/e2e-faults.sh
 step "hostile-device mode: the kernel driver and provider against malformed completions, events and admin answers"
 bash tests/e2e-hostile.sh
 
+step "guest Ethernet through vrnic's vhost-user-net backend and switch (ping, TCP byte-exact and its rate, RDMA over the paired RoCE devices)"
+bash tests/e2e-net.sh
+
 step "rdma-core's test suite (pyverbs) in a guest, on an IB-mode and a RoCE-mode device"
 bash tests/pyverbs.sh

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Guest Ethernet through vrnic (tests/guest/net.sh is the guest half): one `vrnic serve`
+# with two RoCE-mode devices, each with its guest interface as a vhost-user-net port
+# (net=PATH, the device's MAC) on the process's switch. Two guests, each booted with its
+# device and `-netdev vhost-user` on that port:
+#   - ping between them, a 4 MiB TCP stream byte-exact (SHA-256 at both ends), a 32 MiB
+#     TCP transfer whose rate is printed (reported, never asserted);
+#   - ibv_rc_pingpong -c over the RoCE devices paired with those interfaces (GID-addressed;
+#     the MACs resolve through ARP over the switch; the RDMA data itself takes the
+#     in-process path);
+#   - the port counters vrnic logs at its stop.
+# Prints one PASS/FAIL line per check and "e2e-net: N passed, M failed".
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+session_begin net
+build_all
+start_vrnic "ra,link=eth,mac=$LINK_A_MAC,net=$WORK/ra.net" "rb,link=eth,mac=$LINK_B_MAC,net=$WORK/rb.net"
+for s in ra rb; do
+	n=0
+	until [[ -S $WORK/$s.net ]]; do
+		((n++ < 100)) || { cat "$WORK/vrnic.log" >&2; exit 1; }
+		sleep 0.1
+	done
+done
+for role in a b; do
+	mkdir -p "$WORK/$role"
+	cp "$REPO/tests/guest/net.sh" "$WORK/$role/run.sh"
+	cp "$REPO/tests/guest/netperf.py" "$REPO/tests/guest/devices.sh" "$WORK/$role/"
+	echo "$role" >"$WORK/$role/role"
+done
+echo "$LINK_A_IP" >"$WORK/a/ip"
+echo "$LINK_B_IP" >"$WORK/a/peer"
+echo "$LINK_B_IP" >"$WORK/b/ip"
+echo "$LINK_A_IP" >"$WORK/b/peer"
+say "booting the guests"
+guest_start b --dev rb --ip "$LINK_B_IP/24" --mac "$LINK_B_MAC" --vhost-net "$WORK/rb.net" --timeout 1500
+guest_start a --dev ra --ip "$LINK_A_IP/24" --mac "$LINK_A_MAC" --vhost-net "$WORK/ra.net" --timeout 1500
+guests_wait || show_tails
+load=$(cut -d' ' -f1-3 /proc/loadavg)
+stop_vrnic
+out=$WORK/out.log
+for role in a b; do
+	echo "--- guest $role"
+	cat "$WORK/$role/output.log" 2>/dev/null || { echo "no job output; console tail:"; tail -n 40 "$WORK/$role/console.log"; }
+done >"$out"
+{
+	echo "--- vrnic log"
+	grep -E 'net port|vhost|acked' "$WORK/vrnic.log"
+} >>"$out"
+cat "$out"
+
+pass=0 fail=0
+check() { # check NAME PATTERN: the output must contain PATTERN (extended regex)
+	if grep -qE -- "$2" "$out"; then
+		echo "PASS $1"
+		pass=$((pass + 1))
+	else
+		echo "FAIL $1 (no /$2/)"
+		fail=$((fail + 1))
+	fi
+}
+check virtio-net-on-vhost-user '^eth0 52:54:00:fe:64:01 driver virtio_net$'
+check features-negotiated 'ra: guest acked features 0x[0-9a-f]+ \(MRG_RXBUF true, VERSION_1 true\)'
+check ping '^5 packets transmitted, 5 packets received, 0% packet loss$'
+sent=$(grep -oE '^exact: sent 4194304 bytes sha256 [0-9a-f]{64}' "$out" | awk '{print $6}' || true)
+if [[ -n $sent ]] && grep -qE "^exact: sent 4194304 bytes sha256 $sent; peer got 4194304 bytes sha256 $sent$" "$out" &&
+	grep -qE "^served exact: 4194304 bytes sha256 $sent$" "$out"; then
+	echo "PASS tcp-byte-exact"
+	pass=$((pass + 1))
+else
+	echo "FAIL tcp-byte-exact (the hashes differ, or no transfer)"
+	fail=$((fail + 1))
+fi
+check tcp-bulk-intact '^bulk: 33554432 bytes in [0-9.]+ s: [0-9.]+ Mbit/s \(intact\)$'
+check rdma-client '^client: 819200 bytes in [0-9.]+ seconds'
+check rdma-server '^server: 819200 bytes in [0-9.]+ seconds'
+check rdma-client-exit '^rc_pingpong client exit 0 '
+check rdma-server-exit '^rc_pingpong server exit 0$'
+check port-counters 'net port ra: .*tx_errors: 0, rx_frames: [1-9][0-9]*, .*rx_errors: 0, connections: 1 '
+check no-oops-a '^oopses 0$'
+for role in a b; do
+	if [[ ${GUEST_RC[$role]:-1} == 0 ]]; then
+		echo "PASS guest-$role-powered-off"
+		pass=$((pass + 1))
+	else
+		echo "FAIL guest-$role-powered-off (run-guest.sh status ${GUEST_RC[$role]:-none})"
+		fail=$((fail + 1))
+	fi
+done
+rate=$(grep -oE '^bulk: .*Mbit/s' "$out" || echo "bulk: not measured")
+echo "guest TCP throughput through the vhost-user-net backend (TCG guests, 2 vCPUs each; load average $load at the end): $rate"
+echo "e2e-net: $pass passed, $fail failed"
+((fail == 0))
