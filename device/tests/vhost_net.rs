@@ -65,7 +65,10 @@ const TX: usize = 1;
 
 impl Guest {
     fn connect(path: &PathBuf) -> Guest {
-        let file = vrnic::memfd::create(c"guest", MEM as u64).unwrap();
+        Guest::connect_with(path, vrnic::memfd::create(c"guest", MEM as u64).unwrap())
+    }
+
+    fn connect_with(path: &PathBuf, file: File) -> Guest {
         let mem = GuestMemoryMmap::from_ranges_with_files([(
             GuestAddress(0),
             MEM,
@@ -363,4 +366,30 @@ fn frames_for_a_guest_without_buffers_are_dropped_never_waited_for() {
         .map(|i| frame(MAC_B, MAC_A, i as u8, 64))
         .collect();
     assert_eq!(got, want);
+}
+
+#[test]
+fn guest_memory_that_could_shrink_is_refused_and_the_peer_disconnected() {
+    let net = Net::start("unsealed");
+    let file = vrnic::memfd::create_sealed(c"guest", MEM as u64, vrnic::memfd::Sealing::Unsealable)
+        .unwrap();
+    let fe = Frontend::connect(net.sock("a"), 2).unwrap();
+    fe.set_owner().unwrap();
+    fe.set_features(VERSION_1 | VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits())
+        .unwrap();
+    let _ = fe.set_mem_table(&[VhostUserMemoryRegionInfo {
+        guest_phys_addr: 0,
+        memory_size: MEM as u64,
+        userspace_addr: USER_BASE,
+        mmap_offset: 0,
+        mmap_handle: file.as_raw_fd(),
+    }]);
+    assert!(fe.get_features().is_err(), "the connection is closed");
+    // and the port serves the next peer
+    let mut a = Guest::connect(&net.sock("a"));
+    let mut b = Guest::connect(&net.sock("b"));
+    b.post_rx(1);
+    let f = frame(MAC_B, MAC_A, 3, 80);
+    a.send(&f);
+    assert_eq!(b.received(1), vec![f]);
 }
