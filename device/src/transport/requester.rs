@@ -610,6 +610,10 @@ impl Requester {
             self.implied_nak(lost, now, out);
             return;
         }
+        // The acknowledgement may have retired the WQEs before it.
+        let Some(i) = self.entries.iter().position(|e| e.holds(psn)) else {
+            return;
+        };
         let before = self.una();
         let e = &mut self.entries[i];
         e.progress = 1;

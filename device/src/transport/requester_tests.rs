@@ -666,3 +666,27 @@ fn bad_configurations_and_work_requests_are_refused() {
     assert_eq!(out[0].xrc_srqn, Some(0x33));
     assert_eq!(deliver_zeros(&out[0]).xrc_srqn, Some(0x33));
 }
+
+#[test]
+fn an_atomic_ack_acknowledges_the_wqes_before_it_and_answers_its_own() {
+    let mut rq = Requester::new(rc(0)).unwrap();
+    rq.post(WqeId(0), send(1)).unwrap();
+    rq.post(
+        WqeId(1),
+        Message::new(MsgOp::FetchAdd { add: 2 }, 8).remote(0x40, 3),
+    )
+    .unwrap();
+    assert_eq!(psns(&sent(&mut rq, t0(), &mut Vec::new())), [0, 1]);
+    // The ACK of the SEND was lost; the atomic ACK implies it.
+    assert_eq!(
+        handle(&mut rq, atomic_ack(1, 40), t0()),
+        [
+            success(0, 1),
+            Action::AtomicResult {
+                wqe: WqeId(1),
+                original: 40
+            },
+            success(1, 8)
+        ]
+    );
+}
