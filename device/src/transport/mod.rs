@@ -179,6 +179,8 @@ pub enum TransportError {
     UcReadAtomic,
     #[error("an XRC request needs the target's SRQ number")]
     XrcSrq,
+    #[error("the path MTU cannot change while packets are outstanding")]
+    Busy,
     #[error("the QP failed: it takes no more work")]
     Failed,
 }

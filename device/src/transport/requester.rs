@@ -259,6 +259,35 @@ impl Requester {
         Ok(())
     }
 
+    /// MODIFY_QP of a QP already sending (RTS to RTS, SQD to SQD): the retry attributes,
+    /// max_rd_atomic and the pacing take effect at once; the retry counts start afresh.
+    /// The PSN, transport and peer stay, and the MTU may change only while nothing is
+    /// outstanding (started messages keep their packets).
+    pub fn reconfigure(&mut self, cfg: RequesterConfig) -> Result<(), TransportError> {
+        if cfg.mtu != self.cfg.mtu {
+            if !segment::valid_mtu(cfg.mtu) {
+                return Err(TransportError::Mtu(cfg.mtu));
+            }
+            if self.outstanding() {
+                return Err(TransportError::Busy);
+            }
+            self.cfg.mtu = cfg.mtu;
+            for e in self.entries.iter_mut().filter(|e| !e.msg.op.is_atomic()) {
+                e.npsn = segment::packets(e.msg.len, cfg.mtu);
+            }
+        }
+        self.cfg.timeout = cfg.timeout;
+        self.cfg.retry_cnt = cfg.retry_cnt;
+        self.cfg.rnr_retry = cfg.rnr_retry;
+        self.cfg.max_rd_atomic = cfg.max_rd_atomic;
+        self.cfg.ack_req_every = cfg.ack_req_every;
+        self.cfg.window = cfg.window;
+        self.timeout = ack_timeout(cfg.timeout);
+        self.retries_left = cfg.retry_cnt;
+        self.rnr_left = cfg.rnr_retry;
+        Ok(())
+    }
+
     /// The PSN the next new packet takes (QUERY_QP's sq_psn).
     pub fn next_psn(&self) -> Psn {
         self.next_psn

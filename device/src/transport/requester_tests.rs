@@ -690,3 +690,25 @@ fn an_atomic_ack_acknowledges_the_wqes_before_it_and_answers_its_own() {
         ]
     );
 }
+
+#[test]
+fn reconfiguring_changes_the_retry_attributes_and_the_mtu_only_when_idle() {
+    let mut rq = Requester::new(rc(0)).unwrap();
+    rq.post(WqeId(0), send(2048)).unwrap();
+    let small = RequesterConfig { mtu: 512, ..rc(0) };
+    // Not yet started: the message is cut at the new MTU.
+    rq.reconfigure(small).unwrap();
+    assert_eq!(psns(&sent(&mut rq, t0(), &mut Vec::new())), [0, 1, 2, 3]);
+    assert_eq!(rq.reconfigure(rc(0)), Err(TransportError::Busy));
+    rq.reconfigure(RequesterConfig {
+        retry_cnt: 0,
+        ..small
+    })
+    .unwrap();
+    let mut actions = Vec::new();
+    rq.on_timer(rq.next_timer().unwrap(), &mut actions);
+    assert_eq!(
+        actions,
+        [failure(0, WcStatus::RetryExcErr, VendorErr::Unreachable)]
+    );
+}

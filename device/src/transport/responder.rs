@@ -34,6 +34,10 @@ use crate::wire::{Aeth, AtomicEth, Bth, Opcode, Packet, Reth, Transport};
 use std::collections::VecDeque;
 use vrnic_hw::EventType;
 
+/// Responses queued at most before duplicates stop being answered (new requests always
+/// are: the data path drains the queue between packets).
+pub const MAX_QUEUED_REPLIES: usize = 256;
+
 /// A QP's attributes as the responder uses them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ResponderConfig {
@@ -232,6 +236,19 @@ impl Responder {
             stats: ResponderStats::default(),
             cfg,
         })
+    }
+
+    /// MODIFY_QP of a QP already receiving: the attributes a responder may change on the
+    /// way (min_rnr_timer, max_dest_rd_atomic, the ACK interval); the PSN, transport, peer
+    /// and MTU stay (a new connection makes a new responder).
+    pub fn reconfigure(&mut self, cfg: ResponderConfig) {
+        self.cfg.min_rnr_timer = cfg.min_rnr_timer;
+        self.cfg.max_dest_rd_atomic = cfg.max_dest_rd_atomic;
+        self.cfg.ack_every = cfg.ack_every;
+        let slots = usize::from(cfg.max_dest_rd_atomic.max(1));
+        while self.resources.len() > slots {
+            self.resources.pop_front();
+        }
     }
 
     /// The PSN expected next (QUERY_QP's rq_psn).
@@ -524,6 +541,12 @@ impl Responder {
     /// A request behind ePSN (§9.7.5.1.2).
     fn duplicate(&mut self, pkt: &Packet, family: Family, psn: Psn) -> Received {
         self.stats.duplicates += 1;
+        if self.replies.len() >= MAX_QUEUED_REPLIES {
+            // A peer repeating requests faster than the answers leave gets no more
+            // answers queued: duplicates are retransmissions, dropping one is safe.
+            self.stats.ignored += 1;
+            return Received::Handled;
+        }
         match family {
             // C9-105: ACK again the most recent PSN; nothing is placed twice.
             Family::Send | Family::Write => self.ack(self.epsn.sub(1)),

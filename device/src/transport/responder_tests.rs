@@ -527,3 +527,38 @@ fn uc_a_new_first_inside_a_message_restarts_and_refusals_only_drop() {
     assert!(!rs.is_failed());
     assert!(replies(&mut rs).is_empty());
 }
+
+#[test]
+fn duplicates_stop_being_answered_when_the_reply_queue_is_full() {
+    let mut rs = Responder::new(rc(0)).unwrap();
+    run(&mut rs, &read(0, 0, 1), Outcome::Done);
+    for _ in 0..MAX_QUEUED_REPLIES + 10 {
+        rs.on_packet(&read(0, 0, 1));
+    }
+    assert_eq!(replies(&mut rs).len(), MAX_QUEUED_REPLIES);
+    // New requests are still answered.
+    let mut p = req(Op::SendOnly, 1, 1);
+    p.bth.ack_req = true;
+    run(&mut rs, &p, Outcome::Done);
+    assert_eq!(summary(&replies(&mut rs)), [(Op::Acknowledge, 1, ACK)]);
+}
+
+#[test]
+fn reconfiguring_changes_the_rnr_timer_and_shrinks_the_resources() {
+    let mut rs = Responder::new(rc(0)).unwrap();
+    run(&mut rs, &fetch_add(0), Outcome::Atomic(1));
+    run(&mut rs, &fetch_add(1), Outcome::Atomic(2));
+    replies(&mut rs);
+    rs.reconfigure(ResponderConfig {
+        min_rnr_timer: 20,
+        max_dest_rd_atomic: 1,
+        ..rc(0)
+    });
+    rs.on_packet(&fetch_add(0));
+    assert!(replies(&mut rs).is_empty(), "the older resource is gone");
+    run(&mut rs, &req(Op::SendOnly, 2, 1), Outcome::Rnr);
+    assert_eq!(
+        summary(&replies(&mut rs)),
+        [(Op::Acknowledge, 2, Some(AethKind::RnrNak { timer: 20 }))]
+    );
+}
