@@ -405,6 +405,7 @@ fn apply(local: &mut Local, a: Action, payload: &[u8]) {
         }
         Action::Complete { wqe, status, .. } => local.completions.push((wqe.0, status)),
         Action::RnrWait { .. } => local.rnr_waits += 1,
+        Action::Local { .. } => unreachable!("no memory operations posted"),
     }
 }
 

@@ -1,5 +1,5 @@
 //! The reliability engine of RC (and XRC) and the simpler rules of UC on a RoCEv2 wire
-//! (IBTA Vol 1 §9.7 reliable service, §9.8 unreliable connection), as sans-I/O state
+//! (IBTA Vol 1 chapter 9, §9.7 reliable service), as sans-I/O state
 //! machines: they touch no memory and do no I/O. The data path feeds them events (a send
 //! WQE, a decoded received packet, the time) and performs what they answer (send this
 //! packet with this payload, place this payload, complete WQE n with this status, wait).
@@ -29,7 +29,8 @@
 //! // actions: Place { wqe, offset, len } (this packet's payload into the READ's local
 //! // buffers at offset), AtomicResult { wqe, original }, Complete { wqe, status,
 //! // vendor_err, byte_len } (in posting order; an error status: the QP moves to ERR and
-//! // the data path flushes the rest), Wait { .. } (for the QP's `waiting` view).
+//! // the data path flushes the rest), RnrWait { .. } (for the QP's `waiting` view),
+//! // Local { wqe } (execute a memory operation, then rq.local_done(..)).
 //! // Timers: call rq.on_timer(now, &mut actions) at rq.next_timer().
 //! ```
 //! Responder (one per RC/UC/XRC_TGT QP from RTR on):
@@ -52,6 +53,37 @@
 //! A SEND of 3000 bytes at MTU 1024 therefore goes: `post` -> `poll_transmit` gives SEND
 //! First (PSN p), Middle (p+1), Last (p+2, AckReq) -> the peer's responder executes each
 //! and queues one ACK of p+2 -> `on_packet(ACK p+2)` gives `Complete { wqe, Success }`.
+//!
+//! # What the data path does to use it
+//!
+//! - Make the engines from the QP: `RequesterConfig` at RTR->RTS (`transport` from the QP
+//!   type: RC, UC, XRC for XRC_INI; `dest_qpn`, `sq_psn`, `mtu` = `Qp::mtu_bytes`,
+//!   `timeout`, `retry_cnt`, `rnr_retry`, `max_rd_atomic`), `ResponderConfig` at INIT->RTR
+//!   (`rq_psn`, `max_dest_rd_atomic`, `min_rnr_timer`, XRC for XRC_TGT); `reconfigure` on
+//!   RTS->RTS and SQD->SQD; drop both on ERR and RESET (the data path's flush completes
+//!   the WQEs, as today). `Requester::next_psn` and `Responder::expected_psn` are
+//!   QUERY_QP's sq_psn and rq_psn.
+//! - Requester: read each new send WQE as `plan` does now (checks, local pieces), then
+//!   `post` it (`WqeId` = its free-running SQ index; memory operations: `post_local`, and
+//!   execute them at `Action::Local`), keeping its resolved local pieces until its
+//!   `Complete`: `Payload::Wqe { offset, len }` names bytes of those pieces, `Place` and
+//!   `AtomicResult` write into them. `Complete` maps onto `complete_send` (in order; the
+//!   CQE's opcode from the WQE); an error status moves the QP to ERR. `RnrWait` fills
+//!   `Qp::waiting` (reason RNR); `next_timer` is the poller's `retry_at`.
+//! - Responder: on `Execute`, do what `accept` + `complete` do for one packet (claim the
+//!   receive WQE at a SEND's First/Only or a WRITE_WITH_IMM's Last, check the rkey of
+//!   `reth` for the whole message at its first packet, place `packet.payload` at
+//!   `offset`, run the atomic, complete the receive at Last/Only with `imm`/`invalidate`/
+//!   `solicited`, post COMM_EST on the first in RTR) and report `Outcome`; on `Refused`
+//!   the data path moves the QP to ERR with its event as `fail` does now (RC), on
+//!   `Fatal(event)` the same with `event`. `Payload::Memory` of READ responses is read
+//!   from the MR named by its rkey.
+//! - Statuses: REM_* and RETRY_EXC_ERR/RNR_RETRY_EXC_ERR carry the vendor_err codes the
+//!   in-process path uses (REMOTE_ERROR, REMOTE_ACCESS, UNREACHABLE, RNR); a malformed
+//!   READ response completes with BAD_RESP_ERR (`vendor_err` LENGTH), which SPEC lists
+//!   as unused today and the integration must document.
+//! - Counters: `RequesterStats`/`ResponderStats` (retransmitted packets, timeouts,
+//!   sequence/RNR/implied NAKs, duplicates, out-of-sequence) feed SPEC's counters.
 
 pub mod psn;
 pub mod requester;
@@ -179,6 +211,8 @@ pub enum TransportError {
     UcReadAtomic,
     #[error("an XRC request needs the target's SRQ number")]
     XrcSrq,
+    #[error("WQE {0} is not the memory operation the requester asked for")]
+    NotLocal(u32),
     #[error("the path MTU cannot change while packets are outstanding")]
     Busy,
     #[error("the QP failed: it takes no more work")]
@@ -199,8 +233,8 @@ fn check_transport(t: Transport) -> Result<(), TransportError> {
     }
 }
 
-/// The local ACK timeout of attribute `timeout` (§9.7.6.1.3: 4.096 us * 2^timeout; 0
-/// disables the timer).
+/// The local ACK timeout of attribute `timeout` (4.096 us * 2^timeout; 0 disables the
+/// timer, as IBTA and ibv_modify_qp(3) define it).
 pub fn ack_timeout(timeout: u8) -> Option<Duration> {
     match timeout {
         0 => None,
@@ -208,7 +242,8 @@ pub fn ack_timeout(timeout: u8) -> Option<Duration> {
     }
 }
 
-/// The RNR NAK timer of code `code` (§9.7.5.2.8, the RNR timer table).
+/// The RNR NAK timer of code `code` (the IBTA RNR timer table: rxe's rnrnak_usec,
+/// ibv_modify_qp(3)'s min_rnr_timer values).
 pub fn rnr_delay(code: u8) -> Duration {
     const MICROS: [u64; 32] = [
         655_360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1280, 1920, 2560, 3840,

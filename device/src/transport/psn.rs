@@ -1,7 +1,7 @@
-//! Packet sequence numbers (IBTA Vol 1 §9.7.1): 24 bits that wrap, compared by serial
-//! arithmetic. The half of the space behind a reference PSN is the past (a responder's
-//! duplicate region, §9.7.5.1.2), the half ahead the future (its invalid region,
-//! §9.7.5.1.3), so at most `HALF - 1` PSNs may be outstanding at once.
+//! Packet sequence numbers (IBTA Vol 1 §9.7): 24 bits that wrap, compared by serial
+//! arithmetic (rxe's psn_compare). The half of the space behind a reference PSN is the
+//! past (a responder's duplicate region), the half ahead the future (out of sequence), so
+//! at most `HALF - 1` PSNs may be outstanding at once.
 
 pub const PSN_MASK: u32 = 0xFF_FFFF;
 /// Half the PSN space: the greatest distance serial comparison can order.

@@ -1,25 +1,30 @@
-//! One QP's send side on the wire (IBTA Vol 1 §9.7.5.2, requester behaviour): PSNs for
-//! each WQE, the packets of each message, the outstanding WQEs until their ACK, READ
-//! responses or atomic ACK, and what the responder's answers mean:
-//! - an ACK of PSN n acknowledges every request up to n (ACKs coalesce, §9.7.5.1.6);
-//!   a READ response or atomic ACK acknowledges every request before it;
+//! One QP's send side on the wire: the requester of IBTA Vol 1 §9.7 (reliable service),
+//! checked against rxe's requester and completer (rxe_req.c, rxe_comp.c: check_psn,
+//! check_ack, the retry states). PSNs for each WQE, the packets of each message, the
+//! outstanding WQEs until their ACK, READ responses or atomic ACK, and what the
+//! responder's answers mean:
+//! - any response acknowledges every request before its PSN, an ACK also the one at it
+//!   (§9.7.5.1.2, coalesced acknowledge messages); a NAK therefore acknowledges what is
+//!   before it;
 //! - an ACK (or response) past a READ or atomic whose response has not arrived is an
-//!   implied NAK (§9.7.5.2.3): its response was lost, it is requested again;
-//! - NAK PSN sequence error: go back N from the NAK'd PSN (§9.7.5.2.4), which also
-//!   acknowledges everything before it;
-//! - RNR NAK: wait the timer its code names, then resend from its PSN, `rnr_retry` times
-//!   (7: forever; §9.7.5.2.8); then RNR_RETRY_EXC_ERR;
-//! - NAK invalid request / remote access / remote operational error (§9.7.5.2.5): the WQE
-//!   completes with REM_INV_REQ_ERR / REM_ACCESS_ERR / REM_OP_ERR and the QP fails;
-//! - no progress within the local ACK timeout (4.096 us * 2^timeout, §9.7.6.1.3): go back
-//!   to the oldest unacknowledged PSN, `retry_cnt` times (§9.7.6.1.4), then RETRY_EXC_ERR.
-//!   Sequence NAKs and implied NAKs count against `retry_cnt` too, as rxe counts them; a
-//!   retry already under way from the same PSN is not started again (rxe's started_retry).
+//!   implied NAK: the response was lost, the READ is requested again from its first
+//!   missing response (rxe: check_psn, "complete send/write or error read/atomic");
+//! - NAK PSN sequence error: go back N from the NAK'd PSN;
+//! - RNR NAK: wait the time its timer code names, then resend from its PSN,
+//!   `rnr_retry` times (7: forever), then RNR_RETRY_EXC_ERR;
+//! - NAK invalid request / remote access / remote operational error: the WQE completes
+//!   with REM_INV_REQ_ERR / REM_ACCESS_ERR / REM_OP_ERR and the QP fails;
+//! - no progress within the local ACK timeout (4.096 us * 2^timeout; 0: none): go back to
+//!   the oldest unacknowledged PSN, `retry_cnt` times, then RETRY_EXC_ERR. Sequence NAKs
+//!   and implied NAKs count against `retry_cnt` too, as rxe counts them (unlike rxe,
+//!   retry_cnt 7 is 7 retries: only rnr_retry has a "forever"); a retry already under way
+//!   from the same PSN is not started again (rxe's started_retry); progress restores both
+//!   counts (rxe's reset_retry_counters).
 //!
-//! At most `max_rd_atomic` READs and atomics are outstanding (§9.7.5.2.1 / C9-150: later
-//! WQEs of the queue wait behind the one that would exceed it), a FENCE WQE waits for the
-//! READs and atomics before it (§10.8.3.3), and at most `window` PSNs are outstanding.
-//! UC (§9.8): the packets go out once and the WQE completes when its last packet has left.
+//! At most `max_rd_atomic` READs and atomics are outstanding (later WQEs wait behind the
+//! one that would exceed it: the queue stays in order), a FENCE WQE waits for the READs
+//! and atomics before it, and at most `window` PSNs are outstanding. UC: the packets go
+//! out once and the WQE completes when its last packet has left.
 
 use super::psn::{Psn, HALF};
 use super::segment::{self, MsgOp, Position, MAX_MESSAGE};
@@ -136,6 +141,8 @@ pub enum Action {
         vendor_err: VendorErr,
         byte_len: u32,
     },
+    /// Execute the memory operation WQE (then call `local_done`).
+    Local { wqe: WqeId },
     /// The send queue waits for an RNR timer (the QP's `waiting` view); None: forever.
     RnrWait {
         until: Instant,
@@ -167,6 +174,8 @@ struct Entry {
     started: bool,
     /// PSNs acknowledged (SEND/WRITE) or responses received (READ, atomic).
     progress: u32,
+    /// A memory operation the data path executes (no packet; `msg` is a placeholder).
+    local: bool,
 }
 
 impl Entry {
@@ -175,7 +184,7 @@ impl Entry {
     }
 
     fn holds(&self, psn: Psn) -> bool {
-        self.started && psn.within(self.first, self.npsn)
+        self.started && !self.local && psn.within(self.first, self.npsn)
     }
 }
 
@@ -255,7 +264,53 @@ impl Requester {
             npsn,
             started: false,
             progress: 0,
+            local: false,
         });
+        Ok(())
+    }
+
+    /// Takes WQE `id`, a memory operation (REG_MR, LOCAL_INV, BIND_MW): it puts nothing on
+    /// the wire, and runs in queue order: `Action::Local` asks for it once every WQE before
+    /// it has completed, and the WQEs after it wait for `local_done`.
+    pub fn post_local(&mut self, id: WqeId) -> Result<(), TransportError> {
+        if self.failed {
+            return Err(TransportError::Failed);
+        }
+        self.entries.push_back(Entry {
+            id,
+            msg: Message::new(MsgOp::Send, 0),
+            first: Psn::default(),
+            npsn: 1,
+            started: false,
+            progress: 0,
+            local: true,
+        });
+        Ok(())
+    }
+
+    /// The memory operation `Action::Local` asked for ended with `status`: it completes
+    /// (an error fails the QP as any failed WQE does) and the WQEs after it may go.
+    pub fn local_done(
+        &mut self,
+        id: WqeId,
+        status: WcStatus,
+        why: VendorErr,
+        now: Instant,
+        out: &mut Vec<Action>,
+    ) -> Result<(), TransportError> {
+        match self.entries.front() {
+            Some(e) if e.local && e.started && e.id == id => {}
+            _ => return Err(TransportError::NotLocal(id.0)),
+        }
+        if status != WcStatus::Success {
+            self.fail(status, why, out);
+            return Ok(());
+        }
+        let before = self.una();
+        if let Some(e) = self.entries.front_mut() {
+            e.progress = 1;
+        }
+        self.advanced(before, now, out);
         Ok(())
     }
 
@@ -317,13 +372,13 @@ impl Requester {
     /// The oldest PSN not acknowledged (or whose response has not arrived).
     fn una(&self) -> Psn {
         match self.entries.front() {
-            Some(e) if e.started => e.first.add(e.progress),
+            Some(e) if e.started && !e.local => e.first.add(e.progress),
             _ => self.next_psn,
         }
     }
 
     fn outstanding(&self) -> bool {
-        self.entries.front().is_some_and(|e| e.started)
+        self.entries.front().is_some_and(|e| e.started && !e.local)
     }
 
     /// Whether `psn` was sent and is not acknowledged yet.
@@ -345,6 +400,14 @@ impl Requester {
         }
         let (index, k) = loop {
             let e = self.entries.get(self.cursor)?;
+            if e.local {
+                // A memory operation runs once all before it completed; all after wait.
+                if self.cursor == 0 && !e.started {
+                    out.push(Action::Local { wqe: e.id });
+                    self.entries[0].started = true;
+                }
+                return None;
+            }
             if !e.started {
                 break (self.cursor, 0);
             }
@@ -387,7 +450,7 @@ impl Requester {
             self.cursor_pkt = k + 1;
         }
         if self.cfg.transport == Transport::Uc {
-            // §9.8.2: no acknowledgement; sent is done.
+            // UC has no acknowledgement: sent is done.
             if whole {
                 if let Some(e) = self.entries.pop_front() {
                     self.cursor = self.cursor.saturating_sub(1);
@@ -486,7 +549,7 @@ impl Requester {
                 pos.ends()
             }
         };
-        // SE only on the packet that ends the message (§9.2.3).
+        // SE only on the packet that ends the message (the BTH's SE bit, §9.2).
         out.bth.solicited = msg.solicited && last;
         let ack_req = last || self.since_ack_req + 1 >= cfg.ack_req_every;
         out.bth.ack_req = ack_req && cfg.transport != Transport::Uc;
@@ -699,7 +762,8 @@ impl Requester {
         let e = &self.entries[i];
         let last = k + 1 >= e.npsn;
         let (offset, n) = segment::piece(e.msg.len, self.cfg.mtu, k);
-        // A response stream may restart (First/Only) anywhere after a retry (§9.7.5.2.3),
+        // A response stream may restart (First/Only) anywhere after a retry (rxe's
+        // check_ack: "read retries of partial data may restart from read response first"),
         // but the packet count and lengths are the READ's.
         let placed = pos.ends() == last && (pos.starts() || k > 0) && len == n as usize;
         if !placed {
@@ -723,7 +787,7 @@ impl Requester {
         let before = self.una();
         let mut lost = None;
         for e in self.entries.iter_mut() {
-            if !e.started || last.before(e.first) {
+            if !e.started || e.local || last.before(e.first) {
                 break;
             }
             if e.msg.op.is_read_or_atomic() {
@@ -747,7 +811,7 @@ impl Requester {
     }
 
     /// Retires the finished WQEs at the head; progress since `before` restarts the timer
-    /// and the retry counts (§9.7.6.1.4: they count retries without progress).
+    /// and the retry counts (they count retries without progress).
     fn advanced(&mut self, before: Psn, now: Instant, out: &mut Vec<Action>) {
         while self.entries.front().is_some_and(Entry::done) {
             let Some(e) = self.entries.pop_front() else {

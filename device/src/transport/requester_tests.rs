@@ -712,3 +712,57 @@ fn reconfiguring_changes_the_retry_attributes_and_the_mtu_only_when_idle() {
         [failure(0, WcStatus::RetryExcErr, VendorErr::Unreachable)]
     );
 }
+
+#[test]
+fn a_memory_operation_runs_when_all_before_it_completed_and_holds_back_what_follows() {
+    let mut rq = Requester::new(rc(0)).unwrap();
+    rq.post(WqeId(0), send(1)).unwrap();
+    rq.post_local(WqeId(1)).unwrap();
+    rq.post(WqeId(2), send(1)).unwrap();
+    let mut actions = Vec::new();
+    assert_eq!(psns(&sent(&mut rq, t0(), &mut actions)), [0]);
+    assert!(actions.is_empty());
+    assert_eq!(
+        rq.local_done(
+            WqeId(1),
+            WcStatus::Success,
+            VendorErr::None,
+            t0(),
+            &mut actions
+        ),
+        Err(TransportError::NotLocal(1))
+    );
+    assert_eq!(handle(&mut rq, ack(0), t0()), [success(0, 1)]);
+    assert!(sent(&mut rq, t0(), &mut actions).is_empty());
+    assert_eq!(actions, [Action::Local { wqe: WqeId(1) }]);
+    actions.clear();
+    rq.local_done(
+        WqeId(1),
+        WcStatus::Success,
+        VendorErr::None,
+        t0(),
+        &mut actions,
+    )
+    .unwrap();
+    assert_eq!(actions, [success(1, 0)]);
+    assert_eq!(psns(&sent(&mut rq, t0(), &mut Vec::new())), [1]);
+    // A failed memory operation fails the QP.
+    rq.post_local(WqeId(3)).unwrap();
+    handle(&mut rq, ack(1), t0());
+    let mut actions = Vec::new();
+    sent(&mut rq, t0(), &mut actions);
+    actions.clear();
+    rq.local_done(
+        WqeId(3),
+        WcStatus::LocProtErr,
+        VendorErr::MkeyState,
+        t0(),
+        &mut actions,
+    )
+    .unwrap();
+    assert_eq!(
+        actions,
+        [failure(3, WcStatus::LocProtErr, VendorErr::MkeyState)]
+    );
+    assert!(rq.is_failed());
+}

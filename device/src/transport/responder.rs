@@ -1,23 +1,28 @@
-//! One QP's receive side on the wire (IBTA Vol 1 §9.7.5.1, responder behaviour):
-//! - the expected PSN (ePSN): a request at ePSN is new and executed; one behind it is a
-//!   duplicate (§9.7.5.1.2): a SEND/WRITE packet is ACKed again and not placed again
-//!   (C9-105), a READ is answered again from the responder's resources, for the range its
-//!   RETH names within the original, and an atomic gets its saved original value back
-//!   without being executed again; one ahead of it is out of sequence (§9.7.5.1.3): one
-//!   NAK PSN sequence error, then silence until ePSN arrives (rxe's sent_psn_nak);
-//! - the opcode sequence (§9.7.5.1.4, C9-96..): a Middle or Last without its First, or a
-//!   new message inside another, is an invalid request: NAK, and the QP fails;
-//! - lengths (C9-18/C9-19): First and Middle carry one MTU, Last 1..MTU, Only 0..MTU; a
-//!   WRITE's packets add up to its RETH's DMA length;
-//! - the data path decides what only it can (a receive WQE: RNR NAK with min_rnr_timer,
-//!   C9-111; the rkey: NAK remote access; its own failures: NAK remote operational);
-//! - ACK coalescing (§9.7.5.1.6): an ACK at the last packet of a message, on AckReq, and
+//! One QP's receive side on the wire: the responder of IBTA Vol 1 §9.7, checked against
+//! rxe's responder (rxe_resp.c: check_psn, check_op_seq, check_length, duplicate_request,
+//! acknowledge, the error classes):
+//! - the expected PSN (ePSN): a request at ePSN is new and executed; one in the half of
+//!   PSN space behind it is a duplicate: a SEND/WRITE packet is ACKed again with the last
+//!   PSN executed and not placed again (C9-105), a READ is answered again from the
+//!   responder's resources for the range its RETH names (which must be the original's
+//!   from that PSN on), an atomic gets its saved original value back without being
+//!   executed again; one ahead of it is out of sequence: one NAK PSN sequence error, then
+//!   silence until ePSN arrives (rxe's sent_psn_nak; an RNR NAK silences the same way);
+//! - the opcode sequence: a Middle or Last without its First, or a new message inside
+//!   another, is an invalid request (rxe's class C): NAK, and the QP fails;
+//! - lengths: First and Middle carry one MTU, Last 1..MTU, Only 0..MTU, and a WRITE's
+//!   packets add up to its RETH's DMA length (rxe's check_length/check_rkey);
+//! - the data path decides what only it can: a receive WQE (none: RNR NAK with
+//!   min_rnr_timer, the PSN not consumed), the rkey (NAK remote access), its own failures
+//!   (NAK remote operational error);
+//! - ACK coalescing (§9.7.5.1.2): an ACK at the last packet of a message, on AckReq, and
 //!   at least every `ack_every` packets; an ACK waiting to be sent is replaced by a later
 //!   one; READ responses and atomic ACKs acknowledge for themselves;
-//! - the READ/atomic resources (§9.7.5.1.7, max_dest_rd_atomic): a ring of the last ones,
-//!   what duplicates are answered from;
-//! - UC (§9.8.3): no ACKs; a message with a lost packet is dropped whole, and the next
-//!   First or Only resynchronizes the ePSN.
+//! - the READ/atomic resources (max_dest_rd_atomic): a ring of the last ones, which
+//!   duplicates are answered from (a forgotten one is dropped: rxe's class D);
+//! - UC: no ACKs; a message with a lost packet is dropped whole, and the next First or
+//!   Only resynchronizes the ePSN (rxe's drop_msg); a First inside a message starts the
+//!   new one (rxe drops that packet as well).
 //!
 //! Every response goes out through one queue in PSN order, so an ACK never overtakes the
 //! READ responses before it (the requester would take it for an implied NAK).
@@ -322,7 +327,7 @@ impl Responder {
         }
     }
 
-    /// UC (§9.8.3): no ACK and no NAK; whatever breaks a message drops it whole.
+    /// UC: no ACK and no NAK; whatever breaks a message drops it whole.
     fn uc_packet(&mut self, pkt: &Packet, family: Family, pos: Position, psn: Psn) -> Received {
         let mut restart = false;
         if pos.starts() {
@@ -443,7 +448,7 @@ impl Responder {
                 self.in_msg = None;
             }
             Outcome::Rnr => {
-                // C9-111: the PSN is not consumed; the requester resends from it.
+                // The PSN is not consumed: the requester resends from it after the timer.
                 self.stats.rnr_naks += 1;
                 self.nak_sent = true;
                 let aeth = Aeth::new(
@@ -538,7 +543,7 @@ impl Responder {
         self.resources.push_back(r);
     }
 
-    /// A request behind ePSN (§9.7.5.1.2).
+    /// A request behind ePSN: a duplicate.
     fn duplicate(&mut self, pkt: &Packet, family: Family, psn: Psn) -> Received {
         self.stats.duplicates += 1;
         if self.replies.len() >= MAX_QUEUED_REPLIES {

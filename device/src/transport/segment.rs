@@ -1,14 +1,14 @@
-//! A message cut into packets at the path MTU (IBTA Vol 1 §9.2.1 opcodes, §9.7.1 PSNs):
-//! every packet but the last carries exactly one MTU of payload (C9-18/C9-19 as rxe's
-//! check_length reads them), First/Middle/Last (or Only) name its place, the RETH rides
-//! on the first packet of a WRITE and on the READ request (§9.3.3), ImmDt and IETH on
-//! the last (§9.3.6, §9.3.7), and the pad brings the payload to a multiple of four
-//! (§9.2, PadCnt). A READ request takes one PSN per response packet it asks for
-//! (§9.7.1.1: the requester advances its PSN by the response count), an atomic one.
+//! A message cut into packets at the path MTU (IBTA Vol 1 §9.2 opcodes, §9.3 extended
+//! headers): every packet but the last carries exactly one MTU of payload (what rxe's
+//! check_length demands of a peer), First/Middle/Last (or Only) name its place, the RETH
+//! rides on the first packet of a WRITE and on the READ request, ImmDt and IETH on the
+//! last, and the pad brings the payload to a multiple of four (§9.2, PadCnt). A READ
+//! request takes one PSN per response packet it asks for (the next request leaves that
+//! gap), an atomic one.
 
 use crate::wire::bth::Op;
 
-/// The largest message IBTA allows (§9.4: 2^31 bytes).
+/// The largest message IBTA allows (2^31 bytes; rxe's check_length refuses longer).
 pub const MAX_MESSAGE: u64 = 1 << 31;
 
 /// What a message does at the responder, with what its opcode carries.
@@ -169,7 +169,7 @@ pub fn classify_read_response(op: Op) -> Option<Position> {
     })
 }
 
-/// Pad bytes after a payload of `len` (§9.2: to a multiple of four).
+/// Pad bytes after a payload of `len` (to a multiple of four).
 pub fn pad(len: usize) -> usize {
     (4 - len % 4) % 4
 }
