@@ -207,6 +207,8 @@ pub struct Requester {
     rnr_until: Option<Instant>,
     /// The PSN a retry started from, until progress is made.
     rewound: Option<Psn>,
+    /// READs and atomics started and not completed.
+    reads: usize,
     since_ack_req: u32,
     failed: bool,
     stats: RequesterStats,
@@ -232,6 +234,7 @@ impl Requester {
             ack_deadline: None,
             rnr_until: None,
             rewound: None,
+            reads: 0,
             since_ack_req: 0,
             failed: false,
             stats: RequesterStats::default(),
@@ -427,6 +430,9 @@ impl Requester {
             e.first = self.next_psn;
             e.started = true;
             self.next_psn = self.next_psn.add(e.npsn);
+            if e.msg.op.is_read_or_atomic() {
+                self.reads += 1;
+            }
         }
         let packet = self.build(index, k);
         let e = &self.entries[index];
@@ -466,12 +472,8 @@ impl Requester {
     /// Whether entry `index` may start: the READ/atomic limit, a fence, the window.
     fn may_start(&self, index: usize) -> bool {
         let e = &self.entries[index];
-        let reads = self
-            .entries
-            .iter()
-            .take(index)
-            .filter(|x| x.msg.op.is_read_or_atomic() && !x.done())
-            .count();
+        // Every READ/atomic started is before this entry, which has not started.
+        let reads = self.reads;
         if e.msg.op.is_read_or_atomic() && reads >= usize::from(self.cfg.max_rd_atomic.max(1)) {
             return false;
         }
@@ -689,7 +691,7 @@ impl Requester {
             self.stats.ignored += 1;
             return;
         }
-        let Some(i) = self.entries.iter().position(|e| e.holds(psn)) else {
+        let Some(i) = self.find(psn) else {
             self.stats.ignored += 1;
             return;
         };
@@ -703,7 +705,7 @@ impl Requester {
             return;
         }
         // The acknowledgement may have retired the WQEs before it.
-        let Some(i) = self.entries.iter().position(|e| e.holds(psn)) else {
+        let Some(i) = self.find(psn) else {
             return;
         };
         let before = self.una();
@@ -728,7 +730,7 @@ impl Requester {
             self.stats.ignored += 1;
             return;
         }
-        let Some(i) = self.entries.iter().position(|e| e.holds(psn)) else {
+        let Some(i) = self.find(psn) else {
             self.stats.ignored += 1;
             return;
         };
@@ -756,7 +758,7 @@ impl Requester {
             self.implied_nak(lost, now, out);
             return;
         }
-        let Some(i) = self.entries.iter().position(|e| e.holds(psn)) else {
+        let Some(i) = self.find(psn) else {
             return;
         };
         let e = &self.entries[i];
@@ -821,6 +823,9 @@ impl Requester {
                 0 => self.cursor_pkt = 0,
                 _ => self.cursor -= 1,
             }
+            if e.msg.op.is_read_or_atomic() {
+                self.reads = self.reads.saturating_sub(1);
+            }
             out.push(complete(&e, WcStatus::Success, VendorErr::None));
         }
         if self.una() != before {
@@ -859,9 +864,20 @@ impl Requester {
         true
     }
 
+    /// The entry holding `psn` (started entries are a prefix in PSN order).
+    fn find(&self, psn: Psn) -> Option<usize> {
+        let base = self.entries.front()?.first;
+        let target = psn.since(base);
+        let n = self
+            .entries
+            .partition_point(|e| e.started && e.first.since(base) <= target);
+        let i = n.checked_sub(1)?;
+        self.entries[i].holds(psn).then_some(i)
+    }
+
     /// Moves the send cursor back to `psn`.
     fn rewind_to(&mut self, psn: Psn) {
-        match self.entries.iter().position(|e| e.holds(psn)) {
+        match self.find(psn) {
             Some(i) => {
                 self.cursor = i;
                 self.cursor_pkt = psn.since(self.entries[i].first);
@@ -880,6 +896,7 @@ impl Requester {
         }
         log::debug!("requester: WQE failed with {status:?} ({why:?})");
         self.entries.clear();
+        self.reads = 0;
         self.failed = true;
         self.ack_deadline = None;
         self.rnr_until = None;
