@@ -704,3 +704,45 @@ fn hostile_packets_never_panic_either_engine_and_completions_stay_in_order() {
         "{requesters} {responders} {executed}"
     );
 }
+
+#[test]
+fn a_dead_wire_sends_each_packet_retry_cnt_more_times_then_fails_with_retry_exc_err() {
+    for retry_cnt in [0u8, 3, 7] {
+        let mut rq = Requester::new(RequesterConfig {
+            timeout: 4,
+            retry_cnt,
+            ..RequesterConfig::default()
+        })
+        .unwrap();
+        rq.post(WqeId(0), Message::new(MsgOp::Send, 2000)).unwrap();
+        let mut wire = Channel::new(
+            1,
+            Impairment {
+                loss: 1000,
+                dup: 0,
+                reorder: 0,
+            },
+        );
+        let mut actions = Vec::new();
+        let mut now = Instant::now();
+        while !rq.is_failed() {
+            while let Some(out) = rq.poll_transmit(now, &mut actions) {
+                wire.send(0, frame(&out, vec![0; out.payload.len() as usize]));
+            }
+            now = rq.next_timer().expect("the ACK timer runs");
+            rq.on_timer(now, &mut actions);
+        }
+        // Two packets, sent once and then once per retry.
+        assert_eq!(wire.sent, 2 * (1 + u64::from(retry_cnt)));
+        assert_eq!(rq.stats().timeouts, 1 + u64::from(retry_cnt));
+        assert_eq!(rq.stats().retransmitted, 2 * u64::from(retry_cnt));
+        assert!(matches!(
+            actions[..],
+            [Action::Complete {
+                wqe: WqeId(0),
+                status: WcStatus::RetryExcErr,
+                ..
+            }]
+        ));
+    }
+}

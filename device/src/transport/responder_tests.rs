@@ -562,3 +562,23 @@ fn reconfiguring_changes_the_rnr_timer_and_shrinks_the_resources() {
         [(Op::Acknowledge, 2, Some(AethKind::RnrNak { timer: 20 }))]
     );
 }
+
+#[test]
+fn an_xrc_responder_names_the_srq_of_each_request_and_answers_with_xrc_acks() {
+    let mut rs = Responder::new(ResponderConfig {
+        transport: Transport::Xrc,
+        ..rc(0)
+    })
+    .unwrap();
+    let mut p = req(Op::SendOnly, 0, 3);
+    p.bth.opcode = Opcode::new(Transport::Xrc, Op::SendOnly).unwrap();
+    p.xrc_srqn = Some(0x44);
+    let ex = run(&mut rs, &p, Outcome::Done);
+    assert_eq!(ex.xrc_srqn, Some(0x44));
+    let out = replies(&mut rs);
+    assert_eq!(
+        out[0].bth.opcode,
+        Opcode::new(Transport::Xrc, Op::Acknowledge).unwrap()
+    );
+    assert_eq!(testing::deliver_zeros(&out[0]).xrc_srqn, None);
+}
