@@ -330,7 +330,11 @@ impl Requester {
                 return Err(TransportError::Busy);
             }
             self.cfg.mtu = cfg.mtu;
-            for e in self.entries.iter_mut().filter(|e| !e.msg.op.is_atomic()) {
+            for e in self
+                .entries
+                .iter_mut()
+                .filter(|e| !e.local && !e.msg.op.is_atomic())
+            {
                 e.npsn = segment::packets(e.msg.len, cfg.mtu);
             }
         }

@@ -278,7 +278,9 @@ impl Responder {
         !self.replies.is_empty()
     }
 
-    /// A request packet from the peer's requester.
+    /// A request packet from the peer's requester. After an `Execute`, call `finish`
+    /// before the next packet: until then packets are dropped (counted as ignored), as a
+    /// responder busy with one packet would drop what it cannot queue.
     pub fn on_packet(&mut self, pkt: &Packet) -> Received {
         let code = pkt.bth.opcode;
         let class = segment::classify_request(code.op);
