@@ -272,6 +272,7 @@ fn run(
     how: Impairment,
     transport: Transport,
     recv_start: usize,
+    mtu: u32,
     msgs: Vec<(Message, Vec<u8>)>,
 ) -> Run {
     let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
@@ -287,6 +288,7 @@ fn run(
         max_rd_atomic: 2,
         ack_req_every: 8,
         window: 48,
+        mtu,
         ..RequesterConfig::default()
     })
     .unwrap();
@@ -297,6 +299,7 @@ fn run(
         max_dest_rd_atomic: 2,
         min_rnr_timer: 1,
         ack_every: 16,
+        mtu,
         ..ResponderConfig::default()
     })
     .unwrap();
@@ -476,7 +479,7 @@ fn check_delivered_exactly_once(r: &Run) {
 fn a_clean_wire_delivers_everything_without_a_retransmission() {
     let mut rng = Rng(7);
     let msgs = workload(&mut rng, 80, true);
-    let r = run(7, CLEAN, Transport::Rc, 1, msgs);
+    let r = run(7, CLEAN, Transport::Rc, 1, 1024, msgs);
     check_delivered_exactly_once(&r);
     assert_eq!(r.rq_stats.timeouts, 0);
     assert_eq!(r.rq_stats.seq_naks, 0);
@@ -496,7 +499,9 @@ fn a_lossy_reordering_duplicating_wire_still_delivers_every_message_exactly_once
     for seed in 1..=12u64 {
         let mut rng = Rng(seed * 31);
         let msgs = workload(&mut rng, 60, true);
-        let r = run(seed, how, Transport::Rc, 1, msgs);
+        // Every path MTU's segmentation meets the same impairment.
+        let mtu = [256, 1024, 4096][seed as usize % 3];
+        let r = run(seed, how, Transport::Rc, 1, mtu, msgs);
         check_delivered_exactly_once(&r);
         assert!(r.lost > 0, "seed {seed}: the schedule lost frames");
         // The losses were repaired by retransmissions, and counted.
@@ -521,7 +526,7 @@ fn uc_on_a_lossy_wire_delivers_whole_messages_in_order_or_none_of_them() {
     };
     let mut rng = Rng(99);
     let msgs = workload(&mut rng, 80, false);
-    let r = run(99, how, Transport::Uc, 1000, msgs);
+    let r = run(99, how, Transport::Uc, 1000, 512, msgs);
     // Every WQE completes with SUCCESS once sent.
     let n = r.local.msgs.len() as u32;
     assert_eq!(r.local.completions.len(), n as usize);
