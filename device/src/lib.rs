@@ -4,7 +4,8 @@
 //! 1. foundations: `addr` (MACs, GIDs, addresses), `guest_memory` (guest RAM through vm-memory), `pci` (config space),
 //!    `vfio_user` (the protocol server, device-agnostic), `memfd`, `ratelimit`, `trace` (decoded
 //!    device events for subscribers), `wire` (the RoCEv2 packet codec, pcap files and the
-//!    packet tap), `net` (virtio-net over vhost-user, the L2 switch, uplinks, impairment);
+//!    packet tap), `net` (virtio-net over vhost-user, the L2 switch, uplinks, impairment),
+//!    `transport` (the RC/UC reliability engine on the wire, sans-I/O; imports `wire`);
 //! 2. `objects`: the object tables (PDs, MRs, CQs, EQs, QPs) and their names; the fault
 //!    plan of `faults` (each device owns one; `faults::act` sits beside `admin`);
 //! 3. `rnic`: the device state (registers, doorbells, interrupt lines, DMA fence) and the
@@ -33,5 +34,6 @@ pub mod ratelimit;
 pub mod rnic;
 pub mod serve;
 pub mod trace;
+pub mod transport;
 pub mod vfio_user;
 pub mod wire;
