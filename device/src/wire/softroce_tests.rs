@@ -90,9 +90,19 @@ fn a_soft_roce_frame_with_one_bit_flipped_in_what_the_icrc_covers_is_refused() {
 /// What a frame shows of its kind: IP version, opcode, and whether it is a CM MAD.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Seen {
-    Op { v6: bool, transport: u8, op: u8 },
-    CmMad { v6: bool },
-    Nak { v6: bool },
+    Op {
+        v6: bool,
+        transport: u8,
+        op: u8,
+    },
+    CmMad {
+        v6: bool,
+    },
+    /// An AETH that is not an ACK, by its syndrome.
+    Nak {
+        v6: bool,
+        syndrome: u8,
+    },
 }
 
 fn seen() -> BTreeSet<Seen> {
@@ -110,10 +120,11 @@ fn seen() -> BTreeSet<Seen> {
         if is_cm_mad(&p) {
             out.insert(Seen::CmMad { v6 });
         }
-        if p.aeth
-            .is_some_and(|a| !matches!(a.kind(), AethKind::Ack { .. }))
-        {
-            out.insert(Seen::Nak { v6 });
+        if let Some(a) = p.aeth.filter(|a| !matches!(a.kind(), AethKind::Ack { .. })) {
+            out.insert(Seen::Nak {
+                v6,
+                syndrome: a.syndrome,
+            });
         }
     }
     out
@@ -144,7 +155,17 @@ fn the_capture_holds_every_opcode_family_over_ipv4_and_ipv6() {
         rc(Op::CompareSwap),
         rc(Op::FetchAdd),
     ];
-    want.extend([Op::SendFirst, Op::SendMiddle, Op::SendLast].map(|op| (0x20, op)));
+    want.extend(
+        [
+            Op::SendFirst,
+            Op::SendMiddle,
+            Op::SendLast,
+            Op::WriteFirst,
+            Op::WriteMiddle,
+            Op::WriteLast,
+        ]
+        .map(|op| (0x20, op)),
+    );
     want.push((0x60, Op::SendOnly));
     let mut missing = Vec::new();
     for v6 in [false, true] {
@@ -160,6 +181,16 @@ fn the_capture_holds_every_opcode_family_over_ipv4_and_ipv6() {
         }
         if !seen.contains(&Seen::CmMad { v6 }) {
             missing.push(format!("{:?}", Seen::CmMad { v6 }));
+        }
+    }
+    // rxe's NAKs to a SEND flood onto one posted receive (IPv4 only).
+    for kind in [AethKind::RnrNak { timer: 12 }, AethKind::Nak { code: 0 }] {
+        let syndrome = Aeth::new(kind, 0).syndrome;
+        if !seen.contains(&Seen::Nak {
+            v6: false,
+            syndrome,
+        }) {
+            missing.push(format!("{kind:?}"));
         }
     }
     assert!(missing.is_empty(), "missing: {}", missing.join(", "));
@@ -200,7 +231,9 @@ fn cm_messages() -> Vec<(bool, Mad, CmMessage)> {
 fn every_soft_roce_cm_mad_decodes_strictly_and_encodes_back_to_its_bytes() {
     let msgs = cm_messages();
     let names: BTreeSet<_> = msgs.iter().map(|(_, _, m)| m.name()).collect();
-    for want in ["REQ", "REP", "RTU", "DREQ", "DREP", "SIDR_REQ", "SIDR_REP"] {
+    for want in [
+        "REQ", "REP", "RTU", "REJ", "DREQ", "DREP", "SIDR_REQ", "SIDR_REP",
+    ] {
         assert!(names.contains(want), "no {want} in {names:?}");
     }
 }
