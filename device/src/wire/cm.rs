@@ -457,6 +457,35 @@ mod tests {
     }
 
     #[test]
+    fn arbitrary_data_decodes_to_a_message_that_encodes_back_or_to_an_error() {
+        // A deterministic walk: sparse random bits (so that some pass the reserved check)
+        // under every attribute ID, known or not.
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut decoded = 0;
+        for attr in 0x0010..=0x001B {
+            for _ in 0..300 {
+                let mut d = [0u8; MAD_DATA_LEN];
+                for _ in 0..next() % 6 {
+                    let i = (next() % MAD_DATA_LEN as u64) as usize;
+                    d[i] = next() as u8;
+                }
+                if let Ok(msg) = CmMessage::decode(&mad(attr, d)) {
+                    assert_eq!(msg.encode_data(), Ok(d), "{}", msg.name());
+                    assert_eq!(msg.attribute_id(), attr);
+                    decoded += 1;
+                }
+            }
+        }
+        assert!(decoded > 100, "{decoded}");
+    }
+
+    #[test]
     fn unknown_attributes_classes_and_oversized_fields_are_errors() {
         let d = [0u8; MAD_DATA_LEN];
         assert_eq!(
