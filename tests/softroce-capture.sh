@@ -6,9 +6,9 @@
 # IPv6 fd00:64::1/::2); guest a's frames are recorded (QEMU filter-dump) while stock tools
 # run between them (b serves, a is the client): ibv_{rc,uc,ud}_pingpong, ib_{write,read,
 # send,atomic}_bw with and without rdma_cm (-R), UD, WRITE with immediate, rping -V and
-# ucmatose, at MTU 1024 and 4096, sizes of several packets and of each pad count, over
+# ucmatose, SEND with Immediate and a remote access NAK (pyverbs), at MTU 1024 and 4096, sizes of several packets and of each pad count, over
 # the IPv4 and the IPv6 GID. Then the capture stops and ib_write_bw and ib_write_lat
-# measure Soft-RoCE to Soft-RoCE (the figures it prints). The raw capture is trimmed to a
+# measure Soft-RoCE to Soft-RoCE, and ping the link (the figures it prints). The raw capture is trimmed to a
 # bounded number of frames per class (`cargo run -p vrnic --example pcap_trim`).
 # Usage: tests/softroce-capture.sh [--out FILE] [--raw FILE] [--only REGEX]
 #   --out FILE   the trimmed capture       [device/src/wire/fixtures/softroce.pcap]
@@ -27,10 +27,6 @@ while (($#)); do
 	*) sed -n '2,19s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
 	esac
 done
-
-A_IP6=fd00:64::1 B_IP6=fd00:64::2
-A_GID6=fd00:0064:0000:0000:0000:0000:0000:0001 B_GID6=fd00:0064:0000:0000:0000:0000:0000:0002
-MTU=9000
 
 # shellcheck disable=SC2016 # $RXE, $GID4, $PEER... expand in the guest (tests/guest/softroce.sh)
 {
@@ -81,8 +77,17 @@ MTU=9000
 	TESTS+=("send_bw-rnr-v4|pair|$(bw_row 5)|ib_send_bw $D -x \$GID4 -r 1 -s 5 -n 20 $PF|ib_send_bw $D -x \$GID4 -r 1 -s 5 -n 20 $PF \$PEER")
 	# A CM REJ: a connection request to a port nobody listens on (b's CM rejects it).
 	TESTS+=("rping-reject-v4|pair|REJECTED|true|! rping -c -a \$PEER -p 9 -C 1 -v")
+	# SEND with Immediate (RC First/Middle/Last, Only; UD) and a remote access NAK (a WRITE
+	# to an R_Key b never registered): pyverbs, tests/guest/softroce_verbs.py.
+	for v in 4 6; do
+		peer="\$PEER"
+		[[ $v == 4 ]] || peer="\$PEER6"
+		TESTS+=("verbs-imm-nak-v$v|pair|remote access error|python3 /job/softroce_verbs.py server \$RXE \$GID$v \$PORT|python3 /job/softroce_verbs.py client \$RXE \$GID$v \$PORT $peer")
+	done
 	# Figures, without the capture: Soft-RoCE to Soft-RoCE, IPv4 GID, MTU 4096.
 	TESTS+=("capture-off|pair|^capture off|true|capture-off")
+	# The link's own round trip (ICMP through both guests' kernels and QEMU), for scale.
+	TESTS+=("figure-ping|pair|packet loss|true|busybox ping -c 10 \$PEER")
 	TESTS+=("figure-ib_write_bw|pair|$(bw_row 65536)|ib_write_bw $D -x \$GID4 -s 65536 -n 2000 $PF|ib_write_bw $D -x \$GID4 -s 65536 -n 2000 $PF \$PEER")
 	TESTS+=("figure-ib_write_lat|pair|^ *8 +1000 |ib_write_lat $D -x \$GID4 -s 8 -n 1000 $PF|ib_write_lat $D -x \$GID4 -s 8 -n 1000 $PF \$PEER")
 }
@@ -96,14 +101,7 @@ fi
 session_begin softroce
 bash "$REPO/qemu-config/provision.sh" qemu guest
 GUEST_IMAGE=$CACHE/guest.cpio # stock: rdma_rxe, librxe, perftest; no vrnic
-for g in a b; do
-	printf '%s\n' "${TESTS[@]}" | cut -d'|' -f1,2,4,5 | suite_job "$g"
-	mv "$WORK/$g/run.sh" "$WORK/$g/suite.sh"
-	cp "$REPO/tests/guest/softroce.sh" "$WORK/$g/run.sh"
-	echo "$MTU" >"$WORK/$g/mtu"
-done
-echo "$A_IP6/64" >"$WORK/a/ip6" && echo "$A_GID6" >"$WORK/a/gid6" && echo "$B_IP6" >"$WORK/a/peer6"
-echo "$B_IP6/64" >"$WORK/b/ip6" && echo "$B_GID6" >"$WORK/b/gid6" && echo "$B_IP6" >"$WORK/b/peer6"
+for g in a b; do printf '%s\n' "${TESTS[@]}" | cut -d'|' -f1,2,4,5 | softroce_job "$g"; done
 
 # qmp CMD ARGS-JSON: one QMP command to guest a's QEMU.
 qmp() {
@@ -161,11 +159,12 @@ for t in "${TESTS[@]}"; do
 		tail -n 5 "$r.client.out" "$WORK/b/results/$name.server.out" 2>/dev/null | sed 's/^/    | /'
 	fi
 done
-for f in figure-ib_write_bw figure-ib_write_lat; do
+for f in figure-ib_write_bw figure-ib_write_lat figure-ping; do
 	[[ -f $WORK/a/results/$f.client.out ]] || continue
 	echo "== $f (client, guest a)"
-	grep -E '^ *(#bytes|[0-9]+ +[0-9]+ )' "$WORK/a/results/$f.client.out" || true
+	grep -E '^ *(#bytes|[0-9]+ +[0-9]+ )|^rtt|round-trip|packet loss' "$WORK/a/results/$f.client.out" || true
 done
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 sed -n 's/^softroce: /guest a: /p' "$WORK/a/output.log" 2>/dev/null || true
 cat "$WORK/a/versions" 2>/dev/null || true
 [[ -s $WORK/raw.pcap ]] || { say "no capture"; show_tails; exit 1; }
