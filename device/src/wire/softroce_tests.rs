@@ -138,7 +138,9 @@ fn the_capture_holds_every_opcode_family_over_ipv4_and_ipv6() {
         rc(Op::SendFirst),
         rc(Op::SendMiddle),
         rc(Op::SendLast),
+        rc(Op::SendLastImm),
         rc(Op::SendOnly),
+        rc(Op::SendOnlyImm),
         rc(Op::WriteFirst),
         rc(Op::WriteMiddle),
         rc(Op::WriteLast),
@@ -166,7 +168,7 @@ fn the_capture_holds_every_opcode_family_over_ipv4_and_ipv6() {
         ]
         .map(|op| (0x20, op)),
     );
-    want.push((0x60, Op::SendOnly));
+    want.extend([(0x60, Op::SendOnly), (0x60, Op::SendOnlyImm)]);
     let mut missing = Vec::new();
     for v6 in [false, true] {
         for (transport, op) in &want {
@@ -181,6 +183,14 @@ fn the_capture_holds_every_opcode_family_over_ipv4_and_ipv6() {
         }
         if !seen.contains(&Seen::CmMad { v6 }) {
             missing.push(format!("{:?}", Seen::CmMad { v6 }));
+        }
+        // A WRITE to an R_Key the responder never registered.
+        let remote_access = Seen::Nak {
+            v6,
+            syndrome: Aeth::new(AethKind::Nak { code: 2 }, 0).syndrome,
+        };
+        if !seen.contains(&remote_access) {
+            missing.push(format!("{remote_access:?}"));
         }
     }
     // rxe's NAKs to a SEND flood onto one posted receive (IPv4 only).
