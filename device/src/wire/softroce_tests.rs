@@ -87,6 +87,41 @@ fn a_soft_roce_frame_with_one_bit_flipped_in_what_the_icrc_covers_is_refused() {
     }
 }
 
+#[test]
+fn soft_roce_frames_still_check_after_routers_change_what_the_icrc_masks() {
+    // rxe computed these ICRCs; a router may rewrite IPv4 TOS and TTL (and so the header
+    // checksum), IPv6 traffic class, flow label and hop limit, and the UDP checksum.
+    for v6 in [false, true] {
+        let (i, mut frame) = roce_frames()
+            .into_iter()
+            .find(|(_, f)| (f[12] == 0x86) == v6)
+            .unwrap();
+        let udp = if v6 {
+            frame[14] ^= 0x0A; // traffic class, high nibble
+            frame[15] ^= 0xA5; // traffic class low nibble, flow label
+            frame[16] ^= 0x5A;
+            frame[17] ^= 0xFF;
+            frame[14 + 7] = 3; // hop limit
+            14 + 40
+        } else {
+            frame[15] = 0x2E; // DSCP EF
+            frame[14 + 8] = 1; // TTL
+            frame[24..26].fill(0);
+            let sum = ip::checksum(&frame[14..34]);
+            frame[24..26].copy_from_slice(&sum.to_be_bytes());
+            14 + 20
+        };
+        frame[udp + 6..udp + 8].copy_from_slice(&[0x12, 0x34]);
+
+        let p = Packet::decode(&frame).unwrap_or_else(|e| panic!("record {i}: {e}"));
+
+        match p.net {
+            Network::V4 { tos, ttl, .. } => assert_eq!((tos, ttl), (0x2E, 1)),
+            Network::V6 { hop_limit, .. } => assert_eq!(hop_limit, 3),
+        }
+    }
+}
+
 /// What a frame shows of its kind: IP version, opcode, and whether it is a CM MAD.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Seen {
