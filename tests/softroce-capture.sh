@@ -3,18 +3,19 @@
 # (device/src/wire/fixtures/softroce.pcap; not run by `make test`). Two guests run Linux
 # Soft-RoCE (rdma_rxe on their virtio-net, tests/guest/softroce.sh) over a point-to-point
 # QEMU `-netdev stream` link (MTU 9000: rxe's active MTU 4096; IPv4 169.254.100.1/.2 and
-# IPv6 fd00:64::1/::2); guest a's frames are recorded (QEMU filter-dump) while stock tools
+# IPv6 fd00:64::1/::2); guest a's frames are recorded (QEMU filter-dump) while the tools
 # run between them (b serves, a is the client): ibv_{rc,uc,ud}_pingpong, ib_{write,read,
-# send,atomic}_bw with and without rdma_cm (-R), UD, WRITE with immediate, rping -V and
-# ucmatose, SEND with Immediate and a remote access NAK (pyverbs), at MTU 1024 and 4096, sizes of several packets and of each pad count, over
-# the IPv4 and the IPv6 GID. Then the capture stops and ib_write_bw and ib_write_lat
-# measure Soft-RoCE to Soft-RoCE, and ping the link (the figures it prints). The raw capture is trimmed to a
-# bounded number of frames per class (`cargo run -p vrnic --example pcap_trim`).
+# send,atomic}_bw with and without rdma_cm (-R), UC, UD, WRITE with immediate, rping -V,
+# ucmatose, SEND with Immediate and a remote access NAK (pyverbs), at MTU 1024 and 4096,
+# sizes of several packets and of each pad count, over the IPv4 and the IPv6 GID. Then
+# the capture stops, ib_write_bw and ib_write_lat measure Soft-RoCE to Soft-RoCE and ping
+# the link (the figures it prints). The raw capture is trimmed to a bounded number of
+# frames per class (`cargo run -p vrnic --example pcap_trim`). About 8 minutes.
 # Usage: tests/softroce-capture.sh [--out FILE] [--raw FILE] [--only REGEX]
 #   --out FILE   the trimmed capture       [device/src/wire/fixtures/softroce.pcap]
 #   --raw FILE   keep the whole capture there too
 #   --only REGEX run only the tests whose name matches (the capture-off step and the
-#                figures only if they match too)
+#                figures only if they match too); needs --out
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -24,9 +25,11 @@ while (($#)); do
 	--out) out=$(realpath -m "${2:?}"); shift 2 ;;
 	--raw) raw=$(realpath -m "${2:?}"); shift 2 ;;
 	--only) only=${2:?}; shift 2 ;;
-	*) sed -n '2,19s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
+	*) sed -n '2,18s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
 	esac
 done
+[[ -z $only || $out != "$REPO/device/src/wire/fixtures/softroce.pcap" ]] ||
+	{ echo "--only needs --out: the fixture is the whole run's capture" >&2; exit 2; }
 
 # shellcheck disable=SC2016 # $RXE, $GID4, $PEER... expand in the guest (tests/guest/softroce.sh)
 {
