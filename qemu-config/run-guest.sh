@@ -13,8 +13,13 @@
 #   --net-connect PATH   eth0 = point-to-point link to the guest listening on PATH
 #   --vhost-net PATH     eth0 = vrnic's vhost-user-net port on socket PATH (a device's
 #                        net=PATH or `vrnic serve --net`; reconnects if vrnic restarts)
+#   --netdev SPEC        eth0 on the QEMU netdev SPEC (its -netdev options without id,
+#                        e.g. "stream,server=off,addr.type=unix,addr.path=P"; --mac needed)
 #   --mac MAC            eth0's MAC (a RoCE-mode vrnic pairs with the interface of its
 #                        own MAC)                  [52:54:00:fe:X:Y from --ip or --name]
+#   --pcap FILE          record eth0's frames, both directions, to FILE (filter-dump)
+#   --qmp PATH           a QMP monitor on UNIX socket PATH (e.g. to switch --pcap off:
+#                        qom-set f0 status off)
 #   --timeout SECS       kill QEMU after SECS and exit 124                [no limit]
 #   --log FILE           serial console to FILE (default: this terminal, interactive;
 #                        Ctrl-A X quits)
@@ -25,9 +30,9 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
-usage() { sed -n '2,25s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
+usage() { sed -n '2,28s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
 name=vrnic-guest mem=2G smp=2 timeout=0 accel=tcg
-job='' ip='' mac='' listen='' connect='' vhost='' logf='' initrd='' append=''
+job='' ip='' mac='' listen='' connect='' vhost='' netdev='' pcap='' qmp='' logf='' initrd='' append=''
 sockets=() extra=()
 while (($#)); do
   case $1 in
@@ -40,7 +45,10 @@ while (($#)); do
     --net-listen) listen=$(realpath -m "${2:?}"); shift 2 ;;
     --net-connect) connect=$(realpath -m "${2:?}"); shift 2 ;;
     --vhost-net) vhost=$(realpath -m "${2:?}"); shift 2 ;;
+    --netdev) netdev=${2:?}; shift 2 ;;
     --mac) mac=${2:?}; shift 2 ;;
+    --pcap) pcap=$(realpath -m "${2:?}"); shift 2 ;;
+    --qmp) qmp=$(realpath -m "${2:?}"); shift 2 ;;
     --timeout) timeout=${2:?}; shift 2 ;;
     --log) logf=${2:?}; shift 2 ;;
     --initrd) initrd=$(realpath "${2:?}"); shift 2 ;;
@@ -55,6 +63,12 @@ done
 [[ -z $listen || -z $connect ]] || die "--net-listen and --net-connect exclude each other"
 [[ -z $vhost || -z $listen$connect ]] || die "--vhost-net excludes --net-listen and --net-connect"
 [[ $vhost != *,* ]] || die "unsupported character in --vhost-net path: $vhost"
+[[ -z $netdev || -z $listen$connect ]] || die "--netdev excludes --net-listen and --net-connect"
+[[ -z $vhost || -z $netdev ]] || die "--vhost-net and --netdev exclude each other"
+[[ -z $netdev || -n $mac ]] || die "--netdev needs --mac"
+[[ $netdev != *id=* ]] || die "--netdev: leave out the id (eth0's netdev is n0)"
+[[ -z $pcap || -n $netdev$listen$connect ]] || die "--pcap needs eth0 on --net-listen, --net-connect or --netdev (vhost-user frames bypass QEMU's filters)"
+[[ $pcap$qmp != *,* ]] || die "--pcap and --qmp paths must not contain commas"
 [[ -z $job || -d $job ]] || die "--job: no such directory: $job"
 [[ -z $mac || $mac =~ ^([0-9a-f]{2}:){5}[0-9a-f]{2}$ ]] || die "--mac must be six lower-case hex bytes (52:54:00:12:34:56), got '$mac'"
 
@@ -103,6 +117,9 @@ if [[ -n $listen$connect$vhost ]]; then
   fi
   args+=(-device "virtio-net-pci,netdev=n0,mac=$mac,romfile=")
 fi
+[[ -z $netdev ]] || args+=(-netdev "${netdev%%,*},id=n0${netdev#"${netdev%%,*}"}" -device "virtio-net-pci,netdev=n0,mac=$mac,romfile=")
+[[ -z $pcap ]] || args+=(-object "filter-dump,id=f0,netdev=n0,file=$pcap")
+[[ -z $qmp ]] || args+=(-qmp "unix:$qmp,server=on,wait=off")
 
 log "booting $name (${#sockets[@]} vrnic device(s)${job:+, job $job}${ip:+, ip $ip}${logf:+, console $logf})"
 rc=0

@@ -24,6 +24,11 @@ LINK_A_IP=169.254.100.1
 LINK_B_IP=169.254.100.2
 LINK_A_MAC=52:54:00:fe:64:01
 LINK_B_MAC=52:54:00:fe:64:02
+# IPv6 of the linked guests when they run Linux Soft-RoCE (softroce_job), and as GIDs.
+LINK_A_IP6=fd00:64::1
+LINK_B_IP6=fd00:64::2
+LINK_A_GID6=fd00:0064:0000:0000:0000:0000:0000:0001
+LINK_B_GID6=fd00:0064:0000:0000:0000:0000:0000:0002
 WORK=''
 VRNIC_PID=''
 GUEST_ROLES=()
@@ -193,6 +198,24 @@ show_tails() {
 	done
 	say "vrnic log tail:"
 	tail -n 30 "$WORK/vrnic.log" >&2 || true
+}
+
+# softroce_job ROLE: as suite_job, for a guest of the stock image running Linux Soft-RoCE
+# instead of vrnic (tests/guest/softroce.sh: rdma_rxe on eth0, then the suite; its commands
+# also see RXE, GID4, GID6, MYIP6 and PEER6): linked role a or b, eth0 MTU
+# ${SOFTROCE_MTU:-9000} (rxe's active MTU 4096), and the IPv6 address LINK_A_IP6 or
+# LINK_B_IP6 (PEER6 is b's). Its other end may be a vrnic guest on the same link.
+softroce_job() {
+	suite_job "$1"
+	mv "$WORK/$1/run.sh" "$WORK/$1/suite.sh"
+	cp "$REPO/tests/guest/softroce.sh" "$WORK/$1/run.sh"
+	cp "$REPO/tests/guest/softroce_verbs.py" "$WORK/$1/"
+	echo "${SOFTROCE_MTU:-9000}" >"$WORK/$1/mtu"
+	echo "$LINK_B_IP6" >"$WORK/$1/peer6"
+	case $1 in
+	a) echo "$LINK_A_IP6/64" >"$WORK/$1/ip6" && echo "$LINK_A_GID6" >"$WORK/$1/gid6" ;;
+	b) echo "$LINK_B_IP6/64" >"$WORK/$1/ip6" && echo "$LINK_B_GID6" >"$WORK/$1/gid6" ;;
+	esac
 }
 
 # suite_job ROLE: makes $WORK/ROLE the job directory of tests/guest/suite.sh in guest-ROLE,

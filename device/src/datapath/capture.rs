@@ -96,6 +96,8 @@ fn network(src: &End, dst: &End) -> Network {
             dst,
             tos: 0,
             ttl: HOP_LIMIT,
+            ident: 0,
+            dont_fragment: true,
         },
         _ => Network::V6 {
             src: src.gid.0,

@@ -180,7 +180,9 @@ pub struct Bth {
     pub opcode: Opcode,
     /// SE: the requester asks for a solicited event.
     pub solicited: bool,
-    /// M: the migration state (always 1 without APM, as Linux sends it).
+    /// M: the migration state. A QP without an armed alternate path is "migrated" (1, as
+    /// vrnic sends it), yet Linux's rxe sends 0 in every packet (fixtures/softroce.pcap):
+    /// receivers must not depend on it.
     pub migreq: bool,
     pub pkey: u16,
     pub fecn: bool,

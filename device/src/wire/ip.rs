@@ -18,6 +18,11 @@ pub enum Network {
         /// DSCP and ECN (the GRH's traffic class).
         tos: u8,
         ttl: u8,
+        /// Identification: 0 from vrnic (DF is set, so nothing is ever reassembled: RFC
+        /// 6864); Linux numbers its datagrams, and a decoded header keeps the number.
+        ident: u16,
+        /// DF (don't fragment): vrnic and Linux's rxe set it.
+        dont_fragment: bool,
     },
     V6 {
         src: [u8; 16],
@@ -40,15 +45,22 @@ impl Network {
     /// The header for `payload` bytes of UDP datagram.
     pub fn encode(&self, payload: usize, out: &mut Vec<u8>) -> Result<(), WireError> {
         match *self {
-            Network::V4 { src, dst, tos, ttl } => {
+            Network::V4 {
+                src,
+                dst,
+                tos,
+                ttl,
+                ident,
+                dont_fragment,
+            } => {
                 let total =
                     u16::try_from(IPV4_LEN + payload).map_err(|_| WireError::TooLong(payload))?;
                 let start = out.len();
                 out.extend_from_slice(&[0x45, tos]);
                 out.extend_from_slice(&total.to_be_bytes());
-                // Identification 0: DF is set, so nothing is ever reassembled (RFC 6864).
-                out.extend_from_slice(&[0, 0]);
-                out.extend_from_slice(&DF.to_be_bytes());
+                out.extend_from_slice(&ident.to_be_bytes());
+                let flags = if dont_fragment { DF } else { 0 };
+                out.extend_from_slice(&flags.to_be_bytes());
                 out.extend_from_slice(&[ttl, PROTO_UDP, 0, 0]);
                 out.extend_from_slice(&src);
                 out.extend_from_slice(&dst);
@@ -146,6 +158,8 @@ impl Network {
                 dst: [b[16], b[17], b[18], b[19]],
                 tos: b[1],
                 ttl: b[8],
+                ident: u16::from_be_bytes([b[4], b[5]]),
+                dont_fragment: frag & DF != 0,
             };
             Ok((net, payload))
         }
@@ -186,6 +200,8 @@ mod tests {
             dst: [10, 0, 0, 2],
             tos: 0,
             ttl: 64,
+            ident: 0,
+            dont_fragment: true,
         };
         let mut good = Vec::new();
         net.encode(8, &mut good).unwrap();

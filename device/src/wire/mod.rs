@@ -1,27 +1,33 @@
 //! The RoCEv2 wire: the packets an RDMA transfer puts on an Ethernet link, encoded and
 //! decoded (Ethernet, IPv4 or IPv6, UDP port 4791, the IBTA transport headers, the ICRC),
-//! a pcap file writer, and the per-device tap that records them.
+//! the management datagrams to QP1 and the CM messages rdma_cm exchanges in them (`mad`,
+//! `cm`), a pcap file writer and reader, and the per-device tap that records them. Tested
+//! against Linux Soft-RoCE's frames (`softroce_tests`, fixtures/).
 //!
 //! Written from the InfiniBand Architecture Specification Volume 1 (release 1.4): chapter 9
 //! (transport layer: the BTH of §9.2 and the extended transport headers of §9.3), §7.8.1
 //! (the invariant CRC) and Annex A17 (RoCEv2: the UDP encapsulation of A17.2 and the ICRC
-//! of A17.3.3). The decoder is strict and total: any byte string gives a packet or a
+//! of A17.3.3); chapters 12 and 13 for the CM and MADs. The decoder is strict and total: any byte string gives a packet or a
 //! `WireError` naming what is wrong, never a panic (`fuzz` checks that).
 //!
 //! This layer is a foundation: it knows bytes and headers, nothing of devices or QPs. The
 //! data path (`datapath::capture`) turns its transfers into `Packet`s for a `Tap`.
 
 pub mod bth;
+pub mod cm;
 pub mod error;
 pub mod eth;
 pub mod ext;
 pub mod icrc;
 pub mod ip;
+pub mod mad;
 pub mod packet;
 pub mod pcap;
 pub mod tap;
 pub mod udp;
 
+#[cfg(test)]
+mod softroce_tests;
 #[cfg(test)]
 mod tests;
 

@@ -335,6 +335,8 @@ mod tests {
             dst: [10, 0, 0, 2],
             tos: 0,
             ttl: 64,
+            ident: 0,
+            dont_fragment: true,
         };
         let bth = Bth {
             opcode: Opcode::new(Transport::Rc, Op::SendMiddle).unwrap(),

@@ -23,6 +23,8 @@ fn v4() -> Network {
         dst: [10, 0, 0, 2],
         tos: 0,
         ttl: 64,
+        ident: 0,
+        dont_fragment: true,
     }
 }
 
@@ -63,6 +65,29 @@ c00112b7002000000470ffff000000118012345668656c6c6f000000dbd558c3";
 /// RC Acknowledge, IPv6 fe80::1 -> fe80::2 (MAC ::2 -> ::1), AETH ACK (credits invalid) MSN 5, PSN 0x100.
 const ACK_V6: &str = "02000000000102000000000286dd60000000001c1140fe80000000000000000000000000\
 0001fe800000000000000000000000000002c12312b7001c00001140ffff00000022000001001f0000052f277339";
+
+/// Soft-RoCE's (Linux rdma_rxe's) Acknowledge from 169.254.100.2 to .1, as its guest sent
+/// it (fixtures/softroce.pcap): IPv4 identification 0x5efb, DF, UDP checksum 0.
+const RXE_ACK_V4: &str = "525400fe6401525400fe64020800450000305efb40004011bfc1a9fe6402a9fe6401\
+c12112b7001c00001100ffff0000001100b399bf1f000001aeede33e";
+
+#[test]
+fn a_soft_roce_ack_keeps_its_ipv4_identification_and_re_encodes_to_its_bytes() {
+    let frame = hex(RXE_ACK_V4);
+
+    let p = Packet::decode(&frame).unwrap();
+
+    let Network::V4 {
+        ident,
+        dont_fragment,
+        ..
+    } = p.net
+    else {
+        panic!("not IPv4: {:?}", p.net)
+    };
+    assert_eq!((ident, dont_fragment), (0x5efb, true));
+    assert_eq!(p.encode().unwrap(), frame);
+}
 
 #[test]
 fn a_send_only_encodes_to_the_independently_built_frame_with_its_icrc() {
