@@ -16,6 +16,8 @@ pub fn net() -> Network {
         dst: [10, 0, 0, 2],
         tos: 0,
         ttl: 64,
+        ident: 0,
+        dont_fragment: true,
     }
 }
 
