@@ -102,6 +102,20 @@ impl Guest {
             EventFd::new(EFD_NONBLOCK).unwrap(),
         ];
         let rings = [Ring::new(0x10000), Ring::new(0x20000)];
+        Guest::start_rings(&fe, &rings, &kick, &call);
+        // A request with a reply: the backend has handled everything before it.
+        fe.get_features().unwrap();
+        Guest {
+            fe,
+            mem,
+            kick,
+            _call: call,
+            rings,
+            _file: file,
+        }
+    }
+
+    fn start_rings(fe: &Frontend, rings: &[Ring; 2], kick: &[EventFd; 2], call: &[EventFd; 2]) {
         for q in 0..2 {
             fe.set_vring_num(q, QSIZE).unwrap();
             fe.set_vring_addr(
@@ -121,14 +135,21 @@ impl Guest {
             fe.set_vring_call(q, &call[q]).unwrap();
             fe.set_vring_kick(q, &kick[q]).unwrap();
         }
-        Guest {
-            fe,
-            mem,
-            kick,
-            _call: call,
-            rings,
-            _file: file,
+    }
+
+    /// What QEMU does when the guest resets its virtio-net device (a reboot, a driver
+    /// reload): both rings stopped (GET_VRING_BASE), then set up afresh, empty.
+    fn reset_rings(&mut self) {
+        for q in 0..2 {
+            self.fe.get_vring_base(q).unwrap();
         }
+        self.mem
+            .write_slice(&[0u8; 0x20000], GuestAddress(0x10000))
+            .unwrap();
+        self.rings = [Ring::new(0x10000), Ring::new(0x20000)];
+        self.fe.set_features(VERSION_1 | MRG_RXBUF).unwrap();
+        Guest::start_rings(&self.fe, &self.rings, &self.kick, &self._call);
+        self.fe.get_features().unwrap();
     }
 
     /// Makes one chain of `pieces` (address, length, flags) available on queue `q`, kicks.
@@ -386,4 +407,26 @@ fn guest_memory_that_could_shrink_is_refused_and_the_peer_disconnected() {
     let f = frame(MAC_B, MAC_A, 3, 80);
     a.send(&f);
     assert_eq!(b.received(1), vec![f]);
+}
+
+#[test]
+fn a_guest_driver_reset_drops_the_buffers_of_the_old_rings_and_the_port_goes_on() {
+    let net = Net::start("reset");
+    let mut a = Guest::connect(&net.sock("a"));
+    let mut b = Guest::connect(&net.sock("b"));
+    // One 1 KiB buffer: a 1514-byte frame needs two, so the device holds this one.
+    b.post(RX, &[(0x20_0000, 1024, WRITE)]);
+    a.send(&frame(MAC_B, MAC_A, 7, 1514));
+    a.wait_used(TX, 1);
+    net.wait_for("the frame at b's port", |n| {
+        n.stats("b").switch.tx_frames == 1
+    });
+    b.reset_rings();
+    assert_eq!(b.used_idx(RX), 0, "nothing was written into the old ring");
+    b.post_rx(2);
+    let f = frame(MAC_B, MAC_A, 8, 100);
+    a.send(&f);
+    a.wait_used(TX, 1);
+    // The new ring's buffers get the frame that waited, whole, then the next one.
+    assert_eq!(b.received(2), vec![frame(MAC_B, MAC_A, 7, 1514), f]);
 }
