@@ -430,3 +430,57 @@ fn a_guest_driver_reset_drops_the_buffers_of_the_old_rings_and_the_port_goes_on(
     // The new ring's buffers get the frame that waited, whole, then the next one.
     assert_eq!(b.received(2), vec![frame(MAC_B, MAC_A, 7, 1514), f]);
 }
+
+#[test]
+fn vrnic_serve_serves_a_devices_interface_and_a_plain_one_and_removes_their_sockets() {
+    let dir = std::env::temp_dir().join(format!("vrnic-vhost-proc-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (dev, na, nb) = (dir.join("r.sock"), dir.join("a.net"), dir.join("b.net"));
+    let serve = |dev: &PathBuf| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_vrnic"))
+            .arg("serve")
+            .arg("--device")
+            .arg(format!(
+                "r,socket={},link=eth,mac=52:54:00:00:00:0a,net={}",
+                dev.display(),
+                na.display()
+            ))
+            .arg("--net")
+            .arg(format!(
+                "name=b,socket={},mac=52:54:00:00:00:0b",
+                nb.display()
+            ))
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let mut child = serve(&dev);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !(dev.exists() && na.exists() && nb.exists()) {
+        assert!(Instant::now() < deadline, "the sockets never appeared");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut a = Guest::connect(&na);
+    let mut b = Guest::connect(&nb);
+    b.post_rx(1);
+    let f = frame(MAC_B, MAC_A, 4, 300);
+    a.send(&f);
+    assert_eq!(b.received(1), vec![f]);
+    // A second server (its own device socket) on the same net sockets is refused, and
+    // leaves them alone.
+    let second = serve(&dir.join("r2.sock")).wait_with_output().unwrap();
+    let why = String::from_utf8_lossy(&second.stderr);
+    let want = format!(
+        "net port r: {}: another server is listening there",
+        na.display()
+    );
+    assert!(!second.status.success() && why.contains(&want), "{why}");
+    assert!(na.exists() && nb.exists());
+    drop((a, b));
+    // SAFETY: kill sends a signal to our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert!(child.wait().unwrap().success());
+    assert!(!na.exists() && !nb.exists() && !dev.exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
