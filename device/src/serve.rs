@@ -125,16 +125,15 @@ impl Service {
         &self.fabric
     }
 
-    /// Serves the guests' Ethernet interfaces (vhost-user sockets) on one switch.
+    /// Serves the guests' Ethernet interfaces (vhost-user sockets) on one switch, which
+    /// `net()` gives to whatever else attaches to it (uplinks, wire engines).
     pub fn start_net(
         &mut self,
         ports: &[crate::net::service::NetPortConfig],
     ) -> Result<(), ServeError> {
-        if !ports.is_empty() {
-            let switch = crate::net::switch::Switch::new();
-            let net = crate::net::service::NetService::start(ports, switch, self.stop.clone())?;
-            self.net = Some(net);
-        }
+        let switch = crate::net::switch::Switch::new();
+        let net = crate::net::service::NetService::start(ports, switch, self.stop.clone())?;
+        self.net = Some(net);
         Ok(())
     }
 

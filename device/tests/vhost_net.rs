@@ -7,8 +7,8 @@ use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use vhost::vhost_user::message::{VhostUserProtocolFeatures, VhostUserVirtioFeatures};
-use vhost::vhost_user::{Frontend, VhostUserFrontend};
+use vhost::vhost_user::message::VhostUserVirtioFeatures;
+use vhost::vhost_user::Frontend;
 use vhost::{VhostBackend, VhostUserMemoryRegionInfo, VringConfigData};
 use vm_memory::{Bytes, FileOffset, GuestAddress, GuestMemoryMmap};
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
@@ -75,20 +75,16 @@ impl Guest {
             Some(FileOffset::new(file.try_clone().unwrap(), 0)),
         )])
         .unwrap();
-        let mut fe = Frontend::connect(path, 2).unwrap();
+        let fe = Frontend::connect(path, 2).unwrap();
         fe.set_owner().unwrap();
         let offered = fe.get_features().unwrap();
+        assert_eq!(offered & (VERSION_1 | MRG_RXBUF), VERSION_1 | MRG_RXBUF);
+        // QEMU's virtio-net sends SET_VRING_ENABLE before SET_FEATURES, which the vhost
+        // crate refuses when PROTOCOL_FEATURES is offered: so it is not.
         let protocol = VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits();
-        assert_eq!(
-            offered & (VERSION_1 | MRG_RXBUF | protocol),
-            VERSION_1 | MRG_RXBUF | protocol
-        );
-        fe.set_features(VERSION_1 | MRG_RXBUF | protocol).unwrap();
-        let pf = fe.get_protocol_features().unwrap();
-        assert!(pf.contains(VhostUserProtocolFeatures::MQ | VhostUserProtocolFeatures::CONFIG));
-        fe.set_protocol_features(pf & VhostUserProtocolFeatures::MQ)
-            .unwrap();
-        assert_eq!(fe.get_queue_num().unwrap(), 2);
+        assert_eq!(offered & protocol, 0);
+        // The rings start enabled once the features are set (no SET_VRING_ENABLE).
+        fe.set_features(VERSION_1 | MRG_RXBUF).unwrap();
         fe.set_mem_table(&[VhostUserMemoryRegionInfo {
             guest_phys_addr: 0,
             memory_size: MEM as u64,
@@ -106,6 +102,20 @@ impl Guest {
             EventFd::new(EFD_NONBLOCK).unwrap(),
         ];
         let rings = [Ring::new(0x10000), Ring::new(0x20000)];
+        Guest::start_rings(&fe, &rings, &kick, &call);
+        // A request with a reply: the backend has handled everything before it.
+        fe.get_features().unwrap();
+        Guest {
+            fe,
+            mem,
+            kick,
+            _call: call,
+            rings,
+            _file: file,
+        }
+    }
+
+    fn start_rings(fe: &Frontend, rings: &[Ring; 2], kick: &[EventFd; 2], call: &[EventFd; 2]) {
         for q in 0..2 {
             fe.set_vring_num(q, QSIZE).unwrap();
             fe.set_vring_addr(
@@ -124,16 +134,22 @@ impl Guest {
             fe.set_vring_base(q, 0).unwrap();
             fe.set_vring_call(q, &call[q]).unwrap();
             fe.set_vring_kick(q, &kick[q]).unwrap();
-            fe.set_vring_enable(q, true).unwrap();
         }
-        Guest {
-            fe,
-            mem,
-            kick,
-            _call: call,
-            rings,
-            _file: file,
+    }
+
+    /// What QEMU does when the guest resets its virtio-net device (a reboot, a driver
+    /// reload): both rings stopped (GET_VRING_BASE), then set up afresh, empty.
+    fn reset_rings(&mut self) {
+        for q in 0..2 {
+            self.fe.get_vring_base(q).unwrap();
         }
+        self.mem
+            .write_slice(&[0u8; 0x20000], GuestAddress(0x10000))
+            .unwrap();
+        self.rings = [Ring::new(0x10000), Ring::new(0x20000)];
+        self.fe.set_features(VERSION_1 | MRG_RXBUF).unwrap();
+        Guest::start_rings(&self.fe, &self.rings, &self.kick, &self._call);
+        self.fe.get_features().unwrap();
     }
 
     /// Makes one chain of `pieces` (address, length, flags) available on queue `q`, kicks.
@@ -375,8 +391,7 @@ fn guest_memory_that_could_shrink_is_refused_and_the_peer_disconnected() {
         .unwrap();
     let fe = Frontend::connect(net.sock("a"), 2).unwrap();
     fe.set_owner().unwrap();
-    fe.set_features(VERSION_1 | VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits())
-        .unwrap();
+    fe.set_features(VERSION_1).unwrap();
     let _ = fe.set_mem_table(&[VhostUserMemoryRegionInfo {
         guest_phys_addr: 0,
         memory_size: MEM as u64,
@@ -392,4 +407,80 @@ fn guest_memory_that_could_shrink_is_refused_and_the_peer_disconnected() {
     let f = frame(MAC_B, MAC_A, 3, 80);
     a.send(&f);
     assert_eq!(b.received(1), vec![f]);
+}
+
+#[test]
+fn a_guest_driver_reset_drops_the_buffers_of_the_old_rings_and_the_port_goes_on() {
+    let net = Net::start("reset");
+    let mut a = Guest::connect(&net.sock("a"));
+    let mut b = Guest::connect(&net.sock("b"));
+    // One 1 KiB buffer: a 1514-byte frame needs two, so the device holds this one.
+    b.post(RX, &[(0x20_0000, 1024, WRITE)]);
+    a.send(&frame(MAC_B, MAC_A, 7, 1514));
+    a.wait_used(TX, 1);
+    net.wait_for("the frame at b's port", |n| {
+        n.stats("b").switch.tx_frames == 1
+    });
+    b.reset_rings();
+    assert_eq!(b.used_idx(RX), 0, "nothing was written into the old ring");
+    b.post_rx(2);
+    let f = frame(MAC_B, MAC_A, 8, 100);
+    a.send(&f);
+    a.wait_used(TX, 1);
+    // The new ring's buffers get the frame that waited, whole, then the next one.
+    assert_eq!(b.received(2), vec![frame(MAC_B, MAC_A, 7, 1514), f]);
+}
+
+#[test]
+fn vrnic_serve_serves_a_devices_interface_and_a_plain_one_and_removes_their_sockets() {
+    let dir = std::env::temp_dir().join(format!("vrnic-vhost-proc-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (dev, na, nb) = (dir.join("r.sock"), dir.join("a.net"), dir.join("b.net"));
+    let serve = |dev: &PathBuf| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_vrnic"))
+            .arg("serve")
+            .arg("--device")
+            .arg(format!(
+                "r,socket={},link=eth,mac=52:54:00:00:00:0a,net={}",
+                dev.display(),
+                na.display()
+            ))
+            .arg("--net")
+            .arg(format!(
+                "name=b,socket={},mac=52:54:00:00:00:0b",
+                nb.display()
+            ))
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let mut child = serve(&dev);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !(dev.exists() && na.exists() && nb.exists()) {
+        assert!(Instant::now() < deadline, "the sockets never appeared");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut a = Guest::connect(&na);
+    let mut b = Guest::connect(&nb);
+    b.post_rx(1);
+    let f = frame(MAC_B, MAC_A, 4, 300);
+    a.send(&f);
+    assert_eq!(b.received(1), vec![f]);
+    // A second server (its own device socket) on the same net sockets is refused, and
+    // leaves them alone.
+    let second = serve(&dir.join("r2.sock")).wait_with_output().unwrap();
+    let why = String::from_utf8_lossy(&second.stderr);
+    let want = format!(
+        "net port r: {}: another server is listening there",
+        na.display()
+    );
+    assert!(!second.status.success() && why.contains(&want), "{why}");
+    assert!(na.exists() && nb.exists());
+    drop((a, b));
+    // SAFETY: kill sends a signal to our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert!(child.wait().unwrap().success());
+    assert!(!na.exists() && !nb.exists() && !dev.exists());
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -13,7 +13,7 @@ use crate::ratelimit::client_warn;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
-use vhost::vhost_user::message::{VhostUserProtocolFeatures, VhostUserVirtioFeatures};
+use vhost::vhost_user::message::VhostUserProtocolFeatures;
 use vhost_user_backend::{VhostUserBackend, VringRwLock, VringT};
 use virtio_bindings::bindings::virtio_config::VIRTIO_F_VERSION_1;
 use virtio_bindings::bindings::virtio_net::{
@@ -43,6 +43,12 @@ const TX_BUDGET: usize = 256;
 
 /// What this device offers (virtio 1.x, virtio-net): no checksum or segmentation offload,
 /// so every frame the guest sends is complete as it is.
+///
+/// Not VHOST_USER_F_PROTOCOL_FEATURES: QEMU's virtio-net sends SET_VRING_ENABLE at realize,
+/// before SET_FEATURES (hw/net/virtio-net.c peer_attach), and rust-vmm's vhost 0.18
+/// refuses that message until the feature is acked, ending the connection. Without it the
+/// rings start enabled (vhost-user spec, "Ring states") and one queue pair is implied,
+/// which is all this device has; REPLY_ACK and CONFIG are not needed by QEMU's net.
 pub fn features() -> u64 {
     (1 << VIRTIO_F_VERSION_1)
         | (1 << VIRTIO_NET_F_MAC)
@@ -50,9 +56,9 @@ pub fn features() -> u64 {
         | (1 << VIRTIO_NET_F_MRG_RXBUF)
         | (1 << VIRTIO_RING_F_EVENT_IDX)
         | (1 << VIRTIO_RING_F_INDIRECT_DESC)
-        | VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits()
 }
 
+/// What a frontend would get if PROTOCOL_FEATURES were offered (it is not, see `features`).
 pub fn protocol_features() -> VhostUserProtocolFeatures {
     VhostUserProtocolFeatures::MQ
         | VhostUserProtocolFeatures::CONFIG

@@ -279,12 +279,18 @@ fn serve_one(
             .map_err(|e| format!("wake-up event: {e}"))?;
     }
     daemon.start(listener).map_err(|e| e.to_string())?;
+    port.connected(Some(conn.wake.clone()));
     port.counters.connections.fetch_add(1, Relaxed);
     log::info!("{}: vhost-user peer connected", port.name);
     *port.shutdown.lock().unwrap_or_else(|e| e.into_inner()) = daemon.shutdown_handle();
     if stopped(stop) {
         daemon.request_shutdown();
     }
-    port.connected(Some(conn.wake.clone()));
-    daemon.wait().map_err(|e| e.to_string())
+    match daemon.wait() {
+        // The VMM closed the socket (shut down, or stopped by us): nothing went wrong.
+        Err(vhost_user_backend::Error::HandleRequest(
+            vhost::vhost_user::Error::Disconnected | vhost::vhost_user::Error::PartialMessage,
+        )) => Ok(()),
+        r => r.map_err(|e| e.to_string()),
+    }
 }
