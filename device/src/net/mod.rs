@@ -5,4 +5,6 @@
 //! Foundation layer: nothing here knows about RDMA devices. The fabric attaches each RoCE
 //! device to the switch as the port that takes its RoCEv2 frames (the guest's MAC, UDP 4791).
 
+pub mod impair;
 pub mod port;
+pub mod uplink;
