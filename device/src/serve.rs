@@ -24,6 +24,8 @@ pub enum ServeError {
     },
     #[error(transparent)]
     Control(#[from] ControlError),
+    #[error(transparent)]
+    Uplink(#[from] crate::net::uplink::UplinkError),
     #[error("cannot start: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -116,6 +118,26 @@ impl Service {
         Ok(service)
     }
 
+    /// Opens the uplinks (`vrnic serve --uplink`) and starts their threads. Until the
+    /// switch lands they are joined by a hub (each frame to every other uplink); the
+    /// switch plugs in here: `Uplinks::start` takes any `Arc<dyn Ingress>` and gives back
+    /// the uplinks, each a `Port` with its id.
+    pub fn start_uplinks(
+        &self,
+        configs: &[crate::net::uplink::UplinkConfig],
+    ) -> Result<(), ServeError> {
+        use crate::net::port::Port;
+        let hub = Arc::new(crate::net::uplink::hub::Hub::default());
+        let started = self.fabric.uplinks.start(configs, 0, hub.clone())?;
+        hub.connect(
+            started
+                .into_iter()
+                .map(|u| (u.id(), u as Arc<dyn Port>))
+                .collect(),
+        );
+        Ok(())
+    }
+
     pub fn fabric(&self) -> &Arc<Fabric> {
         &self.fabric
     }
@@ -136,6 +158,7 @@ impl Service {
         if let Some(pollers) = self.pollers.take() {
             pollers.stop();
         }
+        self.fabric.uplinks.stop();
         // Every event is made by now: the trace files get all of them.
         for rnic in self.fabric.devices() {
             rnic.trace.finish_file();
