@@ -11,7 +11,8 @@
 # loses 2 of 6; a reply with a flipped bit in its IP header is dropped by A's stack; delay
 # holds and lets out all), with each rule's counts from `vrnic ctl impair`; a 16 MiB TCP
 # transfer A -> B byte-exact (sha256) under 1% loss + 1% reordering + 1% duplication on
-# both uplinks, both directions, the rules' counts showing they acted. Then figures (not
+# both uplinks, both directions, the rules' counts showing they acted; frames too long
+# for an uplink dropped and counted exactly. Then figures (not
 # asserted): TCP throughput A -> B through vrnic and between two namespaces on a veth pair.
 #
 # Needs root (namespaces, a tap, a packet socket) and ip, ping, ethtool, python3
@@ -193,6 +194,17 @@ done
 vrnic_ctl impair ua
 vrnic_ctl impair ub off >/dev/null
 impair ua off
+
+# A frame longer than an uplink takes (9234 bytes) is dropped and counted: 3 pings of
+# 9300 bytes from B (a 9342-byte frame each, B's veth at MTU 9500, not fragmented).
+before=$(vrnic_ctl --json uplinks | python3 -c "import json,sys; print(json.load(sys.stdin)['uplinks'][1]['counters']['rx_too_long'])")
+ip link set "$PEERB" mtu 9500
+ns_run "$NSB" ip link set "$VETHB" mtu 9500
+ns_run "$NSB" ping -n -q -c 3 -i 0.05 -W 1 -s 9300 -M "do" "$IPA" >/dev/null 2>&1 || true
+after=$(vrnic_ctl --json uplinks | python3 -c "import json,sys; print(json.load(sys.stdin)['uplinks'][1]['counters']['rx_too_long'])")
+check "3 frames of 9342 bytes on ub: dropped, counted as rx_too_long" "$((after - before))" 3
+ns_run "$NSB" ip link set "$VETHB" mtu 1500
+ip link set "$PEERB" mtu 1500
 
 # The figure: TCP A -> B through vrnic, and over a plain veth pair between C and D (the
 # same offloads off on the sender, so the frames are alike).

@@ -12,8 +12,10 @@
 //! Each uplink has one reader thread: it polls the uplink's fd and a wake eventfd,
 //! delivers what it reads to the `Ingress` (the switch), and lets out the frames its
 //! impairment holds when their time comes (a timer: the poll's timeout). `transmit` never
-//! blocks: a kernel with no room drops the frame, counted. `stop` (or the last drop)
-//! wakes the thread and joins it.
+//! blocks: a kernel with no room drops the frame, counted. `stop` wakes the thread and
+//! joins it (the thread holds the uplink, so dropping the other handles does not). A
+//! read error (the interface deleted or down) is counted and the thread rests 100 ms
+//! before reading again, so a dead interface never spins it.
 //!
 //! Frames longer than `MAX_FRAME` (a 9216-byte jumbo payload with its Ethernet header and
 //! a VLAN tag) are dropped on receive and counted.
@@ -281,7 +283,8 @@ impl Uplink {
     fn run(&self, ingress: &dyn Ingress) {
         let mut buf = vec![0u8; RX_BUFFER];
         let mut resting = false;
-        let mut warn = WarnLimiter::default();
+        // Logged once per run of failed reads (a deleted tap fails every time).
+        let mut failing = false;
         let who = format!("uplink {}", self.config.name);
         let deliver = |f: &[u8]| ingress.receive(self.id, f);
         while !self.stopping.load(Ordering::Acquire) {
@@ -330,6 +333,9 @@ impl Uplink {
                     Ok(None) => {}
                     Ok(Some(n)) if n > MAX_FRAME => bump(&self.counters.rx_too_long, 1),
                     Ok(Some(n)) => {
+                        if std::mem::take(&mut failing) {
+                            log::info!("{who}: reading again");
+                        }
                         bump(&self.counters.rx_frames, 1);
                         bump(&self.counters.rx_bytes, n as u64);
                         let frame = &buf[..n];
@@ -344,7 +350,10 @@ impl Uplink {
                     Err(e) if e.kind() == ErrorKind::Interrupted => {}
                     Err(e) => {
                         bump(&self.counters.rx_errors, 1);
-                        crate::ratelimit::client_warn!(warn, &who, "read failed: {e}");
+                        if !failing {
+                            log::warn!("{who}: read failed: {e}; retrying every 100 ms");
+                            failing = true;
+                        }
                         resting = true;
                         break;
                     }
