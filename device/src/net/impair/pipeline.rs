@@ -10,8 +10,13 @@ use crate::rng::Rng;
 use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
-/// Most frames one direction holds at once; beyond it a frame to hold is dropped (counted).
+/// Most frames, and bytes, one direction holds at once; beyond either a frame to hold is
+/// dropped (counted).
 pub const MAX_HELD: usize = 1024;
+pub const MAX_HELD_BYTES: usize = 16 << 20;
+/// Most frames one frame may become through `dup` rules (16 rules of 8 copies would
+/// otherwise make 9^16); copies beyond it are dropped (counted).
+pub const MAX_FANOUT: u32 = 64;
 
 /// What one rule did in one direction.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -46,9 +51,11 @@ pub struct Pipeline {
     rules: Vec<Instance>,
     /// In the order held (a release looks for the earliest deadline).
     held: Vec<Held>,
+    held_bytes: usize,
     /// Frames this direction let out, in all.
     sent: u64,
-    /// Frames dropped because `MAX_HELD` were held already.
+    /// Frames dropped because `MAX_HELD` frames (or `MAX_HELD_BYTES`) were held already,
+    /// or beyond `MAX_FANOUT`.
     overflow: u64,
 }
 
@@ -71,6 +78,7 @@ impl Pipeline {
             dir,
             rules,
             held: Vec::new(),
+            held_bytes: 0,
             sent: 0,
             overflow: 0,
         }
@@ -103,16 +111,19 @@ impl Pipeline {
     /// need to wake earlier).
     pub fn process(&mut self, frame: &[u8], now: Instant, out: &mut dyn FnMut(&[u8])) -> bool {
         let before = self.held.len();
-        self.run(Cow::Borrowed(frame), 0, now, out);
+        let mut fanout = MAX_FANOUT;
+        self.run(Cow::Borrowed(frame), 0, now, out, &mut fanout);
         self.held.len() > before
     }
 
+    /// `frame` through rules `first..`; `fanout` is what is left of the copies it may make.
     fn run(
         &mut self,
         mut frame: Cow<[u8]>,
         first: usize,
         now: Instant,
         out: &mut dyn FnMut(&[u8]),
+        fanout: &mut u32,
     ) {
         for i in first..self.rules.len() {
             let inst = &mut self.rules[i];
@@ -141,8 +152,14 @@ impl Pipeline {
                     }
                 }
                 Action::Dup { copies } => {
-                    for _ in 0..=copies {
-                        self.run(frame.clone(), i + 1, now, out);
+                    self.run(frame.clone(), i + 1, now, out, fanout);
+                    for _ in 0..copies {
+                        if *fanout == 0 {
+                            self.overflow += 1;
+                            continue;
+                        }
+                        *fanout -= 1;
+                        self.run(frame.clone(), i + 1, now, out, fanout);
                     }
                     return;
                 }
@@ -160,11 +177,18 @@ impl Pipeline {
         self.send(&frame, out);
     }
 
+    fn take(&mut self, at: usize) -> Held {
+        let h = self.held.remove(at);
+        self.held_bytes -= h.frame.len();
+        h
+    }
+
     fn hold(&mut self, frame: Cow<[u8]>, deadline: Instant, after: Option<u64>) {
-        if self.held.len() >= MAX_HELD {
+        if self.held.len() >= MAX_HELD || self.held_bytes + frame.len() > MAX_HELD_BYTES {
             self.overflow += 1;
             return;
         }
+        self.held_bytes += frame.len();
         self.held.push(Held {
             frame: frame.into_owned(),
             deadline,
@@ -181,7 +205,7 @@ impl Pipeline {
             .iter()
             .position(|h| h.after.is_some_and(|n| n <= self.sent))
         {
-            let h = self.held.remove(at);
+            let h = self.take(at);
             self.send(&h.frame, out);
         }
     }
@@ -195,7 +219,7 @@ impl Pipeline {
             .filter(|(_, h)| h.deadline <= now)
             .min_by_key(|(i, h)| (h.deadline, *i))
         {
-            let h = self.held.remove(at);
+            let h = self.take(at);
             self.send(&h.frame, out);
         }
     }
@@ -376,6 +400,24 @@ mod tests {
         assert_eq!((p.held(), p.overflow()), (MAX_HELD, 5));
         let mut n = 0;
         p.flush(&mut |_| n += 1);
-        assert_eq!((n, p.held()), (MAX_HELD, 0));
+        assert_eq!((n, p.held(), p.held_bytes), (MAX_HELD, 0, 0));
+        // And beyond the byte cap.
+        let big = vec![0u8; 60_000];
+        for _ in 0..MAX_HELD {
+            p.process(&big, now, &mut |_| {});
+        }
+        assert_eq!(p.held(), MAX_HELD_BYTES / 60_000);
+        assert_eq!(
+            p.overflow(),
+            5 + (MAX_HELD - MAX_HELD_BYTES / 60_000) as u64
+        );
+    }
+
+    #[test]
+    fn duplication_is_bounded_however_many_rules_multiply_it() {
+        let spec = vec!["dup every=1 copies=8"; 16].join(";");
+        let (got, p) = run(&spec, Dir::Egress, 2);
+        assert_eq!(got.len(), 2 * (1 + MAX_FANOUT as usize));
+        assert!(p.overflow() > 0);
     }
 }
