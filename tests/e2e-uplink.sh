@@ -12,7 +12,8 @@
 # holds and lets out all), with each rule's counts from `vrnic ctl impair`; a 16 MiB TCP
 # transfer A -> B byte-exact (sha256) under 1% loss + 1% reordering + 1% duplication on
 # both uplinks, both directions, the rules' counts showing they acted; frames too long
-# for an uplink dropped and counted exactly. Then figures (not
+# for an uplink dropped and counted exactly; the host's own frames on the dev= interface
+# kept from the guests' side. Then figures (not
 # asserted): TCP throughput A -> B through vrnic and between two namespaces on a veth pair.
 #
 # Needs root (namespaces, a tap, a packet socket) and ip, ping, ethtool, python3
@@ -205,6 +206,19 @@ after=$(vrnic_ctl --json uplinks | python3 -c "import json,sys; print(json.load(
 check "3 frames of 9342 bytes on ub: dropped, counted as rx_too_long" "$((after - before))" 3
 ns_run "$NSB" ip link set "$VETHB" mtu 1500
 ip link set "$PEERB" mtu 1500
+
+# Frames to the dev= interface's own MAC are the host's: B pings the root namespace's end
+# of its veth (static neighbours both ways) and A's tap gets none of it.
+tx_a() { vrnic_ctl --json uplinks | python3 -c "import json,sys; print(json.load(sys.stdin)['uplinks'][0]['counters']['tx_frames'])"; }
+ip addr add 10.77.0.3/32 dev "$PEERB"
+ip route add "$IPB/32" dev "$PEERB"
+ip neigh replace "$IPB" lladdr "$MACB" dev "$PEERB" nud permanent
+ns_run "$NSB" ip neigh replace 10.77.0.3 lladdr "$(cat "/sys/class/net/$PEERB/address")" dev "$VETHB" nud permanent
+before=$(tx_a)
+out=$(ns_run "$NSB" ping -n -q -c 3 -i 0.05 -W 2 10.77.0.3 2>&1 || true)
+check "B pings the host on ub's interface" "$(grep -o '[0-9]* received' <<<"$out")" "3 received"
+check "  and none of it reaches A" "$(($(tx_a) - before))" 0
+ip addr del 10.77.0.3/32 dev "$PEERB"
 
 # The figure: TCP A -> B through vrnic, and over a plain veth pair between C and D (the
 # same offloads off on the sender, so the frames are alike).

@@ -1,7 +1,8 @@
 //! An existing interface through an `AF_PACKET` raw socket: bound to its ifindex, a
 //! promiscuous membership (so frames for the guests' MACs arrive; the kernel drops it when
 //! the socket closes), outgoing frames not looped back (`PACKET_IGNORE_OUTGOING`, and
-//! `PACKET_OUTGOING` skipped on receive for older kernels).
+//! `PACKET_OUTGOING` skipped on receive for older kernels). Frames to the interface's own
+//! MAC are the host's and are skipped too; broadcast and multicast go to both.
 //!
 //! The socket sees frames as the interface delivers them to the stack: on an interface
 //! with GRO, aggregated frames larger than the receive buffer (dropped and counted), and
@@ -118,7 +119,7 @@ pub fn open(ifname: &str) -> Result<(OwnedFd, libc::c_int), UplinkError> {
 }
 
 /// One received frame into `buf`: its length (larger than `buf` when it was truncated),
-/// or None when it was one of ours going out. `Err(WouldBlock)` when nothing is queued.
+/// or None when it was one of ours going out or one for the host (its own MAC). `Err(WouldBlock)` when nothing is queued.
 pub fn recv(fd: &OwnedFd, buf: &mut [u8]) -> std::io::Result<Option<usize>> {
     // SAFETY: sockaddr_ll is plain data; all-zero is a valid value.
     let mut from: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
@@ -138,7 +139,9 @@ pub fn recv(fd: &OwnedFd, buf: &mut [u8]) -> std::io::Result<Option<usize>> {
     if n < 0 {
         return Err(std::io::Error::last_os_error());
     }
-    if from.sll_pkttype == libc::PACKET_OUTGOING {
+    // Ours going out, or for the interface's own MAC: the host's, never a guest's (so the
+    // switch never floods the host's unicast traffic to the guests).
+    if from.sll_pkttype == libc::PACKET_OUTGOING || from.sll_pkttype == libc::PACKET_HOST {
         return Ok(None);
     }
     Ok(Some(n as usize))
