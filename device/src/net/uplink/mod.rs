@@ -435,7 +435,8 @@ impl Uplinks {
             .clone()
     }
 
-    /// Switches uplink `name`'s impairment (`Uplink::set_impairment`).
+    /// Switches `uplink`'s impairment (`Uplink::set_impairment`), frames it held going to
+    /// the ingress the uplinks deliver to.
     pub fn set_impairment(&self, uplink: &Uplink, spec: Option<Spec>) {
         let ingress = self
             .ingress
