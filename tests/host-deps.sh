@@ -2,7 +2,8 @@
 # Host tools the build and tests need (Debian). Idempotent and quiet when all are present.
 set -euo pipefail
 need=()
-for tool in cc:gcc make:make cpio:cpio debootstrap:debootstrap shellcheck:shellcheck tshark:tshark; do
+for tool in cc:gcc make:make cpio:cpio debootstrap:debootstrap shellcheck:shellcheck tshark:tshark \
+	ping:iputils-ping ethtool:ethtool python3:python3; do
 	command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool##*:}")
 done
 if ((${#need[@]})); then

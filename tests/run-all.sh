@@ -32,6 +32,9 @@ cargo test -p vrnic --lib --test admin_commands --test datapath_ops --test datap
 	--test faults \
 	--test counters
 
+step "uplinks on the host: a tap and a packet socket between two network namespaces, pattern and rate impairment, TCP byte-exact under loss, reordering and duplication"
+bash tests/e2e-uplink.sh
+
 step "kernel driver in a guest: probe, loopback verbs, rmmod with resources open"
 bash guest-driver/kernel/tests/guest-smoke.sh
 

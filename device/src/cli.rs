@@ -7,6 +7,7 @@ use crate::control::Request;
 use crate::fabric::PollerConfig;
 use crate::hostile::Settings;
 use crate::net::service::NetPortConfig;
+use crate::net::uplink::config::{UplinkConfig, UplinkKeys};
 use crate::objects::snapshot::ObjectKind;
 use crate::pci::PciIds;
 use crate::rnic::contract::ContractMode;
@@ -28,6 +29,7 @@ Usage:
               --net name=NAME,socket=PATH,mac=MAC ...   (a guest interface alone)
               [--config FILE] [--poll-idle-us N] [--poll-always] [--pollers N]
               [--control PATH] [--faults DEVICE=FILE ...]
+              [--uplink name=NAME,tap=IFNAME|dev=IFNAME[,impair=SPEC] ...]
   vrnic ctl --control PATH [--json] devices
   vrnic ctl --control PATH [--json] objects DEVICE [qps|cqs|mrs|eqs|srqs ...]
   vrnic ctl --control PATH [--json] counters DEVICE [QPN]
@@ -36,6 +38,8 @@ Usage:
   vrnic ctl --control PATH [--json] contract DEVICE
   vrnic ctl --control PATH [--json] fault DEVICE list | clear | RULE
   vrnic ctl --control PATH [--json] hostile DEVICE [on [KINDS:SEED[:RATE]] | off]
+  vrnic ctl --control PATH [--json] uplinks
+  vrnic ctl --control PATH [--json] impair UPLINK [SPEC | off]
   vrnic --help
 
 Options:
@@ -110,6 +114,14 @@ Options:
                       Apply the fault rules of FILE (one per line, `#` comments; the
                       syntax of `vrnic ctl fault`, below) to DEVICE at start-up
                       (repeatable). A bad line stops the start, naming it.
+  --uplink name=NAME,tap=IFNAME|dev=IFNAME[,impair=SPEC]
+                      An uplink to the host's network (repeatable; [[uplink]] in the
+                      TOML file, same keys). tap=IFNAME: a tap device, created or
+                      attached to and brought up (the host can address, bridge or move
+                      it). dev=IFNAME: an existing interface through a promiscuous packet
+                      socket (turn off GRO on it, and a local sender's offloads). Frames
+                      go to the other uplinks (the switch's ports once it lands).
+                      impair=SPEC: impairment from the start (below).
 
 vrnic ctl talks to that socket: one request, one reply, as tables (or with --json, the
 server's JSON reply line, for scripts):
@@ -149,6 +161,12 @@ server's JSON reply line, for scripts):
                       The hostile-device mode of DEVICE: its state and what it wrote per
                       kind; `on` switches it on (with new settings, or the last ones;
                       the generator restarts from the seed), `off` switches it off.
+  uplinks             Every uplink: kind and interface, port, frames received and sent,
+                      drops and errors, its impairment.
+  impair UPLINK [SPEC | off]
+                      The uplink's impairment and what each rule did per direction;
+                      SPEC replaces it (fresh counts), `off` ends it. Frames it held go
+                      out at once. The syntax is at the end.
 The protocol (one JSON request per line, one JSON reply per line) is in the README.
 
 Attach with QEMU (guest RAM must be shared memfd memory):
@@ -165,8 +183,9 @@ pub fn usage() -> String {
     format!(
         "{USAGE}\n\nFault rules (`vrnic ctl fault DEVICE RULE`, `--faults`), counted from when \
          they are armed:\n{}",
-        crate::faults::rule::SYNTAX
-    )
+        crate::faults::rule::SYNTAX,
+    ) + "\n\nUplink impairment (`impair=SPEC`, `vrnic ctl impair UPLINK SPEC`):\n"
+        + crate::net::impair::spec::SYNTAX
 }
 
 /// A parsed `vrnic serve`.
@@ -180,6 +199,8 @@ pub struct ServeArgs {
     pub faults: Vec<FaultFile>,
     /// The guests' Ethernet interfaces (`--net`, and `net=PATH` of RoCE devices).
     pub net: Vec<NetPortConfig>,
+    /// Uplinks to the host's network (`--uplink`, `[[uplink]]`).
+    pub uplinks: Vec<UplinkConfig>,
 }
 
 /// A parsed `vrnic ctl`.
@@ -238,6 +259,10 @@ pub enum CliError {
     BadNet { spec: String, why: String },
     #[error("{0}")]
     NetConflict(String),
+    #[error("--uplink {spec}: {why}")]
+    BadUplink { spec: String, why: String },
+    #[error("uplinks: {0}")]
+    Uplinks(String),
 }
 
 /// Parses the arguments after the program name.
@@ -257,6 +282,7 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
     let mut control = None;
     let mut faults = Vec::new();
     let mut nets = Vec::new();
+    let mut uplinks = Vec::new();
     while let Some(arg) = it.next() {
         match arg.as_str() {
             "-h" | "--help" => return Ok(Command::Help),
@@ -282,6 +308,18 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
                 let v = it.next().ok_or(CliError::MissingValue("--faults"))?;
                 faults.push(FaultFile::read(v).map_err(CliError::BadFaults)?);
             }
+            "--uplink" => {
+                let v = it.next().ok_or(CliError::MissingValue("--uplink"))?;
+                let bad = |why| CliError::BadUplink {
+                    spec: v.chars().take(128).collect(),
+                    why,
+                };
+                uplinks.push(
+                    UplinkKeys::parse(v)
+                        .and_then(UplinkKeys::finish)
+                        .map_err(bad)?,
+                );
+            }
             "--pollers" => {
                 let v = it.next().ok_or(CliError::MissingValue("--pollers"))?;
                 let n: usize = v.parse().map_err(|_| CliError::BadPollers(v.clone()))?;
@@ -298,12 +336,14 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
                 poll_idle_us = poll_idle_us.or(file.poll_idle_us);
                 poll_always = poll_always.or(file.poll_always);
                 control = control.or(file.control);
+                uplinks.extend(file.uplinks);
             }
             other => return Err(CliError::Unknown(other.into())),
         }
     }
-    check(&devices, !nets.is_empty())?;
+    check(&devices, !nets.is_empty() || !uplinks.is_empty())?;
     check_nets(&devices, &nets)?;
+    crate::net::uplink::config::check_unique(&uplinks).map_err(CliError::Uplinks)?;
     if let Some(f) = faults
         .iter()
         .find(|f| !devices.iter().any(|d| d.name == f.device))
@@ -323,12 +363,14 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
         control,
         faults,
         net: nets,
+        uplinks,
     }))
 }
 
 /// `vrnic ctl`'s arguments: options anywhere, then the command and its arguments.
 /// The commands of `vrnic ctl`, for its error messages.
-const CTL_COMMANDS: &str = "devices, objects, counters, trace, pcap, contract, fault, hostile";
+const CTL_COMMANDS: &str =
+    "devices, objects, counters, trace, pcap, contract, fault, hostile, uplinks, impair";
 
 fn parse_ctl(args: &[String]) -> Result<Command, CliError> {
     let mut control = None;
@@ -404,6 +446,10 @@ fn parse_ctl(args: &[String]) -> Result<Command, CliError> {
         ["fault"] => return Err(bad("fault needs a DEVICE".into())),
         ["hostile", device, rest @ ..] => hostile_request(device, rest).map_err(bad)?,
         ["hostile"] => return Err(bad("hostile needs a DEVICE".into())),
+        ["uplinks"] => Request::Uplinks {},
+        ["uplinks", ..] => return Err(bad("uplinks takes no argument".into())),
+        ["impair", uplink, rest @ ..] => impair_request(uplink, rest).map_err(bad)?,
+        ["impair"] => return Err(bad("impair needs an UPLINK".into())),
         ["devices", extra, ..] => return Err(bad(format!("devices takes no argument `{extra}`"))),
         [other, ..] => return Err(bad(format!("unknown command `{other}` ({CTL_COMMANDS})"))),
     };
@@ -435,8 +481,28 @@ fn hostile_request(device: &str, rest: &[&str]) -> Result<Request, String> {
     })
 }
 
-fn check(devices: &[RnicConfig], nets: bool) -> Result<(), CliError> {
-    if devices.is_empty() && !nets {
+/// `impair UPLINK [SPEC... | off]`: the spec's words joined by spaces and checked here,
+/// so a typo is reported before anything is sent.
+fn impair_request(uplink: &str, rest: &[&str]) -> Result<Request, String> {
+    let spec = match rest {
+        [] => None,
+        ["off"] => Some("off".to_string()),
+        words => {
+            let text = words.join(" ");
+            crate::net::impair::Spec::parse(&text).map_err(|e| e.to_string())?;
+            Some(text)
+        }
+    };
+    Ok(Request::Impair {
+        uplink: uplink.into(),
+        spec,
+    })
+}
+
+/// The devices' names, sockets, LIDs and MACs are unique; with no Ethernet port (`ethernet`:
+/// a guest interface or an uplink) there must be a device.
+fn check(devices: &[RnicConfig], ethernet: bool) -> Result<(), CliError> {
+    if devices.is_empty() && !ethernet {
         return Err(CliError::NoDevices);
     }
     for (i, a) in devices.iter().enumerate() {
@@ -754,6 +820,8 @@ struct ConfigFile {
     devices: Vec<DeviceEntry>,
     #[serde(default, rename = "net")]
     nets: Vec<NetEntry>,
+    #[serde(default, rename = "uplink")]
+    uplinks: Vec<UplinkKeys>,
 }
 
 #[derive(Deserialize)]
@@ -790,6 +858,7 @@ struct Config {
     poll_idle_us: Option<u64>,
     poll_always: Option<bool>,
     control: Option<PathBuf>,
+    uplinks: Vec<UplinkConfig>,
 }
 
 fn read_config(path: &str) -> Result<Config, CliError> {
@@ -835,7 +904,17 @@ fn read_config(path: &str) -> Result<Config, CliError> {
             net_port(n.name, n.socket, n.mac).map_err(|why| err(format!("net {name}: {why}")))?,
         );
     }
+    let uplinks = file
+        .uplinks
+        .into_iter()
+        .enumerate()
+        .map(|(i, u)| {
+            u.finish()
+                .map_err(|why| err(format!("uplink {}: {why}", i + 1)))
+        })
+        .collect::<Result<_, _>>()?;
     Ok(Config {
+        uplinks,
         devices,
         nets,
         poll_idle_us: file.poll_idle_us,
@@ -1377,5 +1456,107 @@ mod tests {
             err("serve --device r,socket=/r,link=eth,mac=02:00:00:00:00:02,net=/r")
                 .contains("both use socket /r")
         );
+    }
+
+    #[test]
+    fn serve_takes_uplinks_from_the_command_line_and_the_config_file() {
+        let Ok(Command::Serve(a)) = parse(&args(
+            "serve --device a,socket=/a,lid=1 --uplink name=u0,tap=vrt0",
+        )) else {
+            panic!("parse failed")
+        };
+        assert_eq!(
+            a.uplinks[0].kind,
+            crate::net::uplink::Kind::Tap("vrt0".into())
+        );
+        let Ok(Command::Serve(a)) = parse(&[
+            "serve".into(),
+            "--device".into(),
+            "a,socket=/a,lid=1".into(),
+            "--uplink".into(),
+            "name=u1,dev=eth1,impair=loss every=3 from=2 dir=ingress".into(),
+        ]) else {
+            panic!("parse failed")
+        };
+        assert_eq!(
+            a.uplinks[0].to_string(),
+            "name=u1,dev=eth1,impair=loss every=3 from=2 dir=ingress"
+        );
+        let e = parse(&args(
+            "serve --device a,socket=/a,lid=1 --uplink name=u,tap=t,impair=drop every=2",
+        ));
+        assert!(
+            matches!(&e, Err(CliError::BadUplink { why, .. }) if why.contains("impair: rule 1")),
+            "{e:?}"
+        );
+        assert!(matches!(
+            parse(&args("serve --device a,socket=/a,lid=1 --uplink name=u,tap=t --uplink name=u,tap=s")),
+            Err(CliError::Uplinks(why)) if why.contains("named u")
+        ));
+        let path = std::env::temp_dir().join(format!("vrnic-cli-up-{}.toml", std::process::id()));
+        std::fs::write(
+            &path,
+            "[[device]]\nname = \"r0\"\nsocket = \"/tmp/r0\"\nlid = 3\n[[uplink]]\nname = \"u0\"\ntap = \"vrt0\"\nimpair = \"dup rate=1%\"\n[[uplink]]\nname = \"u1\"\n",
+        )
+        .unwrap();
+        let e = parse(&args(&format!("serve --config {}", path.display())));
+        assert!(
+            matches!(&e, Err(CliError::Config { why, .. }) if why.contains("uplink 2: tap=IFNAME")),
+            "{e:?}"
+        );
+        std::fs::write(
+            &path,
+            "[[uplink]]\nname = \"u0\"\ntap = \"vrt0\"\nimpair = \"dup rate=1%\"\n[[device]]\nname = \"r0\"\nsocket = \"/tmp/r0\"\nlid = 3\n",
+        )
+        .unwrap();
+        let ok = parse(&args(&format!("serve --config {}", path.display())));
+        std::fs::remove_file(&path).unwrap();
+        let Ok(Command::Serve(a)) = ok else {
+            panic!("{ok:?}")
+        };
+        assert_eq!(
+            a.uplinks[0].to_string(),
+            "name=u0,tap=vrt0,impair=dup rate=1%"
+        );
+    }
+
+    #[test]
+    fn ctl_impair_takes_an_uplink_and_a_spec_checked_before_sending() {
+        let req = |line: &str| match parse(&args(line)) {
+            Ok(Command::Ctl(c)) => Ok(c.request),
+            Err(CliError::BadCtl(why)) => Err(why),
+            other => panic!("{line}: {other:?}"),
+        };
+        assert_eq!(
+            req("ctl --control /c impair u0 loss every=5 from=3"),
+            Ok(Request::Impair {
+                uplink: "u0".into(),
+                spec: Some("loss every=5 from=3".into())
+            })
+        );
+        assert_eq!(
+            req("ctl --control /c impair u0 off"),
+            Ok(Request::Impair {
+                uplink: "u0".into(),
+                spec: Some("off".into())
+            })
+        );
+        assert_eq!(
+            req("ctl --control /c impair u0"),
+            Ok(Request::Impair {
+                uplink: "u0".into(),
+                spec: None
+            })
+        );
+        assert_eq!(req("ctl --control /c uplinks"), Ok(Request::Uplinks {}));
+        assert!(req("ctl --control /c impair u0 loss often")
+            .unwrap_err()
+            .contains("`often` is not KEY=VALUE"));
+        assert!(req("ctl --control /c impair")
+            .unwrap_err()
+            .contains("needs an UPLINK"));
+        assert!(req("ctl --control /c uplinks u0")
+            .unwrap_err()
+            .contains("no argument"));
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! Layers, each importing only those below it:
 //! 1. foundations: `addr` (MACs, GIDs, addresses), `guest_memory` (guest RAM through vm-memory), `pci` (config space),
-//!    `vfio_user` (the protocol server, device-agnostic), `memfd`, `ratelimit`, `trace` (decoded
+//!    `vfio_user` (the protocol server, device-agnostic), `memfd`, `ratelimit`, `rng` (seeded random numbers), `trace` (decoded
 //!    device events for subscribers), `wire` (the RoCEv2 packet codec, pcap files and the
 //!    packet tap), `net` (virtio-net over vhost-user, the L2 switch, uplinks, impairment),
 //!    `transport` (the RC/UC reliability engine on the wire, sans-I/O; imports `wire`);
@@ -31,6 +31,7 @@ pub mod net;
 pub mod objects;
 pub mod pci;
 pub mod ratelimit;
+pub mod rng;
 pub mod rnic;
 pub mod serve;
 pub mod trace;

@@ -35,6 +35,9 @@ fn serve(args: cli::ServeArgs) -> Result<(), String> {
         Service::start_with_control(args.devices, args.poller, args.control.as_deref())
             .map_err(|e| e.to_string())?;
     service.start_net(&args.net).map_err(|e| e.to_string())?;
+    service
+        .start_uplinks(&args.uplinks)
+        .map_err(|e| e.to_string())?;
     for file in &args.faults {
         file.apply(service.fabric())
             .map_err(|e| format!("--faults {}: {e}", file.device))?;

@@ -26,6 +26,8 @@ pub enum ServeError {
     Control(#[from] ControlError),
     #[error(transparent)]
     Net(#[from] crate::net::service::NetError),
+    #[error(transparent)]
+    Uplink(#[from] crate::net::uplink::UplinkError),
     #[error("cannot start: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -121,6 +123,32 @@ impl Service {
         Ok(service)
     }
 
+    /// Opens the uplinks (`vrnic serve --uplink`), attaches them to the switch of the
+    /// guests' ports (started here if `start_net` has not run) and starts their threads.
+    pub fn start_uplinks(
+        &mut self,
+        configs: &[crate::net::uplink::UplinkConfig],
+    ) -> Result<(), ServeError> {
+        if configs.is_empty() {
+            return Ok(());
+        }
+        if self.net.is_none() {
+            self.start_net(&[])?;
+        }
+        let switch = self.net.as_ref().expect("started above").switch().clone();
+        // Each uplink sends with the port number it will have: the next ones of the switch.
+        // Until attached its frames find no port and are dropped (start-up only).
+        let first = switch.port_count();
+        let started = self.fabric.uplinks.start(configs, first, switch.clone())?;
+        for uplink in started {
+            switch.attach(|id| {
+                debug_assert_eq!(id, uplink.id(), "ports attach only at start-up");
+                uplink
+            });
+        }
+        Ok(())
+    }
+
     pub fn fabric(&self) -> &Arc<Fabric> {
         &self.fabric
     }
@@ -160,6 +188,7 @@ impl Service {
         if let Some(pollers) = self.pollers.take() {
             pollers.stop();
         }
+        self.fabric.uplinks.stop();
         // Every event is made by now: the trace files get all of them.
         for rnic in self.fabric.devices() {
             rnic.trace.finish_file();

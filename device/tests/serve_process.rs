@@ -304,3 +304,44 @@ fn a_client_flooding_dma_maps_is_refused_and_the_other_device_still_serves() {
     child.stop();
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn an_uplink_on_a_missing_interface_stops_the_start_and_names_it() {
+    let dir = temp_dir("uplink");
+    let out = vrnic()
+        .arg("serve")
+        .arg("--device")
+        .arg(format!("a,socket={},lid=5", dir.join("a.sock").display()))
+        .args(["--uplink", "name=up0,dev=vrnnosuch0"])
+        .output()
+        .expect("run vrnic");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("uplink interface vrnnosuch0: no such interface"),
+        "{stderr}"
+    );
+    assert!(
+        !dir.join("a.sock").exists(),
+        "the failed start removed its socket"
+    );
+    let out = vrnic()
+        .args(["serve", "--device", "a,socket=/tmp/x,lid=1"])
+        .args(["--uplink", "name=up0,tap=t0,impair=loss every=0"])
+        .output()
+        .expect("run vrnic");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--uplink name=up0,tap=t0,impair=loss every=0: impair: rule 1 (`loss every=0`): every=`0` is not a number in 1..1000000000"),
+        "{stderr}"
+    );
+    let text = vrnic().arg("--help").output().expect("run vrnic").stdout;
+    let text = String::from_utf8_lossy(&text);
+    assert!(
+        text.contains("--uplink name=NAME,tap=IFNAME|dev=IFNAME"),
+        "{text}"
+    );
+    assert!(text.contains("Uplink impairment"), "{text}");
+    let _ = std::fs::remove_dir_all(dir);
+}

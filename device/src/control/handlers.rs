@@ -33,6 +33,8 @@ pub fn handle(fabric: &Fabric, request: &Request) -> Result<Vec<u8>, RequestErro
             on,
             settings,
         } => super::hostile::handle(self::device(fabric, device)?, *on, settings.as_deref()),
+        Request::Uplinks {} => super::uplinks::uplinks(fabric),
+        Request::Impair { uplink, spec } => super::uplinks::impair(fabric, uplink, spec.as_deref()),
     }
 }
 

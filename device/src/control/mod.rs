@@ -29,6 +29,9 @@
 //!   -> {"device":"rnic0","on":true,"settings":"cqe+eqe:42:10","written":{"cqe-phase":3,...}}
 //! ```
 //!
+//! `uplinks` lists the uplinks with their counters; `impair` shows, replaces or switches
+//! off an uplink's impairment (`control::uplinks`).
+//!
 //! `fault`, `faults` and `fault_clear` arm, list and clear fault-injection rules
 //! (`control::faults`, the rule syntax in `faults::rule`).
 //!
@@ -88,6 +91,7 @@ pub mod protocol;
 pub mod render;
 pub mod server;
 pub mod trace;
+pub mod uplinks;
 
 pub use protocol::Request;
 pub use server::{ControlError, ControlServer, Limits};

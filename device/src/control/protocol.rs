@@ -64,6 +64,15 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         settings: Option<String>,
     },
+    /// The uplinks: kind, interface, port, counters, impairment (`control::uplinks`).
+    Uplinks {},
+    /// An uplink's impairment: shown, replaced (`spec`: the syntax of `net::impair::spec`)
+    /// or switched off (`spec` "off").
+    Impair {
+        uplink: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        spec: Option<String>,
+    },
 }
 
 impl Request {
@@ -79,6 +88,8 @@ impl Request {
         "faults",
         "fault_clear",
         "hostile",
+        "uplinks",
+        "impair",
     ];
 }
 
@@ -161,6 +172,10 @@ pub enum RequestError {
     Fault(String),
     #[error("bad hostile settings: {0}")]
     BadHostile(String),
+    #[error("unknown uplink `{name}` (uplinks: {known})")]
+    UnknownUplink { name: String, known: String },
+    #[error("bad impairment: {0}")]
+    BadImpair(String),
     #[error("request line longer than {0} bytes; closing the connection")]
     TooLong(usize),
     #[error("no complete request within {0} s; closing the connection")]

@@ -28,6 +28,8 @@ pub struct Fabric {
     gids: Arc<GidDirectory>,
     /// Devices of each shard, and the shard's waker.
     shards: Vec<(Arc<Waker>, Vec<Arc<Rnic>>)>,
+    /// The uplinks to the host's network (`Service::start_uplinks`), for the control socket.
+    pub uplinks: crate::net::uplink::Uplinks,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -107,6 +109,7 @@ impl Fabric {
             by_lid,
             gids,
             shards,
+            uplinks: Default::default(),
         }))
     }
 

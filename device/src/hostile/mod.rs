@@ -21,14 +21,13 @@ pub mod cqe;
 pub mod eqe;
 pub mod irq;
 pub mod kinds;
-pub mod rng;
 pub mod settings;
 
 pub use kinds::{Class, Kind, KindSet};
 pub use settings::Settings;
 
+use crate::rng::Rng;
 use crate::trace::{self, Emitter};
-use rng::Rng;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 

@@ -7,7 +7,9 @@
 //! `Switch::steer_roce` is that hook.
 
 pub mod frame;
+pub mod impair;
 pub mod port;
 pub mod service;
 pub mod switch;
+pub mod uplink;
 pub mod vhost;

@@ -125,6 +125,11 @@ impl Switch {
         port
     }
 
+    /// How many ports are attached (the next one gets this number).
+    pub fn port_count(&self) -> usize {
+        self.ports.read().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
     /// Frames to `mac` go to `port`, whatever source addresses say.
     pub fn add_static(&self, mac: Mac, port: PortId) -> Result<(), SwitchError> {
         let ports = self.ports.read().unwrap_or_else(|e| e.into_inner());

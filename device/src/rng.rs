@@ -1,5 +1,5 @@
-//! The hostile mode's random numbers: SplitMix64, so that a seed gives the same
-//! corruptions on every run and platform.
+//! Seeded random numbers: SplitMix64, so that a seed gives the same choices on every run
+//! and platform (the hostile mode's corruptions, the uplinks' impairment). Foundation layer.
 
 #[derive(Debug, Clone)]
 pub struct Rng(u64);
