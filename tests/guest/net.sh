@@ -39,6 +39,13 @@ else
 	busybox ping -c 5 "$PEER"
 	timeout 600 python3 /job/netperf.py send "$PEER" "$TCP_PORT" exact 4194304
 	timeout 600 python3 /job/netperf.py send "$PEER" "$TCP_PORT" bulk 33554432
+	if [ -f /job/uplink ]; then
+		# The host end of the uplink (tests/e2e-net.sh): out through vrnic's switch and tap.
+		read -r UPIP UPPORT </job/uplink
+		busybox ping -c 5 "$UPIP" 2>&1 | sed 's/^/uplink ping: /'
+		timeout 600 python3 /job/netperf.py send "$UPIP" "$UPPORT" exact 4194304 | sed 's/^/uplink /'
+		timeout 600 python3 /job/netperf.py send "$UPIP" "$UPPORT" bulk 33554432 | sed 's/^/uplink /'
+	fi
 	if [ -n "$ROCE" ] && [ -n "$GIDX" ]; then
 		# The server may not listen yet: retry while the connect is refused.
 		n=0
