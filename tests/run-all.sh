@@ -47,8 +47,11 @@ bash tests/e2e-faults.sh
 step "hostile-device mode: the kernel driver and provider against malformed completions, events and admin answers"
 bash tests/e2e-hostile.sh
 
-step "guest Ethernet through vrnic's vhost-user-net backend and switch (ping, TCP byte-exact and its rate, RDMA over the paired RoCE devices)"
+step "guest Ethernet through vrnic's vhost-user-net backend and switch (ping, TCP byte-exact and its rate, RDMA over the paired RoCE devices, the uplink to a namespace)"
 bash tests/e2e-net.sh
+
+step "two hosts on one machine: two vrnic processes in two network namespaces joined by a veth pair, one guest each (ping, TCP byte-exact and its rate)"
+bash tests/e2e-twohost.sh
 
 step "rdma-core's test suite (pyverbs) in a guest, on an IB-mode and a RoCE-mode device"
 bash tests/pyverbs.sh

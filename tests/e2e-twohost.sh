@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Two hosts on one machine: two `vrnic serve` processes, each in a network namespace the
+# test makes (hosts A and B), joined only by a veth pair whose ends are their uplinks
+# (dev=, a packet socket each). Each host serves one guest's interface as a vhost-user-net
+# port on its switch. Guest a (on host A) and guest b (on host B) then talk across:
+# guest -> vhost-user -> switch A -> packet socket -> veth -> packet socket -> switch B ->
+# vhost-user -> guest. tests/guest/net.sh is the guest half (as in tests/e2e-net.sh; these
+# guests have no RDMA device, so it runs no RDMA).
+# Checks: ping between the guests, a 4 MiB TCP stream byte-exact (SHA-256 at both ends), a
+# 32 MiB transfer (rate printed, never asserted), each uplink's counters (frames both ways,
+# nothing dropped), no oops, both guests powered off.
+# Needs root (namespaces, veth). Prints PASS/FAIL lines and "e2e-twohost: N passed, M failed".
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+session_begin twohost
+((EUID == 0)) || { say "e2e-twohost needs root (network namespaces and a veth pair)"; exit 1; }
+NSA=vrnic-ha-$$ NSB=vrnic-hb-$$ VA=vrnha$$ VB=vrnhb$$
+PID_A='' PID_B=''
+cleanup() {
+	local p
+	for p in "$PID_A" "$PID_B"; do
+		[[ -z $p ]] || { kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; }
+	done
+	ip netns del "$NSA" 2>/dev/null || true
+	ip netns del "$NSB" 2>/dev/null || true
+}
+trap 'cleanup; session_end' EXIT
+build_all
+
+ip netns add "$NSA"
+ip netns add "$NSB"
+ip link add "$VA" netns "$NSA" type veth peer name "$VB" netns "$NSB"
+for side in "$NSA $VA" "$NSB $VB"; do
+	read -r ns v <<<"$side"
+	ip -n "$ns" link set "$v" up
+	# A packet socket sees frames as the kernel has them: no coalescing, no offloads.
+	ip netns exec "$ns" ethtool -K "$v" gro off tx off tso off gso off >/dev/null
+done
+
+# host_start NAME NS VETH MAC: vrnic of host NAME in namespace NS, its uplink on VETH, a
+# guest port NAME.net with MAC; its control socket NAME.ctl.
+host_start() {
+	RUST_LOG=${RUST_LOG:-info} ip netns exec "$2" "$VRNIC_BIN" serve \
+		--net "name=g$1,socket=$WORK/$1.net,mac=$4" --uplink "name=up,dev=$3" \
+		--control "$WORK/$1.ctl" >"$WORK/vrnic-$1.log" 2>&1 &
+}
+host_start a "$NSA" "$VA" "$LINK_A_MAC"
+PID_A=$!
+host_start b "$NSB" "$VB" "$LINK_B_MAC"
+PID_B=$!
+for h in a b; do
+	n=0
+	until [[ -S $WORK/$h.net && -S $WORK/$h.ctl ]]; do
+		((n++ < 100)) || { cat "$WORK/vrnic-$h.log" >&2; exit 1; }
+		sleep 0.1
+	done
+done
+
+for role in a b; do
+	mkdir -p "$WORK/$role"
+	cp "$REPO/tests/guest/net.sh" "$WORK/$role/run.sh"
+	cp "$REPO/tests/guest/netperf.py" "$REPO/tests/guest/devices.sh" "$WORK/$role/"
+	echo "$role" >"$WORK/$role/role"
+done
+echo "$LINK_A_IP" >"$WORK/a/ip"
+echo "$LINK_B_IP" >"$WORK/a/peer"
+echo "$LINK_B_IP" >"$WORK/b/ip"
+echo "$LINK_A_IP" >"$WORK/b/peer"
+say "booting the guests (guest a on host A, guest b on host B)"
+guest_start b --ip "$LINK_B_IP/24" --mac "$LINK_B_MAC" --vhost-net "$WORK/b.net" --timeout 1500
+guest_start a --ip "$LINK_A_IP/24" --mac "$LINK_A_MAC" --vhost-net "$WORK/a.net" --timeout 1500
+guests_wait || show_tails
+load=$(cut -d' ' -f1-3 /proc/loadavg)
+out=$WORK/out.log
+for h in a b; do
+	"$VRNIC_BIN" ctl --control "$WORK/$h.ctl" --json uplinks 2>&1 | sed "s/^/host $h uplinks: /"
+done >"$out"
+for role in a b; do
+	echo "--- guest $role"
+	cat "$WORK/$role/output.log" 2>/dev/null || { echo "no job output; console tail:"; tail -n 40 "$WORK/$role/console.log"; }
+done >>"$out"
+cat "$out"
+
+pass=0 fail=0
+check() { # check NAME PATTERN: the output must contain PATTERN (extended regex)
+	if grep -qE -- "$2" "$out"; then
+		echo "PASS $1"
+		pass=$((pass + 1))
+	else
+		echo "FAIL $1 (no /$2/)"
+		fail=$((fail + 1))
+	fi
+}
+check ping-across '^5 packets transmitted, 5 packets received, 0% packet loss$'
+sent=$(grep -oE '^exact: sent 4194304 bytes sha256 [0-9a-f]{64}' "$out" | awk '{print $6}' || true)
+if [[ -n $sent ]] && grep -qE "^exact: sent 4194304 bytes sha256 $sent; peer got 4194304 bytes sha256 $sent$" "$out" &&
+	grep -qE "^served exact: 4194304 bytes sha256 $sent$" "$out"; then
+	echo "PASS tcp-byte-exact-across"
+	pass=$((pass + 1))
+else
+	echo "FAIL tcp-byte-exact-across (the hashes differ, or no transfer)"
+	fail=$((fail + 1))
+fi
+check tcp-bulk-intact-across '^bulk: 33554432 bytes in [0-9.]+ s: [0-9.]+ Mbit/s \(intact\)$'
+for h in a b; do
+	check "host-$h-uplink-counters" "^host $h uplinks: .*\"name\":\"up\".*\"rx_frames\":[1-9][0-9]*,.*\"tx_frames\":[1-9][0-9]*,.*\"tx_dropped\":0[,}]"
+done
+if (($(grep -cE '^oopses 0$' "$out") == 2)); then
+	echo "PASS no-oops-in-either-guest"
+	pass=$((pass + 1))
+else
+	echo "FAIL no-oops-in-either-guest (a guest's kernel log has an Oops, BUG or WARNING, or no report)"
+	fail=$((fail + 1))
+fi
+for role in a b; do
+	if [[ ${GUEST_RC[$role]:-1} == 0 ]]; then
+		echo "PASS guest-$role-powered-off"
+		pass=$((pass + 1))
+	else
+		echo "FAIL guest-$role-powered-off (run-guest.sh status ${GUEST_RC[$role]:-none})"
+		fail=$((fail + 1))
+	fi
+done
+rate=$(grep -oE '^bulk: .*Mbit/s' "$out" || echo "bulk: not measured")
+echo "guest TCP throughput across the two hosts (vhost-user, switch, packet socket, veth, and back; TCG guests; load average $load at the end): $rate"
+echo "e2e-twohost: $pass passed, $fail failed"
+((fail == 0))
