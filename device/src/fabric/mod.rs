@@ -9,6 +9,7 @@
 mod poller;
 
 use crate::addr::Address;
+use crate::datapath::wire::WireDevice;
 use crate::datapath::{Peers, Route};
 use crate::rnic::gids::GidDirectory;
 use crate::rnic::link::LinkMode;
@@ -28,6 +29,8 @@ pub struct Fabric {
     gids: Arc<GidDirectory>,
     /// Devices of each shard, and the shard's waker.
     shards: Vec<(Arc<Waker>, Vec<Arc<Rnic>>)>,
+    /// Each RoCE device's wire port, once `attach_wire` attached them to a switch.
+    wires: std::sync::OnceLock<Vec<Option<Arc<WireDevice>>>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -107,6 +110,7 @@ impl Fabric {
             by_lid,
             gids,
             shards,
+            wires: std::sync::OnceLock::new(),
         }))
     }
 
@@ -139,6 +143,24 @@ impl Fabric {
         })
     }
 
+    /// Attaches every RoCE device to `switch` as a wire port: RoCEv2 frames for its MAC
+    /// come to it, and its QPs whose peer is no device of this process use it (once).
+    pub fn attach_wire(
+        &self,
+        switch: &Arc<crate::net::switch::Switch>,
+    ) -> Result<(), crate::net::switch::SwitchError> {
+        let mut wires = Vec::new();
+        for d in &self.devices {
+            wires.push(match d.link().mac() {
+                Some(mac) => Some(WireDevice::attach(switch, d, mac)?),
+                None => None,
+            });
+        }
+        // A second attach keeps the first.
+        let _ = self.wires.set(wires);
+        Ok(())
+    }
+
     fn stop_pollers(&self) {
         for (waker, _) in &self.shards {
             waker.stop();
@@ -153,9 +175,17 @@ impl Peers for Fabric {
     fn route(&self, to: &Address) -> Option<Route> {
         let device = match to {
             Address::Lid(lid) => self.by_lid.get(lid)?,
-            Address::Gid(gid) => self.devices.get(self.gids.lookup(gid)?)?,
+            Address::Gid(gid) => match self.gids.lookup(gid) {
+                Some(dev) => self.devices.get(dev)?,
+                None if self.wires.get().is_some() => return Some(Route::Wire),
+                None => return None,
+            },
         };
         Some(Route::Device(device.clone()))
+    }
+
+    fn wire(&self, rnic: &Rnic) -> Option<Arc<WireDevice>> {
+        self.wires.get()?.get(rnic.id)?.clone()
     }
 }
 
