@@ -113,6 +113,10 @@ struct Hosts {
 
 impl Hosts {
     fn new(impair: Impairment, opts: ConnectOpts) -> Hosts {
+        Self::with(impair, opts, QpCaps::default())
+    }
+
+    fn with(impair: Impairment, opts: ConnectOpts, caps: QpCaps) -> Hosts {
         let hosts = [
             TestDevices::start_links(vec![roce(0)]),
             TestDevices::start_links(vec![roce(1)]),
@@ -126,8 +130,8 @@ impl Hosts {
         da.roce_up(gid_of(0));
         let mut db = hosts[1].driver(0);
         db.roce_up(gid_of(1));
-        let a = new_side(&mut da, 0, QpCaps::default());
-        let b = new_side(&mut db, 1, QpCaps::default());
+        let a = new_side(&mut da, 0, caps);
+        let b = new_side(&mut db, 1, caps);
         da.connect_qp_to(&a.qp, db.addr(), b.qp.qpn, &opts);
         db.connect_qp_to(&b.qp, da.addr(), a.qp.qpn, &opts);
         Hosts {
@@ -154,6 +158,34 @@ impl Hosts {
             .iter()
             .map(|c| c.state.lock().unwrap().lost)
             .sum()
+    }
+
+    /// A WRITE and a SEND with immediate data of `len` bytes from A to B, verified.
+    fn write_and_send_imm(&mut self, len: u64, seed: u64) {
+        let (a, b) = (&mut self.a, &mut self.b);
+        let (da, db) = (&mut self.da, &mut self.db);
+        let src = da.reg_mr(a.uctx, a.pd, len, ACCESS_ALL);
+        let dst = db.reg_mr(b.uctx, b.pd, len, ACCESS_ALL);
+        let data = pattern(seed, len as usize);
+        da.mr_write(&src, 0, &data);
+        let sge = src.sge(0, len as u32);
+        da.post_send(&mut a.qp, &SendWr::write(1, vec![sge], &dst, 0).signaled());
+        assert_cqe_ok(&da.wait_cqe(&mut a.send_cq), 1, WcOpcode::RdmaWrite);
+        wait_for("the WRITE's bytes at B", || {
+            (db.mr_read(&dst, 0, len) == data).then_some(())
+        });
+        db.mr_fill(&dst, 0);
+        db.post_recv(&mut b.qp, &RecvWr::new(7, vec![dst.sge(0, len as u32)]));
+        let imm = [1, 2, 3, 4];
+        da.post_send(&mut a.qp, &SendWr::send_imm(2, vec![sge], imm).signaled());
+        assert_cqe_ok(&da.wait_cqe(&mut a.send_cq), 2, WcOpcode::Send);
+        let rcqe = db.wait_cqe(&mut b.recv_cq);
+        assert_cqe_ok(&rcqe, 7, WcOpcode::Recv);
+        assert_eq!(
+            (rcqe.byte_len.to_native() as u64, rcqe.imm_data),
+            (len, imm)
+        );
+        assert_same_bytes(&db.mr_read(&dst, 0, len), &data, "UC SEND over the wire");
     }
 
     /// A WRITE, a SEND with immediate data and a READ of `len` bytes from A to B, each
@@ -235,4 +267,36 @@ fn over_a_lossy_duplicating_reordering_link_every_transfer_completes_and_verifie
         "no retransmission after {lost} lost frames"
     );
     eprintln!("lost {lost} frames; A retransmitted {retx_a} ({timeouts_a} timeouts), B {retx_b}");
+}
+
+#[test]
+fn a_write_beyond_the_target_mr_is_nakked_remote_access_and_fails_both_qps() {
+    let mut h = Hosts::new(Impairment::default(), ConnectOpts::default());
+    let (a, b) = (&mut h.a, &mut h.b);
+    let src = h.da.reg_mr(a.uctx, a.pd, 4096, ACCESS_ALL);
+    let dst = h.db.reg_mr(b.uctx, b.pd, 4096, ACCESS_ALL);
+    let wr = SendWr::write(1, vec![src.sge(0, 4096)], &dst, 1).signaled();
+    h.da.post_send(&mut a.qp, &wr);
+    let cqe = h.da.wait_cqe(&mut a.send_cq);
+    assert_cqe_status(&cqe, WcStatus::RemAccessErr, VendorErr::RemoteAccess);
+    wait_for("A's QP in ERR", || {
+        (h.da.qp_state(&a.qp) == QpState::Err).then_some(())
+    });
+    wait_for("B's QP in ERR", || {
+        (h.db.qp_state(&b.qp) == QpState::Err).then_some(())
+    });
+}
+
+#[test]
+fn uc_write_and_send_with_imm_cross_the_wire_and_uc_read_is_bad_opcode() {
+    let caps = QpCaps::of(QpType::Uc);
+    let mut h = Hosts::with(Impairment::default(), ConnectOpts::default(), caps);
+    h.write_and_send_imm(10_000, 21);
+    h.write_and_send_imm(3, 22);
+    let a = &mut h.a;
+    let local = h.da.reg_mr(a.uctx, a.pd, 64, ACCESS_ALL);
+    let wr = SendWr::read(9, vec![local.sge(0, 64)], &local, 0).signaled();
+    h.da.post_send(&mut a.qp, &wr);
+    let cqe = h.da.wait_cqe(&mut a.send_cq);
+    assert_cqe_status(&cqe, WcStatus::LocQpOpErr, VendorErr::BadOpcode);
 }
