@@ -300,3 +300,24 @@ fn uc_write_and_send_with_imm_cross_the_wire_and_uc_read_is_bad_opcode() {
     let cqe = h.da.wait_cqe(&mut a.send_cq);
     assert_cqe_status(&cqe, WcStatus::LocQpOpErr, VendorErr::BadOpcode);
 }
+
+#[test]
+fn devices_of_one_process_keep_the_in_process_path_with_a_wire_attached() {
+    let devices = TestDevices::start_roce(2);
+    let fabric = devices.fabric();
+    fabric.attach_wire(&Switch::new()).expect("wire attached");
+    let rnics = [devices.rnic(0), devices.rnic(1)];
+    let mut p = Pair::on(
+        devices,
+        Topology::TwoDevices,
+        QpCaps::default(),
+        ConnectOpts::default(),
+    );
+    let (mut a, mut b) = p.fresh();
+    let mut ends = Ends::of(&mut p.drivers, 0, 1);
+    transfer_and_verify(&mut ends, &mut a, &mut b, 31);
+    for r in &rnics {
+        let wire = fabric.wire(r).expect("a wire port");
+        assert_eq!(wire.port.counters.tx_frames.load(Relaxed), 0);
+    }
+}

@@ -86,6 +86,8 @@ pub struct QpEngines {
 #[derive(Default)]
 pub struct WireQps {
     qps: HashMap<u32, QpEngines>,
+    /// QPs found not to be wire QPs, with their epoch (each is looked at once per epoch).
+    local: HashMap<u32, u32>,
 }
 
 impl WireQps {
@@ -95,6 +97,16 @@ impl WireQps {
             self.qps.remove(&qpn);
         }
         self.qps.get_mut(&qpn)
+    }
+
+    /// Whether QP `qpn` at `epoch` was found to be an in-process QP.
+    pub fn is_local(&self, qpn: u32, epoch: u32) -> bool {
+        self.local.get(&qpn) == Some(&epoch)
+    }
+
+    /// QP `qpn` at `epoch` is an in-process QP.
+    pub fn set_local(&mut self, qpn: u32, epoch: u32) {
+        self.local.insert(qpn, epoch);
     }
 
     /// The engines of QP `qpn`, whatever its epoch.
@@ -239,5 +251,7 @@ mod tests {
         .unwrap();
         qps.drop_qp(7);
         assert_eq!(qps.len(), 0);
+        qps.set_local(8, 3);
+        assert!(qps.is_local(8, 3) && !qps.is_local(8, 4) && !qps.is_local(9, 3));
     }
 }

@@ -46,9 +46,10 @@
 //!   frames out; the engines' `RequesterStats`/`ResponderStats` (retransmissions,
 //!   timeouts, NAKs, duplicates) feed SPEC's counters.
 //!
-//! Lock order: a `WireQps` map is taken only under its device's lock (it is part of the
-//! device state); the port's queue is a leaf lock (rule 2), taken with or without the
-//! device lock; frames are handed to the switch with no device lock held.
+//! Lock order: a `WireQps` map is taken under its device's lock (it is part of the
+//! device state), or alone for a look, never with the device lock taken after it; the
+//! port's queue is a leaf lock (rule 2), taken with or without the device lock; frames
+//! are handed to the switch with no device lock held (it delivers them inline).
 //!
 //! # Files
 //!
@@ -166,13 +167,16 @@ fn engines_for<'q>(
         qps.drop_qp(qpn);
         return None;
     }
+    if qps.is_local(qpn, qp.epoch) {
+        return None;
+    }
     if qps.get(qpn, qp.epoch).is_none() {
         let mac = rnic.link().mac()?;
-        if !matches!(qp.kind, QpType::Rc | QpType::Uc) {
-            return None;
-        }
         let dgid = Gid(qp.attr.dgid);
-        if !matches!(peers.route(&Address::Gid(dgid)), Some(Route::Wire)) {
+        let wire = matches!(qp.kind, QpType::Rc | QpType::Uc)
+            && matches!(peers.route(&Address::Gid(dgid)), Some(Route::Wire));
+        if !wire {
+            qps.set_local(qpn, qp.epoch);
             return None;
         }
         let sgid = st.gid_table.get(qp.attr.sgid_index)?;
@@ -322,6 +326,11 @@ pub fn poll(peers: &dyn Peers, rnic: &Arc<Rnic>, now: Instant) -> Progress {
         return progress;
     };
     let incoming = wire.port.take(RX_BATCH);
+    // Nothing came and no QP is on the wire: the device lock is not needed (the map is
+    // only looked at, with no device lock held, so no lock nests the wrong way).
+    if incoming.is_empty() && wire.qps().is_empty() {
+        return progress;
+    }
     let mut frames = Vec::new();
     {
         let mut st = rnic.lock();
