@@ -9,7 +9,7 @@ mod harness;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use harness::devices::{gid_of, roce};
+use harness::devices::{gid_of, mac_of, roce};
 use harness::pair::{new_side, transfer_and_verify, Ends, Side};
 use harness::*;
 use vrnic::datapath::Peers;
@@ -108,6 +108,7 @@ struct Hosts {
     da: FakeDriver,
     db: FakeDriver,
     cable: [Arc<LinkEnd>; 2],
+    switches: [Arc<Switch>; 2],
     hosts: [TestDevices; 2],
 }
 
@@ -140,6 +141,7 @@ impl Hosts {
             da,
             db,
             cable,
+            switches,
             hosts,
         }
     }
@@ -320,4 +322,59 @@ fn devices_of_one_process_keep_the_in_process_path_with_a_wire_attached() {
         let wire = fabric.wire(r).expect("a wire port");
         assert_eq!(wire.port.counters.tx_frames.load(Relaxed), 0);
     }
+}
+
+/// A RoCEv2 SEND Only frame from B's GID to A's MAC and GID, for QP `qpn`.
+fn stray_frame(qpn: u32) -> Vec<u8> {
+    use vrnic::wire::bth::{Bth, Op, Opcode, DEFAULT_PKEY};
+    use vrnic::wire::{Network, Packet, Transport};
+    let ip = |i: usize| -> [u8; 4] { gid_of(i)[12..].try_into().unwrap() };
+    let net = Network::V4 {
+        src: ip(1),
+        dst: ip(0),
+        tos: 0,
+        ttl: 64,
+    };
+    let bth = Bth {
+        opcode: Opcode::new(Transport::Rc, Op::SendOnly).unwrap(),
+        solicited: false,
+        migreq: true,
+        pkey: DEFAULT_PKEY,
+        fecn: false,
+        becn: false,
+        dest_qpn: qpn,
+        ack_req: true,
+        psn: 0,
+    };
+    let mut p = Packet::new(mac_of(1), mac_of(0), net, 0xc001, bth);
+    p.payload = vec![0x5a; 64];
+    p.encode().unwrap()
+}
+
+#[test]
+fn frames_with_a_bad_icrc_for_an_unknown_qp_or_undecodable_are_dropped_and_counted() {
+    let mut h = Hosts::new(Impairment::default(), ConnectOpts::default());
+    let cable_port = h.switches[0].stats().len() - 1; // the cable's end on A's switch
+    let unknown = stray_frame(0x7777);
+    let mut bad_icrc = stray_frame(h.a.qp.qpn);
+    let n = bad_icrc.len();
+    bad_icrc[n - 20] ^= 0x40; // in the payload: only the ICRC covers it
+    let mut garbage = stray_frame(h.a.qp.qpn);
+    garbage.truncate(50); // still steered (UDP 4791), but cut in its BTH
+    for f in [&unknown, &bad_icrc, &garbage] {
+        h.switches[0].receive(cable_port, f);
+    }
+    let fabric = h.hosts[0].fabric();
+    let wire = fabric.wire(&h.hosts[0].rnic(0)).expect("a wire port");
+    let c = &wire.port.counters;
+    wait_for("the three frames dropped", || {
+        let got = (
+            c.rx_unknown_qp.load(Relaxed),
+            c.rx_bad_icrc.load(Relaxed),
+            c.rx_bad.load(Relaxed),
+        );
+        (got == (1, 1, 1)).then_some(())
+    });
+    // A's QP is untouched and still carries data.
+    h.write_send_imm_read(5_000, 41);
 }
