@@ -63,9 +63,14 @@
 //!
 //! # Not yet on the wire
 //!
-//! Atomics, SEND with invalidate and memory operations on wire QPs (they complete with
-//! BAD_OPCODE), XRC, UD and QP1 (CM MADs), the SPEC port and QP counters of wire
-//! traffic, `Qp::waiting` and QUERY_QP's PSNs from the engines, RTS->RTS `reconfigure`.
+//! - Atomics, SEND with invalidate and memory operations on wire QPs (they complete with
+//!   BAD_OPCODE now), XRC, UD and QP1 (CM MADs).
+//! - The SPEC port and QP counters of wire traffic (the engines' stats are kept, not yet
+//!   fed), `Qp::waiting` from `RnrWait`, QUERY_QP's sq_psn/rq_psn from the engines,
+//!   RTS->RTS `reconfigure`, SQ_DRAINED only once the posted WQEs have all completed.
+//! - `vrnic serve`: `Fabric::attach_wire` on the switch of `start_net` (with the uplink),
+//!   and `vrnic ctl` views of the wire port's counters.
+//! - The wire path in `examples/bench`.
 
 pub mod bytes;
 pub mod engines;

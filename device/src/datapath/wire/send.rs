@@ -10,7 +10,7 @@ use crate::guest_memory::RamSnapshot;
 use crate::rnic::{Rnic, RnicState};
 use crate::transport::requester::{Action, Message};
 use crate::transport::{MsgOp, WqeId};
-use vrnic_hw::{Access, QpType, SendFlags, SendWqeHeader, VendorErr, WcStatus, WrOpcode};
+use vrnic_hw::{Access, QpState, QpType, SendFlags, SendWqeHeader, VendorErr, WcStatus, WrOpcode};
 
 type Failure = (WcStatus, VendorErr);
 
@@ -108,7 +108,8 @@ pub fn post_new(
         let Some(qp) = st.objects.qp(qpn) else {
             return worked;
         };
-        if e.posted == sq_pi || e.requester.is_none() {
+        // SQD: the WQEs already posted run to completion, no new one starts.
+        if e.posted == sq_pi || e.requester.is_none() || qp.state == QpState::Sqd {
             return worked;
         }
         let index = e.posted;
