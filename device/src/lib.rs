@@ -11,7 +11,8 @@
 //! 3. `rnic`: the device state (registers, doorbells, interrupt lines, DMA fence) and the
 //!    notifications that change it (CQEs, EQEs); beside it `hostile`, the hostile-device
 //!    mode its notifications and the admin completions call (it reads objects and doorbells);
-//! 4. `admin` (the admin queue engine) and `datapath` (work requests between devices);
+//! 4. `admin` (the admin queue engine) and `datapath` (work requests between devices;
+//!    `datapath::wire` carries them to peers outside the process as RoCEv2 packets);
 //! 5. `model` (the vfio-user face of a device) and `fabric` (routing, poller shards);
 //! 6. `control` (the control socket and `vrnic ctl`: views of the devices while they run);
 //! 7. `serve` (the wiring `main` and the tests share) and `cli`.

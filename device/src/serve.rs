@@ -28,6 +28,8 @@ pub enum ServeError {
     Net(#[from] crate::net::service::NetError),
     #[error(transparent)]
     Uplink(#[from] crate::net::uplink::UplinkError),
+    #[error("wire ports: {0}")]
+    Wire(#[from] crate::net::switch::SwitchError),
     #[error("cannot start: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -146,6 +148,8 @@ impl Service {
                 uplink
             });
         }
+        // Other hosts are reachable now: RoCE to them goes onto the wire.
+        self.fabric.attach_wire(&switch)?;
         Ok(())
     }
 
@@ -160,8 +164,13 @@ impl Service {
         ports: &[crate::net::service::NetPortConfig],
     ) -> Result<(), ServeError> {
         let switch = crate::net::switch::Switch::new();
-        let net = crate::net::service::NetService::start(ports, switch, self.stop.clone())?;
+        let net = crate::net::service::NetService::start(ports, switch.clone(), self.stop.clone())?;
         self.net = Some(net);
+        if !ports.is_empty() {
+            // Something outside the process is on the segment now (say a Soft-RoCE guest):
+            // RoCE devices reach what no device of the process holds through the wire.
+            self.fabric.attach_wire(&switch)?;
+        }
         Ok(())
     }
 

@@ -18,6 +18,7 @@ pub mod receive;
 pub mod requester;
 pub mod responder;
 pub mod sge;
+pub mod wire;
 
 use crate::addr::Address;
 use crate::rnic::notify::deliver_held_back;
@@ -40,12 +41,18 @@ const EVENT_RETRY: Duration = Duration::from_millis(1);
 pub enum Route {
     /// A device of this process: the request is handed to its responder.
     Device(Arc<Rnic>),
+    /// No device of this process: out of the requesting device's wire port (`wire`).
+    Wire,
 }
 
 /// The devices a requester can reach: the layer above (the fabric) routes.
 pub trait Peers: Sync {
     /// The route to `to`, or None for an address nothing answers to.
     fn route(&self, to: &Address) -> Option<Route>;
+    /// `rnic`'s wire port and wire QPs, if the fabric attached it to a switch.
+    fn wire(&self, _rnic: &Rnic) -> Option<Arc<wire::WireDevice>> {
+        None
+    }
 }
 
 /// What one pass over some QPs achieved.
@@ -145,6 +152,9 @@ pub fn poll_device(peers: &dyn Peers, rnic: &Arc<Rnic>, now: Instant) -> Progres
         let start = st.poll_cursor % busy.len().max(1);
         (busy, start)
     };
+    if wire::on() {
+        progress.merge(wire::poll(peers, rnic, now));
+    }
     let mut budget = Budget {
         bytes: DEVICE_BYTES_PER_PASS,
     };

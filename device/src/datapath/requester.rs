@@ -88,6 +88,11 @@ pub fn service_qp(
     now: Instant,
     budget: &mut Budget,
 ) -> Progress {
+    if super::wire::on() {
+        if let Some(p) = super::wire::service_qp(peers, rnic, qpn, now) {
+            return p;
+        }
+    }
     let mut progress = Progress::default();
     let mut next = plan(rnic, &mut rnic.lock(), qpn, now);
     for done in 1..=WQE_BUDGET {
@@ -698,7 +703,7 @@ fn wc_opcode(op: u8) -> WcOpcode {
 }
 
 /// Retires the head send WQE: a CQE if signalled or failed; a failure moves the QP to ERR.
-fn complete_send(
+pub(crate) fn complete_send(
     rnic: &Rnic,
     st: &mut RnicState,
     mem: &RamSnapshot,

@@ -109,9 +109,9 @@ impl Response {
 }
 
 /// A request the target accepted: where its bytes go (or come from).
-struct Accepted {
-    pieces: Pieces,
-    mem: RamSnapshot,
+pub(crate) struct Accepted {
+    pub(crate) pieces: Pieces,
+    pub(crate) mem: RamSnapshot,
     epoch: u32,
     _in_flight: InFlight,
 }
@@ -145,7 +145,7 @@ fn exchange(rnic: &Rnic, req: &Request, reached: &mut Option<Arc<Counters>>) -> 
     complete(rnic, &mut rnic.lock(), req, acc, result)
 }
 
-fn accept(
+pub(crate) fn accept(
     rnic: &Rnic,
     st: &mut RnicState,
     req: &Request,
@@ -297,7 +297,7 @@ fn xrc_srq(rnic: &Rnic, st: &mut RnicState, req: &Request, srqn: u32) -> Result<
 }
 
 /// After the copy: advance the PSN and complete the receive, or report the fault.
-fn complete(
+pub(crate) fn complete(
     rnic: &Rnic,
     st: &mut RnicState,
     req: &Request,

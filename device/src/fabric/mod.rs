@@ -9,6 +9,7 @@
 mod poller;
 
 use crate::addr::Address;
+use crate::datapath::wire::WireDevice;
 use crate::datapath::{Peers, Route};
 use crate::rnic::gids::GidDirectory;
 use crate::rnic::link::LinkMode;
@@ -30,6 +31,8 @@ pub struct Fabric {
     shards: Vec<(Arc<Waker>, Vec<Arc<Rnic>>)>,
     /// The uplinks to the host's network (`Service::start_uplinks`), for the control socket.
     pub uplinks: crate::net::uplink::Uplinks,
+    /// Each RoCE device's wire port, once `attach_wire` attached them to a switch.
+    wires: std::sync::OnceLock<Vec<Option<Arc<WireDevice>>>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -110,6 +113,7 @@ impl Fabric {
             gids,
             shards,
             uplinks: Default::default(),
+            wires: std::sync::OnceLock::new(),
         }))
     }
 
@@ -142,6 +146,32 @@ impl Fabric {
         })
     }
 
+    /// Attaches every RoCE device to `switch` as a wire port: RoCEv2 frames for its MAC
+    /// come to it, and its QPs whose peer is no device of this process use it (once).
+    pub fn attach_wire(
+        &self,
+        switch: &Arc<crate::net::switch::Switch>,
+    ) -> Result<(), crate::net::switch::SwitchError> {
+        if self.wire_attached() {
+            // Attached once: a second set of ports would only take frames from the first.
+            return Ok(());
+        }
+        let mut wires = Vec::new();
+        for d in &self.devices {
+            wires.push(match d.link().mac() {
+                Some(mac) => Some(WireDevice::attach(switch, d, mac)?),
+                None => None,
+            });
+        }
+        let _ = self.wires.set(wires);
+        Ok(())
+    }
+
+    /// Whether `attach_wire` has run: GIDs no device holds then route to the wire.
+    pub fn wire_attached(&self) -> bool {
+        self.wires.get().is_some()
+    }
+
     fn stop_pollers(&self) {
         for (waker, _) in &self.shards {
             waker.stop();
@@ -156,9 +186,17 @@ impl Peers for Fabric {
     fn route(&self, to: &Address) -> Option<Route> {
         let device = match to {
             Address::Lid(lid) => self.by_lid.get(lid)?,
-            Address::Gid(gid) => self.devices.get(self.gids.lookup(gid)?)?,
+            Address::Gid(gid) => match self.gids.lookup(gid) {
+                Some(dev) => self.devices.get(dev)?,
+                None if self.wires.get().is_some() => return Some(Route::Wire),
+                None => return None,
+            },
         };
         Some(Route::Device(device.clone()))
+    }
+
+    fn wire(&self, rnic: &Rnic) -> Option<Arc<WireDevice>> {
+        self.wires.get()?.get(rnic.id)?.clone()
     }
 }
 

@@ -188,6 +188,12 @@ impl TestDevices {
         service.fabric().devices()[i].clone()
     }
 
+    /// The fabric of the devices (to attach their wire ports to a switch).
+    pub fn fabric(&self) -> std::sync::Arc<vrnic::fabric::Fabric> {
+        let service = self.service.as_ref().expect("devices stopped");
+        service.fabric().clone()
+    }
+
     /// The control socket (started with `start_with_control`).
     pub fn control_socket(&self) -> &Path {
         self.control

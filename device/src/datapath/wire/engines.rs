@@ -1,0 +1,257 @@
+//! The reliability engines of one wire QP, made from the QP's attributes and kept with
+//! the QP's epoch, so that ERR, RESET or a recreated QP drops them.
+
+use super::frames::Path;
+use crate::datapath::copy::Pieces;
+use crate::transport::{Requester, RequesterConfig, Responder, ResponderConfig, TransportError};
+use crate::wire::bth::DEFAULT_PKEY;
+use crate::wire::Transport;
+use std::collections::{HashMap, VecDeque};
+use vrnic_hw::{QpAttr, QpType, SendWqeHeader};
+
+/// The transport a QP of type `kind` speaks on the wire (None: not a connected QP).
+pub fn transport_of(kind: QpType) -> Option<Transport> {
+    match kind {
+        QpType::Rc => Some(Transport::Rc),
+        QpType::Uc => Some(Transport::Uc),
+        QpType::XrcIni | QpType::XrcTgt => Some(Transport::Xrc),
+        _ => None,
+    }
+}
+
+fn transport(kind: QpType) -> Result<Transport, TransportError> {
+    transport_of(kind).ok_or(TransportError::Transport(Transport::Ud))
+}
+
+/// The requester of a QP going to RTS: `mtu` is `Qp::mtu_bytes`.
+pub fn requester_config(
+    kind: QpType,
+    attr: &QpAttr,
+    mtu: u32,
+) -> Result<RequesterConfig, TransportError> {
+    Ok(RequesterConfig {
+        transport: transport(kind)?,
+        dest_qpn: attr.dest_qp_num.to_native(),
+        pkey: DEFAULT_PKEY,
+        mtu,
+        sq_psn: attr.sq_psn.to_native(),
+        timeout: attr.timeout,
+        retry_cnt: attr.retry_cnt,
+        rnr_retry: attr.rnr_retry,
+        max_rd_atomic: attr.max_rd_atomic,
+        ..RequesterConfig::default()
+    })
+}
+
+/// The responder of a QP going to RTR.
+pub fn responder_config(
+    kind: QpType,
+    attr: &QpAttr,
+    mtu: u32,
+) -> Result<ResponderConfig, TransportError> {
+    Ok(ResponderConfig {
+        transport: transport(kind)?,
+        dest_qpn: attr.dest_qp_num.to_native(),
+        pkey: DEFAULT_PKEY,
+        mtu,
+        rq_psn: attr.rq_psn.to_native(),
+        max_dest_rd_atomic: attr.max_dest_rd_atomic,
+        min_rnr_timer: attr.min_rnr_timer,
+        ..ResponderConfig::default()
+    })
+}
+
+/// A send WQE posted to the requester engine, kept until it completes: its header (for
+/// the CQE) and its local buffers for the whole message (payload source, READ target).
+pub struct Kept {
+    pub index: u32,
+    pub wqe: SendWqeHeader,
+    pub pieces: Pieces,
+}
+
+/// One wire QP's engines, for the QP's `epoch`.
+pub struct QpEngines {
+    pub epoch: u32,
+    pub path: Path,
+    pub responder: Responder,
+    /// From RTS on (an XRC_TGT QP never has one).
+    pub requester: Option<Requester>,
+    /// The SQ index of the next WQE to post to the requester.
+    pub posted: u32,
+    /// The posted WQEs not completed yet, in queue order.
+    pub kept: VecDeque<Kept>,
+}
+
+/// The wire QPs of one device, by QPN (device state: touched under the device lock).
+#[derive(Default)]
+pub struct WireQps {
+    qps: HashMap<u32, QpEngines>,
+    /// QPs found not to be wire QPs, with their epoch (each is looked at once per epoch).
+    local: HashMap<u32, u32>,
+}
+
+impl WireQps {
+    /// The engines of QP `qpn` at `epoch`; engines of an older epoch are dropped.
+    pub fn get(&mut self, qpn: u32, epoch: u32) -> Option<&mut QpEngines> {
+        if self.qps.get(&qpn).is_some_and(|e| e.epoch != epoch) {
+            self.qps.remove(&qpn);
+        }
+        self.qps.get_mut(&qpn)
+    }
+
+    /// Whether QP `qpn` at `epoch` was found to be an in-process QP.
+    pub fn is_local(&self, qpn: u32, epoch: u32) -> bool {
+        self.local.get(&qpn) == Some(&epoch)
+    }
+
+    /// QP `qpn` at `epoch` is an in-process QP.
+    pub fn set_local(&mut self, qpn: u32, epoch: u32) {
+        self.local.insert(qpn, epoch);
+    }
+
+    /// The engines of QP `qpn`, whatever its epoch.
+    pub fn get_any(&self, qpn: u32) -> Option<&QpEngines> {
+        self.qps.get(&qpn)
+    }
+
+    /// Makes the responder of QP `qpn` (at RTR).
+    pub fn open(
+        &mut self,
+        qpn: u32,
+        epoch: u32,
+        cfg: ResponderConfig,
+        path: Path,
+    ) -> Result<&mut QpEngines, TransportError> {
+        let responder = Responder::new(cfg)?;
+        let e = self.qps.entry(qpn).or_insert(QpEngines {
+            epoch,
+            path,
+            responder,
+            requester: None,
+            posted: 0,
+            kept: VecDeque::new(),
+        });
+        Ok(e)
+    }
+
+    /// Adds the requester of QP `qpn` (at RTS), whose first WQE is SQ index `sq_ci`;
+    /// false if the QP has no responder yet.
+    pub fn start(
+        &mut self,
+        qpn: u32,
+        epoch: u32,
+        cfg: RequesterConfig,
+        sq_ci: u32,
+    ) -> Result<bool, TransportError> {
+        let Some(e) = self.get(qpn, epoch) else {
+            return Ok(false);
+        };
+        e.requester = Some(Requester::new(cfg)?);
+        e.posted = sq_ci;
+        Ok(true)
+    }
+
+    /// The QPNs of the wire QPs.
+    pub fn qpns(&self) -> Vec<u32> {
+        self.qps.keys().copied().collect()
+    }
+
+    /// Drops QP `qpn`'s engines (ERR, RESET, destroy).
+    pub fn drop_qp(&mut self, qpn: u32) {
+        self.qps.remove(&qpn);
+    }
+
+    pub fn len(&self) -> usize {
+        self.qps.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.qps.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attr() -> QpAttr {
+        QpAttr {
+            dest_qp_num: 0x12.into(),
+            sq_psn: 0x100.into(),
+            rq_psn: 0x200.into(),
+            timeout: 14,
+            retry_cnt: 3,
+            rnr_retry: 7,
+            min_rnr_timer: 12,
+            max_rd_atomic: 4,
+            max_dest_rd_atomic: 2,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_engines_take_the_qp_attributes() {
+        let r = requester_config(QpType::Rc, &attr(), 1024).unwrap();
+        assert_eq!(
+            (r.transport, r.dest_qpn, r.sq_psn, r.mtu, r.timeout),
+            (Transport::Rc, 0x12, 0x100, 1024, 14)
+        );
+        assert_eq!((r.retry_cnt, r.rnr_retry, r.max_rd_atomic), (3, 7, 4));
+        let s = responder_config(QpType::Uc, &attr(), 4096).unwrap();
+        assert_eq!(
+            (s.transport, s.dest_qpn, s.rq_psn, s.mtu),
+            (Transport::Uc, 0x12, 0x200, 4096)
+        );
+        assert_eq!((s.max_dest_rd_atomic, s.min_rnr_timer), (2, 12));
+        assert_eq!(
+            requester_config(QpType::Ud, &attr(), 1024).err(),
+            Some(TransportError::Transport(Transport::Ud))
+        );
+        assert!(transport_of(QpType::Gsi).is_none());
+    }
+
+    fn path() -> Path {
+        use crate::addr::{Gid, Mac};
+        Path::new(
+            Mac([2; 6]),
+            Mac([4; 6]),
+            Gid([1; 16]),
+            Gid([3; 16]),
+            1,
+            2,
+            (0, 0, 0),
+        )
+    }
+
+    #[test]
+    fn a_qp_of_a_new_epoch_has_no_engines_of_the_old_one() {
+        let mut qps = WireQps::default();
+        let cfg = responder_config(QpType::Rc, &attr(), 1024).unwrap();
+        qps.open(5, 1, cfg, path()).unwrap();
+        let rq = requester_config(QpType::Rc, &attr(), 1024).unwrap();
+        assert!(qps.start(5, 1, rq, 9).unwrap());
+        assert!(qps
+            .get(5, 1)
+            .is_some_and(|e| e.requester.is_some() && e.posted == 9));
+        assert_eq!(qps.qpns(), vec![5]);
+        assert!(qps.get(5, 2).is_none()); // ERR/RESET moved the epoch: dropped
+        assert!(qps.is_empty());
+        assert!(!qps.start(5, 2, rq, 0).unwrap()); // no responder, no requester
+        let bad = ResponderConfig { mtu: 1000, ..cfg };
+        assert_eq!(
+            qps.open(6, 1, bad, path()).err(),
+            Some(TransportError::Mtu(1000))
+        );
+        qps.open(
+            7,
+            1,
+            responder_config(QpType::Rc, &attr(), 256).unwrap(),
+            path(),
+        )
+        .unwrap();
+        qps.drop_qp(7);
+        assert_eq!(qps.len(), 0);
+        qps.set_local(8, 3);
+        assert!(qps.is_local(8, 3) && !qps.is_local(8, 4) && !qps.is_local(9, 3));
+    }
+}

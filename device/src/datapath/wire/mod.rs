@@ -1,0 +1,395 @@
+//! The RoCEv2 wire path of the data path (issue 11): RC and UC work requests between a
+//! device of this process and a peer that is not, as IBTA packets through the reliability
+//! engine of `transport` on a `net::port::Port`. Frames between devices of one process
+//! never come here: they keep the in-process path of `requester` / `responder` (no
+//! packets, same speed).
+//!
+//! # Design
+//!
+//! - **The wire port** (`port`). The fabric attaches each RoCE-mode device to the
+//!   process's switch as a `WirePort` and steers to it the frames for the device's MAC that
+//!   are UDP to 4791 (`Switch::steer_roce`); everything else for that MAC still reaches the
+//!   guest's virtio-net interface. The port's `transmit` (called by the switch, never
+//!   blocking) queues the frame on a bounded queue, counts a drop when it is full, and
+//!   wakes the device's poller. The device transmits by handing frames to the switch's
+//!   ingress as that port (`WirePort::send`).
+//! - **The route** (`Route::Wire`). `Peers::route` answers `Route::Device` for a GID a
+//!   device of this process holds (`rnic::gids::GidDirectory`), as today; for any other
+//!   GID, when the requesting device has a wire port, `Route::Wire`. IB-mode LIDs are never
+//!   routed to the wire. The decision is made once per QP, when its engines are made, not
+//!   per WQE: a QP is either an in-process QP or a wire QP for its whole connection.
+//! - **The engines** (`engines`). Per wire QP one `transport::Requester` (made at RTS from
+//!   `sq_psn`, path MTU, `timeout`, `retry_cnt`, `rnr_retry`, `max_rd_atomic`,
+//!   `dest_qp_num`) and one `transport::Responder` (made at RTR from `rq_psn`,
+//!   `max_dest_rd_atomic`, `min_rnr_timer`), kept with the QP's epoch in the device's
+//!   `WireQps` and touched only under the device lock. An epoch that moved (ERR, RESET,
+//!   destroy) drops them: the data path's flush completes the WQEs, as today. RTS->RTS
+//!   calls `reconfigure`.
+//! - **Sending** (requester). A wire QP's send WQEs are read and checked as `plan`/
+//!   `resolve` do today, but their pieces are resolved for the whole message (the engine
+//!   segments by path MTU itself) and kept, by `WqeId` (the free-running SQ index), until
+//!   the engine completes the WQE. The device's poll drives `poll_transmit` (payload
+//!   gathered from the kept pieces, `Outgoing::packet`, encoded, `WirePort::send`),
+//!   `on_timer` at `next_timer`, which becomes `Progress.retry_at` so a sleeping poller
+//!   wakes for a retransmission.
+//! - **Receiving**. The poll drains the port's queue: `wire::Packet::decode` (a bad ICRC
+//!   or any malformed frame is dropped and counted), the destination QPN names the QP (an
+//!   unknown QP, or one that is not a wire QP of that peer: dropped and counted). A
+//!   response goes to the requester engine: `Place` writes READ data into the kept pieces,
+//!   `Complete` becomes `complete_send` (in order; an error status moves the QP to ERR),
+//!   `RnrWait` fills `Qp::waiting`. A request goes to the responder engine; its `Execute`
+//!   is one packet accepted, placed and completed by today's responder helpers (rkey check
+//!   at the first packet, receive WQE claimed at a SEND's first packet, CQE at the last,
+//!   COMM_EST in RTR), with the payload taken from the frame instead of the requester's
+//!   guest memory; READ responses (`Payload::Memory`) are read from the responder's MR.
+//! - **Counters**: frames in, dropped (queue full, undecodable, bad ICRC, unknown QP),
+//!   frames out; the engines' `RequesterStats`/`ResponderStats` (retransmissions,
+//!   timeouts, NAKs, duplicates) feed SPEC's counters.
+//!
+//! Lock order: a `WireQps` map is taken under its device's lock (it is part of the
+//! device state), or alone for a look, never with the device lock taken after it; the
+//! port's queue is a leaf lock (rule 2), taken with or without the device lock; frames
+//! are handed to the switch with no device lock held (it delivers them inline).
+//!
+//! # Files
+//!
+//! `port` (the wire port), `frames` (a QP's path: MACs, IP, UDP source port; received
+//! frames classified), `engines` (configurations from the QP's attributes, the per-QP map
+//! by epoch, the kept WQEs), `send` (WQEs posted, requester actions), `receive` (one
+//! request packet through the responder's steps, READ response bytes), `bytes` (payloads
+//! out of and into guest-memory pieces). This module: the device's wire, the engines a QP
+//! gets on first sight, and the two hooks (`service_qp` in place of the in-process
+//! requester for a wire QP in RTS, `poll` for received frames and timers).
+//!
+//! # Not yet on the wire
+//!
+//! - Atomics, SEND with invalidate and memory operations on wire QPs (they complete with
+//!   BAD_OPCODE now), XRC, UD and QP1 (CM MADs).
+//! - The SPEC port and QP counters of wire traffic (the engines' stats are kept, not yet
+//!   fed), `Qp::waiting` from `RnrWait`, QUERY_QP's sq_psn/rq_psn from the engines,
+//!   RTS->RTS `reconfigure`, SQ_DRAINED only once the posted WQEs have all completed.
+//! - `vrnic serve`: `Fabric::attach_wire` on the switch of `start_net` (with the uplink),
+//!   and `vrnic ctl` views of the wire port's counters.
+//! - The wire path in `examples/bench`.
+
+pub mod bytes;
+pub mod engines;
+pub mod frames;
+pub mod port;
+pub mod receive;
+pub mod send;
+
+use super::{Peers, Progress, Route, WQE_BUDGET};
+use crate::addr::{Address, Gid, Mac};
+use crate::guest_memory::RamSnapshot;
+use crate::rnic::notify::post_async;
+use crate::rnic::{Rnic, RnicState};
+use crate::transport::requester::Action;
+use crate::transport::responder::Received;
+use crate::transport::{Payload, Requester};
+use engines::{requester_config, responder_config, QpEngines, WireQps};
+use frames::{classify, Dropped, Path};
+use port::WirePort;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Instant;
+use vrnic_hw::{DbQpSlot, QpState, QpType};
+
+/// Frames the receive path takes from the port per pass.
+const RX_BATCH: usize = 256;
+
+/// Set once any device of the process has a wire port: while clear, the data path's wire
+/// hooks cost this one relaxed load.
+static WIRE_ON: AtomicBool = AtomicBool::new(false);
+
+/// Whether any device has a wire port.
+pub fn on() -> bool {
+    WIRE_ON.load(Relaxed)
+}
+
+fn set_on() {
+    WIRE_ON.store(true, Relaxed);
+}
+
+/// A RoCE device's wire: its port and its wire QPs.
+pub struct WireDevice {
+    pub port: Arc<WirePort>,
+    qps: Mutex<WireQps>,
+}
+
+impl WireDevice {
+    /// Attaches `rnic` to `switch` (its MAC's RoCEv2 frames come to its wire port).
+    pub fn attach(
+        switch: &Arc<crate::net::switch::Switch>,
+        rnic: &Arc<Rnic>,
+        mac: Mac,
+    ) -> Result<Arc<WireDevice>, crate::net::switch::SwitchError> {
+        let weak: Weak<Rnic> = Arc::downgrade(rnic);
+        let wake = Box::new(move || {
+            if let Some(r) = weak.upgrade() {
+                r.wake();
+            }
+        });
+        let port = WirePort::attach(switch, rnic.name(), mac, wake)?;
+        Ok(Arc::new(WireDevice {
+            port,
+            qps: Mutex::default(),
+        }))
+    }
+
+    /// The wire QPs; taken only under the device lock.
+    fn qps(&self) -> MutexGuard<'_, WireQps> {
+        self.qps.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Engine statistics summed over the wire QPs: (retransmitted packets, timeouts).
+    pub fn retransmissions(&self, rnic: &Rnic) -> (u64, u64) {
+        let _st = rnic.lock();
+        let qps = self.qps();
+        let mut sum = (0, 0);
+        for qpn in qps.qpns() {
+            if let Some(rq) = qps.get_any(qpn).and_then(|e| e.requester.as_ref()) {
+                sum.0 += rq.stats().retransmitted;
+                sum.1 += rq.stats().timeouts;
+            }
+        }
+        sum
+    }
+}
+
+/// The engines of QP `qpn` if it is a wire QP (RoCE, RC or UC, RTR or later, its peer's
+/// GID held by no device of this process), made on first sight.
+fn engines_for<'q>(
+    peers: &dyn Peers,
+    rnic: &Rnic,
+    st: &RnicState,
+    qps: &'q mut WireQps,
+    qpn: u32,
+) -> Option<&'q mut QpEngines> {
+    let qp = st.objects.qp(qpn)?;
+    let live = matches!(qp.state, QpState::Rtr | QpState::Rts | QpState::Sqd);
+    if !live {
+        qps.drop_qp(qpn);
+        return None;
+    }
+    if qps.is_local(qpn, qp.epoch) {
+        return None;
+    }
+    if qps.get(qpn, qp.epoch).is_none() {
+        let mac = rnic.link().mac()?;
+        let dgid = Gid(qp.attr.dgid);
+        let wire = matches!(qp.kind, QpType::Rc | QpType::Uc)
+            && matches!(peers.route(&Address::Gid(dgid)), Some(Route::Wire));
+        if !wire {
+            qps.set_local(qpn, qp.epoch);
+            return None;
+        }
+        let sgid = st.gid_table.get(qp.attr.sgid_index)?;
+        let dest = qp.attr.dest_qp_num.to_native();
+        let grh = (
+            qp.attr.traffic_class,
+            qp.attr.flow_label.to_native(),
+            qp.attr.hop_limit,
+        );
+        let path = Path::new(mac, Mac(qp.dmac), sgid, dgid, qpn, dest, grh);
+        let cfg = responder_config(qp.kind, &qp.attr, qp.mtu_bytes()).ok()?;
+        qps.open(qpn, qp.epoch, cfg, path).ok()?;
+        log::debug!("{}: QP {qpn} is on the wire (peer {dgid:?})", rnic.name());
+    }
+    let e = qps.get(qpn, qp.epoch)?;
+    if e.requester.is_none() && matches!(qp.state, QpState::Rts | QpState::Sqd) && e.kept.is_empty()
+    {
+        let cfg = requester_config(qp.kind, &qp.attr, qp.mtu_bytes()).ok()?;
+        e.requester = Requester::new(cfg).ok();
+        e.posted = qp.sq.ci;
+    }
+    Some(e)
+}
+
+/// The frames of everything QP `qpn`'s engines have to send now (ACKs, NAKs, READ
+/// responses, requests and retransmissions).
+fn transmit(
+    st: &RnicState,
+    mem: &RamSnapshot,
+    e: &mut QpEngines,
+    qpn: u32,
+    now: Instant,
+    actions: &mut Vec<Action>,
+    frames: &mut Vec<Vec<u8>>,
+) {
+    while let Some(out) = e.responder.poll_transmit() {
+        let payload = match out.payload {
+            Payload::Memory { va, rkey, len } => receive::read_memory(st, mem, qpn, va, rkey, len),
+            _ => Some(Vec::new()),
+        };
+        if let Some(f) = payload.and_then(|p| e.path.frame(&out, p).ok()) {
+            frames.push(f);
+        }
+    }
+    let Some(rq) = e.requester.as_mut() else {
+        return;
+    };
+    while let Some(out) = rq.poll_transmit(now, actions) {
+        let payload = match out.payload {
+            Payload::Wqe { wqe, offset, len } => e
+                .kept
+                .iter()
+                .find(|k| k.index == wqe.0)
+                .and_then(|k| bytes::gather(mem, &k.pieces, offset, len)),
+            _ => Some(Vec::new()),
+        };
+        // A payload that cannot be read is not sent: the peer never ACKs it, and the
+        // retry count ends the WQE.
+        if let Some(f) = payload.and_then(|p| e.path.frame(&out, p).ok()) {
+            frames.push(f);
+        }
+    }
+}
+
+/// Sends the frames with no device lock held.
+fn send_all(wire: &WireDevice, frames: Vec<Vec<u8>>) {
+    for f in frames {
+        wire.port.send(&f);
+    }
+}
+
+/// The send side of QP `qpn` if it is a wire QP in RTS or SQD (None: the in-process path
+/// serves it, e.g. to flush it in ERR).
+pub fn service_qp(peers: &dyn Peers, rnic: &Arc<Rnic>, qpn: u32, now: Instant) -> Option<Progress> {
+    let wire = peers.wire(rnic)?;
+    let mut frames = Vec::new();
+    let mut progress = Progress::default();
+    {
+        let mut st = rnic.lock();
+        let mem = st.mem()?;
+        let qp = st.objects.qp(qpn)?;
+        if !matches!(qp.state, QpState::Rts | QpState::Sqd) || !qp.has_doorbell() {
+            return None;
+        }
+        let sq_pi = rnic
+            .doorbells
+            .slot_word(qp.db_page, qp.db_slot, DbQpSlot::SQ_PI_OFF);
+        if sq_pi.wrapping_sub(qp.sq.ci) > qp.sq.ring.depth() {
+            return None; // a doorbell error: the in-process path reports it
+        }
+        let mut qps = wire.qps();
+        let e = engines_for(peers, rnic, &st, &mut qps, qpn)?;
+        progress.worked |= send::post_new(rnic, &mut st, &mem, e, qpn, sq_pi, WQE_BUDGET);
+        let mut actions = Vec::new();
+        transmit(&st, &mem, e, qpn, now, &mut actions, &mut frames);
+        let failed = send::apply(rnic, &mut st, &mem, e, qpn, &mut actions, None);
+        progress.retry_at = e.requester.as_ref().and_then(|r| r.next_timer());
+        if failed {
+            qps.drop_qp(qpn);
+        }
+    }
+    progress.worked |= !frames.is_empty();
+    send_all(&wire, frames);
+    Some(progress)
+}
+
+/// One packet for QP `qpn`.
+#[allow(clippy::too_many_arguments)]
+fn handle(
+    rnic: &Rnic,
+    st: &mut RnicState,
+    mem: &RamSnapshot,
+    e: &mut QpEngines,
+    qpn: u32,
+    packet: &crate::wire::Packet,
+    now: Instant,
+    frames: &mut Vec<Vec<u8>>,
+) -> bool {
+    let mut actions = Vec::new();
+    let mut failed = false;
+    if packet.bth.opcode.is_request() {
+        match e.responder.on_packet(packet) {
+            Received::Execute(ex) => {
+                let outcome = receive::execute(rnic, st, mem, qpn, &ex, packet);
+                e.responder.finish(ex, outcome);
+            }
+            Received::Handled | Received::Abandoned => {}
+            Received::Fatal(event) => {
+                st.objects.qp_to_error(qpn);
+                post_async(rnic, st, event, qpn, 0);
+                failed = true;
+            }
+        }
+    } else if let Some(rq) = e.requester.as_mut() {
+        rq.on_packet(packet, now, &mut actions);
+        failed |= send::apply(rnic, st, mem, e, qpn, &mut actions, Some(&packet.payload));
+    }
+    transmit(st, mem, e, qpn, now, &mut actions, frames);
+    failed | send::apply(rnic, st, mem, e, qpn, &mut actions, None)
+}
+
+/// The wire part of a device's pass: the frames that came in, then the timers of every
+/// wire QP; `retry_at` is the earliest engine timer.
+pub fn poll(peers: &dyn Peers, rnic: &Arc<Rnic>, now: Instant) -> Progress {
+    let mut progress = Progress::default();
+    let Some(wire) = peers.wire(rnic) else {
+        return progress;
+    };
+    let incoming = wire.port.take(RX_BATCH);
+    // Nothing came and no QP is on the wire: the device lock is not needed (the map is
+    // only looked at, with no device lock held, so no lock nests the wrong way).
+    if incoming.is_empty() && wire.qps().is_empty() {
+        return progress;
+    }
+    let mut frames = Vec::new();
+    {
+        let mut st = rnic.lock();
+        let Some(mem) = st.mem() else {
+            return progress;
+        };
+        let counters = &wire.port.counters;
+        let mut qps = wire.qps();
+        for f in incoming {
+            progress.worked = true;
+            let packet = match classify(&f) {
+                Ok(p) => p,
+                Err(why) => {
+                    match why {
+                        Dropped::Icrc(_) => counters.rx_bad_icrc.fetch_add(1, Relaxed),
+                        _ => counters.rx_bad.fetch_add(1, Relaxed),
+                    };
+                    continue;
+                }
+            };
+            let qpn = packet.bth.dest_qpn;
+            let Some(e) =
+                engines_for(peers, rnic, &st, &mut qps, qpn).filter(|e| e.path.answers(&packet))
+            else {
+                counters.rx_unknown_qp.fetch_add(1, Relaxed);
+                continue;
+            };
+            if handle(rnic, &mut st, &mem, e, qpn, &packet, now, &mut frames) {
+                qps.drop_qp(qpn);
+            }
+        }
+        for qpn in qps.qpns() {
+            let Some(e) = engines_for(peers, rnic, &st, &mut qps, qpn) else {
+                continue;
+            };
+            let mut actions = Vec::new();
+            if let Some(rq) = e.requester.as_mut() {
+                if rq.next_timer().is_some_and(|t| t <= now) {
+                    rq.on_timer(now, &mut actions);
+                }
+            }
+            transmit(&st, &mem, e, qpn, now, &mut actions, &mut frames);
+            if send::apply(rnic, &mut st, &mem, e, qpn, &mut actions, None) {
+                qps.drop_qp(qpn);
+                continue;
+            }
+            let at = e.requester.as_ref().and_then(|r| r.next_timer());
+            progress.merge(Progress {
+                worked: false,
+                retry_at: at,
+            });
+        }
+    }
+    progress.worked |= !frames.is_empty();
+    send_all(&wire, frames);
+    progress
+}
