@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Two hosts on one machine: two `vrnic serve` processes, each in a network namespace the
 # test makes (hosts A and B), joined only by a veth pair whose ends are their uplinks
-# (dev=, a packet socket each). Each host serves one guest's interface as a vhost-user-net
-# port on its switch. Guest a (on host A) and guest b (on host B) then talk across:
-# guest -> vhost-user -> switch A -> packet socket -> veth -> packet socket -> switch B ->
-# vhost-user -> guest. tests/guest/net.sh is the guest half (as in tests/e2e-net.sh; these
-# guests have no RDMA device, so it runs no RDMA).
+# (dev=, a packet socket each). Each host serves one guest a RoCE-mode device and, paired
+# with it, the guest's interface as a vhost-user-net port on its switch (net=PATH). Guest a
+# (on host A) and guest b (on host B) then talk across: guest -> vhost-user -> switch A ->
+# packet socket -> veth -> packet socket -> switch B -> vhost-user -> guest; and RDMA
+# between the two devices goes onto that wire as RoCEv2 packets (the devices are in
+# different processes). tests/guest/net.sh is the guest half (as in tests/e2e-net.sh).
 # Checks: ping between the guests, a 4 MiB TCP stream byte-exact (SHA-256 at both ends), a
-# 32 MiB transfer (rate printed, never asserted), each uplink's counters (frames both ways,
-# nothing dropped), no oops, both guests powered off.
+# 32 MiB transfer (rate printed, never asserted), ibv_rc_pingpong -c across the hosts, then
+# again once the host has impaired both uplinks' RoCEv2 frames ($IMPAIR: loss, reordering,
+# duplication; the guest asks for it through its job directory) with the rules' counts,
+# each uplink's counters (frames both ways, nothing dropped), no oops, both guests powered off.
 # Needs root (namespaces, veth). Prints PASS/FAIL lines and "e2e-twohost: N passed, M failed".
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -16,10 +19,11 @@ set -euo pipefail
 session_begin twohost
 ((EUID == 0)) || { say "e2e-twohost needs root (network namespaces and a veth pair)"; exit 1; }
 NSA=vrnic-ha-$$ NSB=vrnic-hb-$$ VA=vrnha$$ VB=vrnhb$$
-PID_A='' PID_B=''
+IMPAIR='loss rate=1% match=roce; reorder rate=1% match=roce; dup rate=1% match=roce'
+PID_A='' PID_B='' WATCH=''
 cleanup() {
 	local p
-	for p in "$PID_A" "$PID_B"; do
+	for p in "$WATCH" "$PID_A" "$PID_B"; do
 		[[ -z $p ]] || { kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; }
 	done
 	ip netns del "$NSA" 2>/dev/null || true
@@ -39,11 +43,12 @@ for side in "$NSA $VA" "$NSB $VB"; do
 done
 
 # host_start NAME NS VETH MAC: vrnic of host NAME in namespace NS, its uplink on VETH, a
-# guest port NAME.net with MAC; its control socket NAME.ctl.
+# RoCE device rNAME (socket rNAME.sock) of MAC whose guest port is NAME.net; its control
+# socket NAME.ctl.
 host_start() {
 	RUST_LOG=${RUST_LOG:-info} ip netns exec "$2" "$VRNIC_BIN" serve \
-		--net "name=g$1,socket=$WORK/$1.net,mac=$4" --uplink "name=up,dev=$3" \
-		--control "$WORK/$1.ctl" >"$WORK/vrnic-$1.log" 2>&1 &
+		--device "r$1,socket=$WORK/r$1.sock,link=eth,mac=$4,net=$WORK/$1.net" \
+		--uplink "name=up,dev=$3" --control "$WORK/$1.ctl" >"$WORK/vrnic-$1.log" 2>&1 &
 }
 host_start a "$NSA" "$VA" "$LINK_A_MAC"
 PID_A=$!
@@ -51,7 +56,7 @@ host_start b "$NSB" "$VB" "$LINK_B_MAC"
 PID_B=$!
 for h in a b; do
 	n=0
-	until [[ -S $WORK/$h.net && -S $WORK/$h.ctl ]]; do
+	until [[ -S $WORK/$h.net && -S $WORK/$h.ctl && -S $WORK/r$h.sock ]]; do
 		((n++ < 100)) || { cat "$WORK/vrnic-$h.log" >&2; exit 1; }
 		sleep 0.1
 	done
@@ -67,14 +72,25 @@ echo "$LINK_A_IP" >"$WORK/a/ip"
 echo "$LINK_B_IP" >"$WORK/a/peer"
 echo "$LINK_B_IP" >"$WORK/b/ip"
 echo "$LINK_A_IP" >"$WORK/b/peer"
+touch "$WORK/a/impair" "$WORK/b/impair"
+# When guest a asks (after the clean round), impair both uplinks, then tell it.
+(
+	until [[ -f $WORK/a/impair-request ]]; do sleep 0.2; done
+	for h in a b; do
+		"$VRNIC_BIN" ctl --control "$WORK/$h.ctl" impair up "$IMPAIR" >>"$WORK/impair.log" 2>&1
+	done
+	touch "$WORK/a/impair-on"
+) &
+WATCH=$!
 say "booting the guests (guest a on host A, guest b on host B)"
-guest_start b --ip "$LINK_B_IP/24" --mac "$LINK_B_MAC" --vhost-net "$WORK/b.net" --timeout 1500
-guest_start a --ip "$LINK_A_IP/24" --mac "$LINK_A_MAC" --vhost-net "$WORK/a.net" --timeout 1500
+guest_start b --dev rb --ip "$LINK_B_IP/24" --mac "$LINK_B_MAC" --vhost-net "$WORK/b.net" --timeout 1500
+guest_start a --dev ra --ip "$LINK_A_IP/24" --mac "$LINK_A_MAC" --vhost-net "$WORK/a.net" --timeout 1500
 guests_wait || show_tails
 load=$(cut -d' ' -f1-3 /proc/loadavg)
 out=$WORK/out.log
 for h in a b; do
 	"$VRNIC_BIN" ctl --control "$WORK/$h.ctl" --json uplinks 2>&1 | sed "s/^/host $h uplinks: /"
+	"$VRNIC_BIN" ctl --control "$WORK/$h.ctl" impair up 2>&1 | sed "s/^/host $h impair: /"
 done >"$out"
 for role in a b; do
 	echo "--- guest $role"
@@ -103,6 +119,15 @@ else
 	fail=$((fail + 1))
 fi
 check tcp-bulk-intact-across '^bulk: 33554432 bytes in [0-9.]+ s: [0-9.]+ Mbit/s \(intact\)$'
+check rdma-across-client '^client: 819200 bytes in [0-9.]+ seconds'
+check rdma-across-server '^server: 819200 bytes in [0-9.]+ seconds'
+check rdma-across-client-exit '^rc_pingpong client exit 0 '
+check rdma-across-server-exit '^rc_pingpong server exit 0$'
+check wire-impaired '^host a impair: up impairment loss rate=1% match=roce'
+check rdma-impaired-client '^impaired client: 819200 bytes in [0-9.]+ seconds'
+check rdma-impaired-server '^impaired server: 819200 bytes in [0-9.]+ seconds'
+check rdma-impaired-client-exit '^impaired rc_pingpong client exit 0 '
+check rdma-impaired-server-exit '^impaired rc_pingpong server exit 0$'
 for h in a b; do
 	check "host-$h-uplink-counters" "^host $h uplinks: .*\"name\":\"up\".*\"rx_frames\":[1-9][0-9]*,.*\"tx_frames\":[1-9][0-9]*,.*\"tx_dropped\":0[,}]"
 done
@@ -124,5 +149,7 @@ for role in a b; do
 done
 rate=$(grep -oE '^bulk: .*Mbit/s' "$out" || echo "bulk: not measured")
 echo "guest TCP throughput across the two hosts (vhost-user, switch, packet socket, veth, and back; TCG guests; load average $load at the end): $rate"
+echo "impairment during the second round (RULE EGRESS applied/seen INGRESS applied/seen):"
+grep -E '^host [ab] impair: (loss|reorder|dup) ' "$out" || true
 echo "e2e-twohost: $pass passed, $fail failed"
 ((fail == 0))

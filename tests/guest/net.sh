@@ -28,6 +28,12 @@ if [ "$role" = b ]; then
 		wait "$rc"
 		echo "rc_pingpong server exit $?"
 		sed 's/^/server: /' /tmp/rc.out
+		if [ -f /job/impair ]; then
+			# A second round while the host impairs the wire (tests/e2e-twohost.sh).
+			timeout 900 ibv_rc_pingpong -d "$ROCE" -g "$GIDX" -p $((RC_PORT + 1)) -c -n 100 -s 4096 >/tmp/rc2.out 2>&1
+			echo "impaired rc_pingpong server exit $?"
+			sed 's/^/impaired server: /' /tmp/rc2.out
+		fi
 	fi
 else
 	n=0
@@ -58,6 +64,22 @@ else
 		done
 		echo "rc_pingpong client exit $st after $n retries"
 		sed 's/^/client: /' /tmp/rc.out
+		if [ -f /job/impair ]; then
+			# Ask the host to impair the wire, wait until it has, then a second round.
+			touch /job/impair-request
+			n=0
+			until [ -f /job/impair-on ] || [ $n -ge 600 ]; do n=$((n + 1)); sleep 0.2; done
+			n=0
+			while :; do
+				timeout 300 ibv_rc_pingpong -d "$ROCE" -g "$GIDX" -p $((RC_PORT + 1)) -c -n 100 -s 4096 "$PEER" >/tmp/rc2.out 2>&1
+				st=$?
+				if [ $st -eq 0 ] || [ $n -ge 60 ] || ! grep -q "Couldn't connect" /tmp/rc2.out; then break; fi
+				n=$((n + 1))
+				sleep 1
+			done
+			echo "impaired rc_pingpong client exit $st after $n retries"
+			sed 's/^/impaired client: /' /tmp/rc2.out
+		fi
 	fi
 fi
 echo "eth0 counters: $(cat /sys/class/net/eth0/statistics/rx_packets) rx $(cat /sys/class/net/eth0/statistics/tx_packets) tx $(cat /sys/class/net/eth0/statistics/rx_errors) rx_errors"
