@@ -60,6 +60,8 @@ echo "$LINK_A_IP" >"$WORK/a/ip"
 echo "$LINK_B_IP" >"$WORK/a/peer"
 echo "$LINK_B_IP" >"$WORK/b/ip"
 echo "$LINK_A_IP" >"$WORK/b/peer"
+# VRNIC_NET_PERF=1: ib_write_bw and ib_write_lat between the guests too (figures only).
+[[ -z ${VRNIC_NET_PERF:-} ]] || touch "$WORK/a/perf" "$WORK/b/perf"
 echo "$UPLINK_IP $UPLINK_PORT" >"$WORK/a/uplink"
 say "booting the guests"
 guest_start b --dev rb --ip "$LINK_B_IP/24" --mac "$LINK_B_MAC" --vhost-net "$WORK/rb.net" --timeout 1500

@@ -72,6 +72,8 @@ echo "$LINK_A_IP" >"$WORK/a/ip"
 echo "$LINK_B_IP" >"$WORK/a/peer"
 echo "$LINK_B_IP" >"$WORK/b/ip"
 echo "$LINK_A_IP" >"$WORK/b/peer"
+# VRNIC_NET_PERF=1: ib_write_bw and ib_write_lat between the guests too (figures only).
+[[ -z ${VRNIC_NET_PERF:-} ]] || touch "$WORK/a/perf" "$WORK/b/perf"
 touch "$WORK/a/impair" "$WORK/b/impair"
 # When guest a asks (after the clean round), impair both uplinks, then tell it.
 (

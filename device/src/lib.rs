@@ -2,7 +2,7 @@
 //!
 //! Layers, each importing only those below it:
 //! 1. foundations: `addr` (MACs, GIDs, addresses), `guest_memory` (guest RAM through vm-memory), `pci` (config space),
-//!    `vfio_user` (the protocol server, device-agnostic), `memfd`, `ratelimit`, `rng` (seeded random numbers), `trace` (decoded
+//!    `vfio_user` (the protocol server, device-agnostic), `memfd`, `ratelimit`, `unix_socket` (the servers' socket files), `rng` (seeded random numbers), `trace` (decoded
 //!    device events for subscribers), `wire` (the RoCEv2 packet codec, pcap files and the
 //!    packet tap), `net` (virtio-net over vhost-user, the L2 switch, uplinks, impairment),
 //!    `transport` (the RC/UC reliability engine on the wire, sans-I/O; imports `wire`);
@@ -37,5 +37,6 @@ pub mod rnic;
 pub mod serve;
 pub mod trace;
 pub mod transport;
+pub mod unix_socket;
 pub mod vfio_user;
 pub mod wire;

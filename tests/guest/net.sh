@@ -6,7 +6,7 @@
 role=$(cat /job/role)
 MYIP=$(cat /job/ip)
 PEER=$(cat /job/peer)
-TCP_PORT=5201 RC_PORT=18600
+TCP_PORT=5201 RC_PORT=18600 PERF_PORT=18700
 # shellcheck source=devices.sh # tests/guest/devices.sh, copied to /job by tests/e2e-net.sh
 . /job/devices.sh
 find_devices
@@ -28,6 +28,13 @@ if [ "$role" = b ]; then
 		wait "$rc"
 		echo "rc_pingpong server exit $?"
 		sed 's/^/server: /' /tmp/rc.out
+		if [ -f /job/perf ]; then
+			# Benchmarks, not checks (VRNIC_NET_PERF=1): perftest's tables, prefixed.
+			for t in "ib_write_bw -s 65536 -n 2000" "ib_write_lat -s 8 -n 1000"; do
+				# shellcheck disable=SC2086 # $t: the tool and its options
+				timeout 600 $t -d "$ROCE" -x "$GIDX" -F -p $PERF_PORT 2>&1 | sed "s/^/perf ${t%% *}: /"
+			done
+		fi
 		if [ -f /job/impair ]; then
 			# A second round while the host impairs the wire (tests/e2e-twohost.sh).
 			timeout 900 ibv_rc_pingpong -d "$ROCE" -g "$GIDX" -p $((RC_PORT + 1)) -c -n 100 -s 4096 >/tmp/rc2.out 2>&1
@@ -64,6 +71,20 @@ else
 		done
 		echo "rc_pingpong client exit $st after $n retries"
 		sed 's/^/client: /' /tmp/rc.out
+		if [ -f /job/perf ]; then
+			for t in "ib_write_bw -s 65536 -n 2000" "ib_write_lat -s 8 -n 1000"; do
+				n=0
+				while :; do
+					# shellcheck disable=SC2086 # $t: the tool and its options
+					timeout 600 $t -d "$ROCE" -x "$GIDX" -F -p $PERF_PORT "$PEER" >/tmp/perf.out 2>&1
+					st=$?
+					if [ $st -eq 0 ] || [ $n -ge 60 ] || ! grep -q "Couldn't connect" /tmp/perf.out; then break; fi
+					n=$((n + 1))
+					sleep 1
+				done
+				sed "s/^/perf ${t%% *}: /" /tmp/perf.out
+			done
+		fi
 		if [ -f /job/impair ]; then
 			# Ask the host to impair the wire, wait until it has, then a second round.
 			touch /job/impair-request

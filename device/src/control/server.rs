@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::fs;
 use std::io;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -254,38 +254,10 @@ impl Drop for ControlServer {
 
 /// Waits until the listener has a connection (true) or `stop` is readable (false).
 fn wait_readable(listener: &UnixListener, stop: &EventFd) -> bool {
-    let mut fds = [
-        libc::pollfd {
-            fd: listener.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        },
-        libc::pollfd {
-            fd: stop.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        },
-    ];
-    loop {
-        // SAFETY: `fds` is a valid array of two pollfds that outlives the call.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
-        if n < 0 {
-            if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            log::error!(
-                "control socket: poll failed: {}",
-                io::Error::last_os_error()
-            );
-            return false;
-        }
-        if fds[1].revents != 0 {
-            return false;
-        }
-        if fds[0].revents != 0 {
-            return true;
-        }
-    }
+    crate::unix_socket::wait_for_connection(listener, stop).unwrap_or_else(|e| {
+        log::error!("control socket: poll failed: {e}");
+        false
+    })
 }
 
 /// accept() found nothing to hand out (or lost it): wait again.
@@ -325,27 +297,13 @@ fn peer_uid(stream: &UnixStream) -> Option<u32> {
 
 /// Removes `path` if it is a socket nobody listens on.
 fn remove_stale_socket(path: &Path) -> Result<(), ControlError> {
-    let io_err = |source| ControlError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let meta = match fs::symlink_metadata(path) {
-        Ok(meta) => meta,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(io_err(e)),
-    };
-    if !meta.file_type().is_socket() {
-        return Err(ControlError::NotASocket(path.to_path_buf()));
-    }
-    match UnixStream::connect(path) {
-        Ok(_) => Err(ControlError::InUse(path.to_path_buf())),
-        Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
-            log::warn!("control socket {}: removing a stale socket", path.display());
-            match fs::remove_file(path) {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => Err(io_err(e)),
-                _ => Ok(()),
-            }
-        }
-        Err(e) => Err(io_err(e)),
-    }
+    use crate::unix_socket::{clear_stale, Occupied};
+    clear_stale(path, "control socket").map_err(|o| match o {
+        Occupied::NotASocket => ControlError::NotASocket(path.to_path_buf()),
+        Occupied::InUse => ControlError::InUse(path.to_path_buf()),
+        Occupied::Io(source) => ControlError::Io {
+            path: path.to_path_buf(),
+            source,
+        },
+    })
 }

@@ -559,32 +559,7 @@ fn uc_on_a_lossy_wire_delivers_whole_messages_in_order_or_none_of_them() {
 fn garbage(rng: &mut Rng, around: u32) -> Packet {
     use crate::wire::bth::Op;
     use crate::wire::{Aeth, AtomicEth, Reth};
-    const OPS: [Op; 23] = [
-        Op::SendFirst,
-        Op::SendMiddle,
-        Op::SendLast,
-        Op::SendLastImm,
-        Op::SendOnly,
-        Op::SendOnlyImm,
-        Op::WriteFirst,
-        Op::WriteMiddle,
-        Op::WriteLast,
-        Op::WriteLastImm,
-        Op::WriteOnly,
-        Op::WriteOnlyImm,
-        Op::ReadRequest,
-        Op::ReadResponseFirst,
-        Op::ReadResponseMiddle,
-        Op::ReadResponseLast,
-        Op::ReadResponseOnly,
-        Op::Acknowledge,
-        Op::AtomicAcknowledge,
-        Op::CompareSwap,
-        Op::FetchAdd,
-        Op::SendLastInv,
-        Op::SendOnlyInv,
-    ];
-    let op = OPS[rng.below(OPS.len() as u64) as usize];
+    let op = Op::ALL[rng.below(Op::ALL.len() as u64) as usize];
     let psn = around.wrapping_add(rng.below(40) as u32).wrapping_sub(20);
     let mut p = super::testing::packet(Transport::Rc, op, psn & 0xFF_FFFF);
     let layout = crate::wire::ext::Layout::of(p.bth.opcode);

@@ -2,7 +2,7 @@
 
 use std::fs;
 use std::io;
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -223,39 +223,14 @@ fn is_accept_bug(e: &io::Error) -> bool {
 
 /// Removes `path` if it is a socket nobody listens on.
 fn remove_stale_socket(path: &Path) -> Result<(), ServerError> {
-    let meta = match fs::symlink_metadata(path) {
-        Ok(meta) => meta,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(source) => {
-            return Err(ServerError::Bind {
-                path: path.to_path_buf(),
-                source,
-            })
-        }
-    };
-    if !meta.file_type().is_socket() {
-        return Err(ServerError::NotASocket {
-            path: path.to_path_buf(),
-        });
-    }
-    match UnixStream::connect(path) {
-        Ok(_) => Err(ServerError::InUse {
-            path: path.to_path_buf(),
-        }),
-        Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
-            warn!("{}: removing stale socket", path.display());
-            match fs::remove_file(path) {
-                Ok(()) => Ok(()),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-                Err(source) => Err(ServerError::Bind {
-                    path: path.to_path_buf(),
-                    source,
-                }),
-            }
-        }
-        Err(source) => Err(ServerError::Bind {
-            path: path.to_path_buf(),
+    use crate::unix_socket::{clear_stale, Occupied};
+    let path_buf = || path.to_path_buf();
+    clear_stale(path, "vfio-user socket").map_err(|o| match o {
+        Occupied::NotASocket => ServerError::NotASocket { path: path_buf() },
+        Occupied::InUse => ServerError::InUse { path: path_buf() },
+        Occupied::Io(source) => ServerError::Bind {
+            path: path_buf(),
             source,
-        }),
-    }
+        },
+    })
 }

@@ -58,7 +58,8 @@ pub enum Op {
 }
 
 impl Op {
-    const ALL: [Op; 23] = [
+    /// Every operation (the decoder's table; tests draw from it).
+    pub const ALL: [Op; 23] = [
         Op::SendFirst,
         Op::SendMiddle,
         Op::SendLast,

@@ -25,8 +25,7 @@ use backend::{Connection, WAKE_EVENT};
 use std::collections::VecDeque;
 use std::io;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::FileTypeExt;
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
@@ -192,49 +191,21 @@ pub fn listen(path: &Path) -> Result<UnixListener, ListenError> {
         path: path.into(),
         source,
     };
-    match std::fs::symlink_metadata(path) {
-        Ok(meta) if !meta.file_type().is_socket() => {
-            return Err(ListenError::NotASocket { path: path.into() })
-        }
-        Ok(_) => match UnixStream::connect(path) {
-            Ok(_) => return Err(ListenError::InUse { path: path.into() }),
-            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
-                log::warn!("{}: removing stale socket", path.display());
-                match std::fs::remove_file(path) {
-                    Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(bind(e)),
-                    _ => {}
-                }
-            }
-            Err(e) => return Err(bind(e)),
-        },
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(bind(e)),
-    }
+    use crate::unix_socket::{clear_stale, Occupied};
+    clear_stale(path, "vhost-user-net socket").map_err(|o| match o {
+        Occupied::NotASocket => ListenError::NotASocket { path: path.into() },
+        Occupied::InUse => ListenError::InUse { path: path.into() },
+        Occupied::Io(e) => bind(e),
+    })?;
     UnixListener::bind(path).map_err(bind)
 }
 
 /// Waits for `listener` or `stop` to be readable; true for a connection.
 fn wait_for_connection(listener: &Listener, stop: &EventFd) -> bool {
-    let mut fds = [
-        libc::pollfd {
-            fd: listener.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        },
-        libc::pollfd {
-            fd: stop.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        },
-    ];
-    loop {
-        // SAFETY: `fds` is a valid array of two pollfds for the call's duration.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
-        if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
-            continue;
-        }
-        return n > 0 && fds[1].revents == 0 && fds[0].revents & libc::POLLIN != 0;
-    }
+    crate::unix_socket::wait_for_connection(listener, stop).unwrap_or_else(|e| {
+        log::error!("vhost-user-net: poll failed: {e}");
+        false
+    })
 }
 
 fn stopped(stop: &EventFd) -> bool {
