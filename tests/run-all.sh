@@ -50,7 +50,7 @@ bash tests/e2e-hostile.sh
 step "guest Ethernet through vrnic's vhost-user-net backend and switch (ping, TCP byte-exact and its rate, RDMA over the paired RoCE devices, the uplink to a namespace)"
 bash tests/e2e-net.sh
 
-step "two hosts on one machine: two vrnic processes in two network namespaces joined by a veth pair, one guest each (ping, TCP byte-exact and its rate)"
+step "two hosts on one machine: two vrnic processes in two network namespaces joined by a veth pair, a guest and RoCE device each (ping, TCP byte-exact and its rate, ibv_rc_pingpong over RoCEv2 across, clean and impaired)"
 bash tests/e2e-twohost.sh
 
 step "rdma-core's test suite (pyverbs) in a guest, on an IB-mode and a RoCE-mode device"
