@@ -62,15 +62,6 @@ cat "$job/output.log" >"$out" 2>/dev/null || { echo "no job output; console tail
 cat "$out"
 
 pass=0 fail=0
-check() { # check NAME PATTERN: the output must contain PATTERN (extended regex)
-	if grep -qE -- "$2" "$out"; then
-		echo "PASS $1"
-		pass=$((pass + 1))
-	else
-		echo "FAIL $1 (no /$2/)"
-		fail=$((fail + 1))
-	fi
-}
 # IBV_WC_SUCCESS 0, IBV_WC_REM_ACCESS_ERR 10, IBV_WC_WR_FLUSH_ERR 5; IBV_QPS_ERR 6.
 check wqe-exact-status '^wqe: completions \[\(1, 0\), \(2, 0\), \(3, 10\), \(4, 5\), \(5, 5\)\]$'
 check wqe-qp-in-err '^wqe: qp state after the error 6$'

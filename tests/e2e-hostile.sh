@@ -53,15 +53,6 @@ for phase in data admin; do
 done
 
 pass=0 fail=0
-check() { # check NAME PATTERN: the job output must contain PATTERN (extended regex)
-	if grep -qE -- "$2" "$out"; then
-		echo "PASS $1"
-		pass=$((pass + 1))
-	else
-		echo "FAIL $1 (no /$2/)"
-		fail=$((fail + 1))
-	fi
-}
 for phase in data admin; do
 	written=$(awk '/total written/ {print $3}' "$WORK/written-$phase.txt" 2>/dev/null || echo 0)
 	if ((${written:-0} > 0)); then

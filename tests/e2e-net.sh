@@ -86,38 +86,13 @@ done >"$out"
 cat "$out"
 
 pass=0 fail=0
-check() { # check NAME PATTERN: the output must contain PATTERN (extended regex)
-	if grep -qE -- "$2" "$out"; then
-		echo "PASS $1"
-		pass=$((pass + 1))
-	else
-		echo "FAIL $1 (no /$2/)"
-		fail=$((fail + 1))
-	fi
-}
 check virtio-net-on-vhost-user '^eth0 52:54:00:fe:64:01 driver virtio_net$'
 check features-negotiated 'ra: guest acked features 0x[0-9a-f]+ \(MRG_RXBUF true, VERSION_1 true\)'
 check ping '^5 packets transmitted, 5 packets received, 0% packet loss$'
-sent=$(grep -oE '^exact: sent 4194304 bytes sha256 [0-9a-f]{64}' "$out" | awk '{print $6}' || true)
-if [[ -n $sent ]] && grep -qE "^exact: sent 4194304 bytes sha256 $sent; peer got 4194304 bytes sha256 $sent$" "$out" &&
-	grep -qE "^served exact: 4194304 bytes sha256 $sent$" "$out"; then
-	echo "PASS tcp-byte-exact"
-	pass=$((pass + 1))
-else
-	echo "FAIL tcp-byte-exact (the hashes differ, or no transfer)"
-	fail=$((fail + 1))
-fi
+check_tcp_exact tcp-byte-exact
 check tcp-bulk-intact '^bulk: 33554432 bytes in [0-9.]+ s: [0-9.]+ Mbit/s \(intact\)$'
 check uplink-ping '^uplink ping: 5 packets transmitted, 5 packets received, 0% packet loss$'
-sent=$(grep -oE '^uplink exact: sent 4194304 bytes sha256 [0-9a-f]{64}' "$out" | awk '{print $7}' || true)
-if [[ -n $sent ]] && grep -qE "^uplink exact: sent 4194304 bytes sha256 $sent; peer got 4194304 bytes sha256 $sent$" "$out" &&
-	grep -qE "^uplink served exact: 4194304 bytes sha256 $sent$" "$out"; then
-	echo "PASS uplink-tcp-byte-exact"
-	pass=$((pass + 1))
-else
-	echo "FAIL uplink-tcp-byte-exact (the hashes differ, or no transfer)"
-	fail=$((fail + 1))
-fi
+check_tcp_exact uplink-tcp-byte-exact 'uplink '
 check uplink-tcp-bulk-intact '^uplink bulk: 33554432 bytes in [0-9.]+ s: [0-9.]+ Mbit/s \(intact\)$'
 check uplink-counters '^uplinks: .*"name":"up".*"rx_frames":[1-9][0-9]*,.*"tx_dropped":0[,}]'
 check rdma-client '^client: 819200 bytes in [0-9.]+ seconds'
@@ -125,22 +100,7 @@ check rdma-server '^server: 819200 bytes in [0-9.]+ seconds'
 check rdma-client-exit '^rc_pingpong client exit 0 '
 check rdma-server-exit '^rc_pingpong server exit 0$'
 check port-counters 'net port ra: .*tx_errors: 0, rx_frames: [1-9][0-9]*, .*rx_errors: 0, connections: 1 '
-if (($(grep -cE '^oopses 0$' "$out") == 2)); then
-	echo "PASS no-oops-in-either-guest"
-	pass=$((pass + 1))
-else
-	echo "FAIL no-oops-in-either-guest (a guest's kernel log has an Oops, BUG or WARNING, or no report)"
-	fail=$((fail + 1))
-fi
-for role in a b; do
-	if [[ ${GUEST_RC[$role]:-1} == 0 ]]; then
-		echo "PASS guest-$role-powered-off"
-		pass=$((pass + 1))
-	else
-		echo "FAIL guest-$role-powered-off (run-guest.sh status ${GUEST_RC[$role]:-none})"
-		fail=$((fail + 1))
-	fi
-done
+check_guests_clean a b
 rate=$(grep -oE '^bulk: .*Mbit/s' "$out" || echo "bulk: not measured")
 uprate=$(grep -oE '^uplink bulk: .*Mbit/s' "$out" || echo "uplink bulk: not measured")
 echo "guest TCP throughput through the vhost-user-net backend (TCG guests, 2 vCPUs each; load average $load at the end): guest to guest $rate; guest to the uplink's host end $uprate"

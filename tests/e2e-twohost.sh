@@ -101,25 +101,8 @@ done >>"$out"
 cat "$out"
 
 pass=0 fail=0
-check() { # check NAME PATTERN: the output must contain PATTERN (extended regex)
-	if grep -qE -- "$2" "$out"; then
-		echo "PASS $1"
-		pass=$((pass + 1))
-	else
-		echo "FAIL $1 (no /$2/)"
-		fail=$((fail + 1))
-	fi
-}
 check ping-across '^5 packets transmitted, 5 packets received, 0% packet loss$'
-sent=$(grep -oE '^exact: sent 4194304 bytes sha256 [0-9a-f]{64}' "$out" | awk '{print $6}' || true)
-if [[ -n $sent ]] && grep -qE "^exact: sent 4194304 bytes sha256 $sent; peer got 4194304 bytes sha256 $sent$" "$out" &&
-	grep -qE "^served exact: 4194304 bytes sha256 $sent$" "$out"; then
-	echo "PASS tcp-byte-exact-across"
-	pass=$((pass + 1))
-else
-	echo "FAIL tcp-byte-exact-across (the hashes differ, or no transfer)"
-	fail=$((fail + 1))
-fi
+check_tcp_exact tcp-byte-exact-across
 check tcp-bulk-intact-across '^bulk: 33554432 bytes in [0-9.]+ s: [0-9.]+ Mbit/s \(intact\)$'
 check rdma-across-client '^client: 819200 bytes in [0-9.]+ seconds'
 check rdma-across-server '^server: 819200 bytes in [0-9.]+ seconds'
@@ -133,22 +116,7 @@ check rdma-impaired-server-exit '^impaired rc_pingpong server exit 0$'
 for h in a b; do
 	check "host-$h-uplink-counters" "^host $h uplinks: .*\"name\":\"up\".*\"rx_frames\":[1-9][0-9]*,.*\"tx_frames\":[1-9][0-9]*,.*\"tx_dropped\":0[,}]"
 done
-if (($(grep -cE '^oopses 0$' "$out") == 2)); then
-	echo "PASS no-oops-in-either-guest"
-	pass=$((pass + 1))
-else
-	echo "FAIL no-oops-in-either-guest (a guest's kernel log has an Oops, BUG or WARNING, or no report)"
-	fail=$((fail + 1))
-fi
-for role in a b; do
-	if [[ ${GUEST_RC[$role]:-1} == 0 ]]; then
-		echo "PASS guest-$role-powered-off"
-		pass=$((pass + 1))
-	else
-		echo "FAIL guest-$role-powered-off (run-guest.sh status ${GUEST_RC[$role]:-none})"
-		fail=$((fail + 1))
-	fi
-done
+check_guests_clean a b
 rate=$(grep -oE '^bulk: .*Mbit/s' "$out" || echo "bulk: not measured")
 echo "guest TCP throughput across the two hosts (vhost-user, switch, packet socket, veth, and back; TCG guests; load average $load at the end): $rate"
 echo "impairment during the second round (RULE EGRESS applied/seen INGRESS applied/seen):"

@@ -234,3 +234,55 @@ suite_job() {
 	esac
 	cat >"$WORK/$1/tests"
 }
+
+# Result checks of an e2e script over its collected output file $out, counted in $pass and
+# $fail (the script sets out, pass=0 fail=0, and ends with its verdict).
+# check NAME PATTERN: $out must contain PATTERN (extended regex).
+check() {
+	# shellcheck disable=SC2154 # out: set by the calling script
+	if grep -qE -- "$2" "$out"; then
+		echo "PASS $1"
+		pass=$((pass + 1))
+	else
+		echo "FAIL $1 (no /$2/)"
+		fail=$((fail + 1))
+	fi
+}
+
+# check_tcp_exact NAME [PREFIX]: tests/guest/netperf.py's 4 MiB "exact" stream, its lines
+# in $out after PREFIX: the sender's hash, the one the receiver reported back and the one
+# the server printed are the same.
+check_tcp_exact() {
+	local p=${2:-} sent
+	sent=$(grep -oE "^${p}exact: sent 4194304 bytes sha256 [0-9a-f]{64}" "$out" | grep -oE '[0-9a-f]{64}$' || true)
+	if [[ -n $sent ]] && grep -qE "^${p}exact: sent 4194304 bytes sha256 $sent; peer got 4194304 bytes sha256 $sent$" "$out" &&
+		grep -qE "^${p}served exact: 4194304 bytes sha256 $sent$" "$out"; then
+		echo "PASS $1"
+		pass=$((pass + 1))
+	else
+		echo "FAIL $1 (the hashes differ, or no transfer)"
+		fail=$((fail + 1))
+	fi
+}
+
+# check_guests_clean ROLE...: every guest's report in $out says "oopses 0", and each
+# powered off (GUEST_RC from guests_wait).
+check_guests_clean() {
+	local role
+	if (($(grep -cE '^oopses 0$' "$out") == $#)); then
+		echo "PASS no-oops-in-either-guest"
+		pass=$((pass + 1))
+	else
+		echo "FAIL no-oops-in-either-guest (a guest's kernel log has an Oops, BUG or WARNING, or no report)"
+		fail=$((fail + 1))
+	fi
+	for role in "$@"; do
+		if [[ ${GUEST_RC[$role]:-1} == 0 ]]; then
+			echo "PASS guest-$role-powered-off"
+			pass=$((pass + 1))
+		else
+			echo "FAIL guest-$role-powered-off (run-guest.sh status ${GUEST_RC[$role]:-none})"
+			fail=$((fail + 1))
+		fi
+	done
+}
