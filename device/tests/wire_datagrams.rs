@@ -3,8 +3,9 @@
 //! a datagram leaves as a UD SEND Only packet with its DETH and is delivered by the
 //! receiver's datagram rules: the payload byte-exact behind the GRH area that the packet's
 //! IPv4 header fills, the sender's QPN from the DETH, immediate data and the solicited
-//! bit, a MAD between the GSI QPs (QPN 1, as ib_cm's CM MADs travel), and the drops of a
-//! wrong Q_Key or a missing receive WQE counted at the receiver.
+//! bit, a MAD between the GSI QPs (QPN 1, as ib_cm's CM MADs travel), the drops of a
+//! wrong Q_Key or a missing receive WQE counted at the receiver, and the packet as the
+//! two devices' captures show it.
 
 mod harness;
 
@@ -25,7 +26,7 @@ struct Hosts {
     b: UdEnd,
     _cable: [Arc<LinkEnd>; 2],
     _switches: [Arc<Switch>; 2],
-    _hosts: [TestDevices; 2],
+    hosts: [TestDevices; 2],
 }
 
 impl Hosts {
@@ -56,7 +57,7 @@ impl Hosts {
             b,
             _cable: cable,
             _switches: switches,
-            _hosts: hosts,
+            hosts,
         }
     }
 
@@ -192,4 +193,41 @@ fn datagrams_with_a_wrong_qkey_or_no_receive_are_dropped_at_the_receiver_and_cou
     assert_cqe_ok(&cqe, 5, WcOpcode::Recv);
     assert_eq!(h.db.mr_read(&buf, 40, 16), vec![3; 16], "only the third");
     assert_eq!(h.db.poll_cq(&mut h.b.recv_cq), None);
+}
+
+#[test]
+fn both_devices_capture_the_datagram_packet_as_it_crossed_the_wire() {
+    let mut h = Hosts::new(QpType::Ud);
+    let dir = vmm_sys_util::tempdir::TempDir::new().expect("tempdir");
+    let files = ["a.pcap", "b.pcap"].map(|f| dir.as_path().join(f));
+    for (host, file) in h.hosts.iter().zip(&files) {
+        host.rnic(0).tap.start(file, "wire").expect("capture");
+    }
+    h.post_recv(1, 40 + 100);
+    let av = h.av(h.b.qp.qpn, TEST_QKEY);
+
+    h.send(&[7; 100], |sge| SendWr::datagram(1, vec![sge], av));
+    h.db.wait_cqe(&mut h.b.recv_cq);
+    let captured = h.hosts.iter().zip(&files).map(|(host, file)| {
+        host.rnic(0).tap.stop();
+        let file = std::fs::File::open(file).expect("pcap");
+        let records = vrnic::wire::pcap::PcapReader::new(file)
+            .and_then(|r| r.records())
+            .expect("records");
+        records
+            .iter()
+            .map(|r| vrnic::wire::Packet::decode(&r.data).expect("a RoCEv2 frame"))
+            .collect::<Vec<_>>()
+    });
+
+    for packets in captured {
+        assert_eq!(packets.len(), 1, "one packet: {packets:?}");
+        let p = &packets[0];
+        assert_eq!(p.bth.dest_qpn, h.b.qp.qpn);
+        assert_eq!(
+            p.deth.map(|d| (d.qkey, d.src_qpn)),
+            Some((TEST_QKEY, h.a.qp.qpn))
+        );
+        assert_eq!(p.payload, vec![7; 100]);
+    }
 }

@@ -68,7 +68,10 @@ pub fn send(wire: &WireDevice, rnic: &Rnic, s: &Send, psn: u32) -> Response {
     p.imm = s.imm;
     p.payload = payload;
     match p.encode() {
-        Ok(frame) => wire.port.send(&frame),
+        Ok(frame) => {
+            wire.port.send(&frame);
+            super::tap_frames(rnic, &[frame]);
+        }
         Err(e) => datagram::dropped(rnic, &format!("not encodable: {e}"), dg.dest_qpn),
     }
     Response::Done

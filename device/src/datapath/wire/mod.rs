@@ -254,9 +254,19 @@ fn transmit(
 }
 
 /// Sends the frames with no device lock held.
-fn send_all(wire: &WireDevice, frames: Vec<Vec<u8>>) {
-    for f in frames {
-        wire.port.send(&f);
+fn send_all(wire: &WireDevice, rnic: &Rnic, frames: Vec<Vec<u8>>) {
+    for f in &frames {
+        wire.port.send(f);
+    }
+    tap_frames(rnic, &frames);
+}
+
+/// The device's packet tap, while on, gets the frames it sent as they left (decoded again:
+/// the cost is the capture's, not the data path's).
+pub fn tap_frames(rnic: &Rnic, frames: &[Vec<u8>]) {
+    if crate::wire::tap::any_on() && rnic.tap.is_on() {
+        let packets = frames.iter().filter_map(|f| classify(f).ok()).collect();
+        rnic.tap.record(&Arc::new(packets));
     }
 }
 
@@ -291,7 +301,7 @@ pub fn service_qp(peers: &dyn Peers, rnic: &Arc<Rnic>, qpn: u32, now: Instant) -
         }
     }
     progress.worked |= !frames.is_empty();
-    send_all(&wire, frames);
+    send_all(&wire, rnic, frames);
     Some(progress)
 }
 
@@ -341,7 +351,10 @@ pub fn poll(peers: &dyn Peers, rnic: &Arc<Rnic>, now: Instant) -> Progress {
     // steps, which take the device lock themselves.
     let counters = &wire.port.counters;
     let mut incoming = Vec::new();
-    for f in wire.port.take(RX_BATCH) {
+    let frames = wire.port.take(RX_BATCH);
+    // What came in, as it came (before any check but the frame's own), for a capture.
+    tap_frames(rnic, &frames);
+    for f in frames {
         progress.worked = true;
         match classify(&f) {
             Ok(p) if datagram::is_datagram(&p) => datagram::receive(rnic, &p),
@@ -397,6 +410,6 @@ pub fn poll(peers: &dyn Peers, rnic: &Arc<Rnic>, now: Instant) -> Progress {
         }
     }
     progress.worked |= !frames.is_empty();
-    send_all(&wire, frames);
+    send_all(&wire, rnic, frames);
     progress
 }
