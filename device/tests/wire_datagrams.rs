@@ -2,7 +2,7 @@
 //! each with its own fabric and switch) whose devices' wire ports are joined by a cable,
 //! a datagram leaves as a UD SEND Only packet with its DETH and is delivered by the
 //! receiver's datagram rules: the payload byte-exact behind the GRH area that the packet's
-//! IPv4 header fills, the sender's QPN from the DETH, immediate data and the solicited
+//! IPv4 (or IPv6) header fills, the sender's QPN from the DETH, immediate data and the solicited
 //! bit, a MAD between the GSI QPs (QPN 1, as ib_cm's CM MADs travel), the drops of a
 //! wrong Q_Key or a missing receive WQE counted at the receiver, and the packet as the
 //! two devices' captures show it.
@@ -29,8 +29,21 @@ struct Hosts {
     hosts: [TestDevices; 2],
 }
 
+/// An IPv6 link-local GID (fe80::2:0:0:N), as a guest's default RoCE v2 GID looks.
+fn gid6(n: u8) -> [u8; 16] {
+    let mut g = [0u8; 16];
+    g[..2].copy_from_slice(&[0xfe, 0x80]);
+    g[8] = 2;
+    g[15] = n;
+    g
+}
+
 impl Hosts {
     fn new(qp_type: QpType) -> Hosts {
+        Self::with_gids(qp_type, [gid_of(0), gid_of(1)])
+    }
+
+    fn with_gids(qp_type: QpType, gids: [[u8; 16]; 2]) -> Hosts {
         let hosts = [
             TestDevices::start_links(vec![roce(0)]),
             TestDevices::start_links(vec![roce(1)]),
@@ -41,9 +54,9 @@ impl Hosts {
         }
         let cable = join(&switches[0], &switches[1], Impairment::default());
         let mut da = hosts[0].driver(0);
-        da.roce_up(gid_of(0));
+        da.roce_up(gids[0]);
         let mut db = hosts[1].driver(0);
-        db.roce_up(gid_of(1));
+        db.roce_up(gids[1]);
         let qkey = match qp_type {
             QpType::Gsi => GSI_QKEY,
             _ => TEST_QKEY,
@@ -122,6 +135,30 @@ fn a_ud_datagram_crosses_the_wire_byte_exact_behind_the_ipv4_header_of_its_packe
         "IP+UDP+BTH+DETH+payload+ICRC"
     );
     assert_eq!(h.db.mr_read(&buf, 1040, 1), vec![0xee], "nothing beyond");
+}
+
+#[test]
+fn between_ipv6_gids_a_datagram_crosses_the_wire_behind_an_ipv6_header() {
+    let mut h = Hosts::with_gids(QpType::Ud, [gid6(1), gid6(2)]);
+    let buf = h.post_recv(4, 40 + 300);
+    let av = h.av(h.b.qp.qpn, TEST_QKEY);
+    let payload = pattern(66, 300);
+
+    let sent = h.send(&payload, |sge| SendWr::datagram(1, vec![sge], av));
+    let cqe = h.db.wait_cqe(&mut h.b.recv_cq);
+
+    assert_cqe_ok(&sent, 1, WcOpcode::Send);
+    assert_cqe_ok(&cqe, 4, WcOpcode::Recv);
+    assert_eq!(cqe.network_type, NetworkType::Ipv6 as u8);
+    let ip = h.db.mr_read(&buf, 0, 40);
+    assert_eq!(ip[0] >> 4, 6, "an IPv6 header in the 40 bytes");
+    // ud_av's traffic class 0x20 and flow label 0x12345 went on the wire and came back
+    let word = u32::from_be_bytes([ip[0], ip[1], ip[2], ip[3]]);
+    assert_eq!((word >> 20 & 0xff, word & 0xf_ffff), (0x20, 0x12345));
+    assert_eq!((ip[6], ip[7]), (17, 64), "UDP, the AV's hop limit");
+    assert_eq!(&ip[8..24], &gid6(1), "source GID");
+    assert_eq!(&ip[24..40], &gid6(2), "destination GID");
+    assert_same_bytes(&h.db.mr_read(&buf, 40, 300), &payload, "payload");
 }
 
 #[test]
