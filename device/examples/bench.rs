@@ -557,6 +557,11 @@ fn main() {
         SIGNAL_EVERY,
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
+    // VRNIC_BENCH_ONLY=wire: only the wire rows (e.g. to profile the wire path).
+    if std::env::var("VRNIC_BENCH_ONLY").as_deref() == Ok("wire") {
+        wire_rows(secs);
+        return;
+    }
     let devices = devices(2);
     let mut bench = setup(&devices, 0, 1);
 
@@ -651,6 +656,18 @@ fn main() {
     drop(xrc);
     drop(devices);
 
+    wire_rows(secs);
+
+    println!();
+    println!("aggregate RDMA WRITE 64 KiB, one driver thread per device pair:");
+    for pairs in [1, 4] {
+        let bps = aggregate_bandwidth(pairs, 64 << 10, secs);
+        println!("  {pairs} pair(s): {:.2} GiB/s", gib(bps));
+    }
+}
+
+/// The RC rows over the RoCEv2 wire at path MTU 1024 and 4096.
+fn wire_rows(secs: f64) {
     println!();
     println!(
         "RC over the RoCEv2 wire (two hosts in this process, a clean cable between their \
@@ -679,12 +696,5 @@ fn main() {
         );
         drop(wire);
         drop(keep);
-    }
-
-    println!();
-    println!("aggregate RDMA WRITE 64 KiB, one driver thread per device pair:");
-    for pairs in [1, 4] {
-        let bps = aggregate_bandwidth(pairs, 64 << 10, secs);
-        println!("  {pairs} pair(s): {:.2} GiB/s", gib(bps));
     }
 }
