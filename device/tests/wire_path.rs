@@ -2,7 +2,9 @@
 //! two "hosts" (two services, each with its own fabric and switch) whose devices' wire
 //! ports are joined by a forwarder, as IBTA packets through the reliability engine;
 //! byte-exact, clean and over a seeded lossy, duplicating, reordering link, where every
-//! transfer still completes and verifies and the retransmissions are counted.
+//! transfer still completes and verifies and the retransmissions are counted (in the
+//! SPEC port and QP counters too). Atomics (each executed once, whatever the link does),
+//! SEND with invalidate and the memory operations (REG_MR, LOCAL_INV) on wire QPs.
 
 mod harness;
 
@@ -118,6 +120,16 @@ impl Hosts {
     }
 
     fn with(impair: Impairment, opts: ConnectOpts, caps: QpCaps) -> Hosts {
+        Self::with_sides(impair, opts, caps, new_side)
+    }
+
+    /// Hosts whose QPs are made by `side` (e.g. `kernel_side`, for fast registration).
+    fn with_sides(
+        impair: Impairment,
+        opts: ConnectOpts,
+        caps: QpCaps,
+        side: fn(&mut FakeDriver, usize, QpCaps) -> Side,
+    ) -> Hosts {
         let hosts = [
             TestDevices::start_links(vec![roce(0)]),
             TestDevices::start_links(vec![roce(1)]),
@@ -131,8 +143,8 @@ impl Hosts {
         da.roce_up(gid_of(0));
         let mut db = hosts[1].driver(0);
         db.roce_up(gid_of(1));
-        let a = new_side(&mut da, 0, caps);
-        let b = new_side(&mut db, 1, caps);
+        let a = side(&mut da, 0, caps);
+        let b = side(&mut db, 1, caps);
         da.connect_qp_to(&a.qp, db.addr(), b.qp.qpn, &opts);
         db.connect_qp_to(&b.qp, da.addr(), a.qp.qpn, &opts);
         Hosts {
@@ -379,4 +391,177 @@ fn frames_with_a_bad_icrc_for_an_unknown_qp_or_undecodable_are_dropped_and_count
     });
     // A's QP is untouched and still carries data.
     h.write_send_imm_read(5_000, 41);
+}
+
+const ATOMIC_ACCESS: u32 = ACCESS_ALL | REMOTE_ATOMIC;
+
+fn atomic_opts() -> ConnectOpts {
+    ConnectOpts {
+        access: ATOMIC_ACCESS,
+        ..ConnectOpts::default()
+    }
+}
+
+fn u64_at(bytes: &[u8], i: usize) -> u64 {
+    u64::from_le_bytes(bytes[8 * i..8 * i + 8].try_into().expect("8 bytes"))
+}
+
+#[test]
+fn cmp_and_swp_and_fetch_and_add_cross_the_wire_and_return_the_original() {
+    let mut h = Hosts::new(Impairment::default(), atomic_opts());
+    let (a, b) = (&mut h.a, &mut h.b);
+    let target = h.db.reg_mr(b.uctx, b.pd, 24, ATOMIC_ACCESS);
+    h.db.mr_write(&target, 0, &[0xaa; 24]);
+    h.db.mr_write(&target, 8, &0x1111_2222_3333_4444u64.to_le_bytes());
+    let result = h.da.reg_mr(a.uctx, a.pd, 24, ACCESS_ALL);
+    h.da.mr_fill(&result, 0xee);
+
+    // A match swaps; a mismatch leaves the word; FETCH_AND_ADD wraps.
+    let swap = SendWr::cmp_and_swp(1, result.sge(0, 8), &target, 8, 0x1111_2222_3333_4444, 7);
+    let miss = SendWr::cmp_and_swp(2, result.sge(8, 8), &target, 8, 0x1111_2222_3333_4444, 9);
+    let add = SendWr::fetch_and_add(3, result.sge(16, 8), &target, 8, u64::MAX);
+    h.da.post_sends(
+        &mut a.qp,
+        &[swap.signaled(), miss.signaled(), add.signaled()],
+    );
+
+    let cqes = h.da.wait_cqes(&mut a.send_cq, 3);
+    assert_cqe_ok(&cqes[0], 1, WcOpcode::CompSwap);
+    assert_cqe_ok(&cqes[1], 2, WcOpcode::CompSwap);
+    assert_cqe_ok(&cqes[2], 3, WcOpcode::FetchAdd);
+    assert!(cqes.iter().all(|c| c.byte_len.to_native() == 8));
+    let got = h.da.mr_read(&result, 0, 24);
+    assert_eq!(
+        [u64_at(&got, 0), u64_at(&got, 1), u64_at(&got, 2)],
+        [0x1111_2222_3333_4444, 7, 7]
+    );
+    let word = h.db.mr_read(&target, 0, 24);
+    assert_eq!(u64_at(&word, 1), 6, "7 + (2^64 - 1)");
+    assert_eq!(
+        (u64_at(&word, 0), u64_at(&word, 2)),
+        (!0 / 0xff * 0xaa, !0 / 0xff * 0xaa)
+    );
+}
+
+#[test]
+fn over_a_lossy_link_every_fetch_and_add_executes_exactly_once() {
+    let impair = Impairment {
+        seed: 0xa70_1c5,
+        loss: 60,
+        dup: 40,
+        reorder: 40,
+    };
+    let mut h = Hosts::new(impair, atomic_opts());
+    let (a, b) = (&mut h.a, &mut h.b);
+    const N: usize = 96;
+    const ADD: u64 = 3;
+    let target = h.db.reg_mr(b.uctx, b.pd, 8, ATOMIC_ACCESS);
+    h.db.mr_fill(&target, 0);
+    let result = h.da.reg_mr(a.uctx, a.pd, 8 * N as u64, ACCESS_ALL);
+    // Batches of 16 outstanding: the responder's resources answer the duplicates.
+    for batch in 0..N / 16 {
+        let wrs: Vec<SendWr> = (0..16)
+            .map(|i| {
+                let n = batch * 16 + i;
+                let sge = result.sge(8 * n as u64, 8);
+                SendWr::fetch_and_add(n as u64, sge, &target, 0, ADD).signaled()
+            })
+            .collect();
+        h.da.post_sends(&mut a.qp, &wrs);
+        for (i, c) in h.da.wait_cqes(&mut a.send_cq, 16).iter().enumerate() {
+            assert_cqe_ok(c, (batch * 16 + i) as u64, WcOpcode::FetchAdd);
+        }
+    }
+    let word = u64_at(&h.db.mr_read(&target, 0, 8), 0);
+    assert_eq!(word, N as u64 * ADD, "each FETCH_AND_ADD executed once");
+    let got = h.da.mr_read(&result, 0, 8 * N as u64);
+    let originals: Vec<u64> = (0..N).map(|i| u64_at(&got, i)).collect();
+    let expected: Vec<u64> = (0..N as u64).map(|i| i * ADD).collect();
+    assert_eq!(originals, expected, "the originals, in order, once each");
+    assert!(h.lost() > 0, "the link lost nothing");
+}
+
+#[test]
+fn a_misaligned_atomic_is_nakked_and_completes_rem_inv_req_err() {
+    let mut h = Hosts::new(Impairment::default(), atomic_opts());
+    let (a, b) = (&mut h.a, &mut h.b);
+    let target = h.db.reg_mr(b.uctx, b.pd, 16, ATOMIC_ACCESS);
+    let result = h.da.reg_mr(a.uctx, a.pd, 8, ACCESS_ALL);
+    let wr = SendWr::fetch_and_add(1, result.sge(0, 8), &target, 4, 1).signaled();
+    h.da.post_send(&mut a.qp, &wr);
+    let cqe = h.da.wait_cqe(&mut a.send_cq);
+    assert_eq!(cqe.status, u8::from(WcStatus::RemInvReqErr));
+    wait_for("B's QP in ERR", || {
+        (h.db.qp_state(&b.qp) == QpState::Err).then_some(())
+    });
+    assert_eq!(
+        u64_at(&h.db.mr_read(&target, 0, 16), 0),
+        0,
+        "the word untouched"
+    );
+}
+
+/// Hosts with kernel-context QPs (fast registration needs them).
+fn kernel_hosts() -> Hosts {
+    Hosts::with_sides(
+        Impairment::default(),
+        ConnectOpts::default(),
+        QpCaps::default(),
+        kernel_side,
+    )
+}
+
+/// Registers FRMR `key` of B (allocated for one page) over `len` bytes with a REG_MR on
+/// B's wire QP.
+fn register_at_b(h: &mut Hosts, len: u64) -> Mr {
+    let key = h.db.alloc_mr(h.b.pd, 1);
+    let fr = h.db.fast_reg(key, h.b.pd, len, 0, 12, ACCESS_ALL);
+    h.db.post_send_raw(&mut h.b.qp, &reg_mr_wqe(0x77, &fr));
+    assert_cqe_ok(&h.db.wait_cqe(&mut h.b.send_cq), 0x77, WcOpcode::RegMr);
+    fr.mr
+}
+
+#[test]
+fn reg_mr_and_local_inv_on_a_wire_qp_register_and_revoke_a_remote_key() {
+    let mut h = kernel_hosts();
+    let target = register_at_b(&mut h, 4096);
+    let src = h.da.reg_mr(h.a.uctx, h.a.pd, 4096, ACCESS_ALL);
+    let data = pattern(51, 4096);
+    h.da.mr_write(&src, 0, &data);
+    let write = |id| SendWr::write(id, vec![src.sge(0, 4096)], &target, 0).signaled();
+    h.da.post_send(&mut h.a.qp, &write(1));
+    assert_cqe_ok(&h.da.wait_cqe(&mut h.a.send_cq), 1, WcOpcode::RdmaWrite);
+    assert_same_bytes(&h.db.mr_read(&target, 0, 4096), &data, "WRITE to the FRMR");
+
+    h.db.post_send(&mut h.b.qp, &local_inv_wr(5, target.key));
+    assert_cqe_ok(&h.db.wait_cqe(&mut h.b.send_cq), 5, WcOpcode::LocalInv);
+
+    h.da.post_send(&mut h.a.qp, &write(2));
+    let cqe = h.da.wait_cqe(&mut h.a.send_cq);
+    assert_eq!(cqe.status, u8::from(WcStatus::RemAccessErr));
+}
+
+#[test]
+fn send_with_inv_crosses_the_wire_and_invalidates_the_targets_key() {
+    let mut h = kernel_hosts();
+    let target = register_at_b(&mut h, 4096);
+    let src = h.da.reg_mr(h.a.uctx, h.a.pd, 4096, ACCESS_ALL);
+    let dst = h.db.reg_mr(KERNEL_UCTX, h.b.pd, 100, ACCESS_ALL);
+    let data = pattern(52, 100);
+    h.da.mr_write(&src, 0, &data);
+    h.db.post_recv(&mut h.b.qp, &RecvWr::new(9, vec![dst.sge(0, 100)]));
+
+    let wr = send_inv_wr(10, vec![src.sge(0, 100)], target.key);
+    h.da.post_send(&mut h.a.qp, &wr);
+
+    assert_cqe_ok(&h.da.wait_cqe(&mut h.a.send_cq), 10, WcOpcode::Send);
+    let recv = h.db.wait_cqe(&mut h.b.recv_cq);
+    assert_cqe_ok(&recv, 9, WcOpcode::Recv);
+    assert_eq!(recv.wc_flags, u8::from(WcFlags::WithInv));
+    assert_eq!(recv.imm_data, target.key.to_le_bytes());
+    assert_same_bytes(&h.db.mr_read(&dst, 0, 100), &data, "SEND_WITH_INV");
+    let write = SendWr::write(11, vec![src.sge(0, 16)], &target, 0).signaled();
+    h.da.post_send(&mut h.a.qp, &write);
+    let cqe = h.da.wait_cqe(&mut h.a.send_cq);
+    assert_eq!(cqe.status, u8::from(WcStatus::RemAccessErr));
 }

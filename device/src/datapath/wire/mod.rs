@@ -75,6 +75,7 @@
 pub mod bytes;
 pub mod engines;
 pub mod frames;
+pub mod local;
 pub mod port;
 pub mod receive;
 pub mod send;
@@ -259,6 +260,7 @@ pub fn service_qp(peers: &dyn Peers, rnic: &Arc<Rnic>, qpn: u32, now: Instant) -
     let wire = peers.wire(rnic)?;
     let mut frames = Vec::new();
     let mut progress = Progress::default();
+    let fenced;
     {
         let mut st = rnic.lock();
         let mem = st.mem()?;
@@ -277,14 +279,19 @@ pub fn service_qp(peers: &dyn Peers, rnic: &Arc<Rnic>, qpn: u32, now: Instant) -
         progress.worked |= send::post_new(rnic, &mut st, &mem, e, qpn, sq_pi, WQE_BUDGET);
         let mut actions = Vec::new();
         transmit(&st, &mem, e, qpn, now, &mut actions, &mut frames);
-        let failed = send::apply(rnic, &mut st, &mem, e, qpn, &mut actions, None);
+        let failed = send::apply(rnic, &mut st, &mem, e, qpn, &mut actions, None, now);
         progress.retry_at = e.requester.as_ref().and_then(|r| r.next_timer());
+        fenced = e.fenced;
         if failed {
             qps.drop_qp(qpn);
         }
     }
     progress.worked |= !frames.is_empty();
     send_all(&wire, frames);
+    if let Some(id) = fenced {
+        send_all(&wire, local::after_fence(peers, rnic, &wire, qpn, id, now));
+        progress.worked = true;
+    }
     Some(progress)
 }
 
@@ -317,10 +324,19 @@ fn handle(
         }
     } else if let Some(rq) = e.requester.as_mut() {
         rq.on_packet(packet, now, &mut actions);
-        failed |= send::apply(rnic, st, mem, e, qpn, &mut actions, Some(&packet.payload));
+        failed |= send::apply(
+            rnic,
+            st,
+            mem,
+            e,
+            qpn,
+            &mut actions,
+            Some(&packet.payload),
+            now,
+        );
     }
     transmit(st, mem, e, qpn, now, &mut actions, frames);
-    failed | send::apply(rnic, st, mem, e, qpn, &mut actions, None)
+    failed | send::apply(rnic, st, mem, e, qpn, &mut actions, None, now)
 }
 
 /// The wire part of a device's pass: the frames that came in, then the timers of every
@@ -378,7 +394,7 @@ pub fn poll(peers: &dyn Peers, rnic: &Arc<Rnic>, now: Instant) -> Progress {
                 }
             }
             transmit(&st, &mem, e, qpn, now, &mut actions, &mut frames);
-            if send::apply(rnic, &mut st, &mem, e, qpn, &mut actions, None) {
+            if send::apply(rnic, &mut st, &mem, e, qpn, &mut actions, None, now) {
                 qps.drop_qp(qpn);
                 continue;
             }
