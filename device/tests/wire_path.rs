@@ -281,6 +281,125 @@ fn over_a_lossy_duplicating_reordering_link_every_transfer_completes_and_verifie
         "no retransmission after {lost} lost frames"
     );
     eprintln!("lost {lost} frames; A retransmitted {retx_a} ({timeouts_a} timeouts), B {retx_b}");
+
+    // The guest sees the same in its SPEC counters, of the port and of the QP: every
+    // frame the device sent, the retransmissions among them and the timeouts.
+    let (sent_a, _) = h.wire_figures(0);
+    let (qa, qb) = (h.a.qp.id(), h.b.qp.id());
+    let (port_a, qp_a) = (h.da.counters(None), h.da.counters(Some(qa)));
+    let (port_b, qp_b) = (h.db.counters(None), h.db.counters(Some(qb)));
+    assert_eq!(port_a, qp_a, "A's one QP is all its port did");
+    assert_eq!(port_b, qp_b, "B's one QP is all its port did");
+    let c = |v: &[u64], c: Counter| v[c as usize];
+    assert_eq!(c(&qp_a, Counter::TxPackets), sent_a);
+    assert_eq!(
+        c(&qp_a, Counter::RetransmittedPackets) + c(&qp_b, Counter::RetransmittedPackets),
+        retx_a + retx_b
+    );
+    assert_eq!(c(&qp_a, Counter::LocalAckTimeouts), timeouts_a);
+    let recovered = [
+        Counter::SeqNaksSent,
+        Counter::DuplicateRequests,
+        Counter::OutOfSequenceRequests,
+    ]
+    .map(|k| c(&qp_b, k));
+    assert!(
+        recovered.iter().sum::<u64>() > 0,
+        "B saw no loss: {recovered:?}"
+    );
+    assert_eq!(
+        [
+            Counter::TxWriteRequests,
+            Counter::TxSendRequests,
+            Counter::TxReadRequests
+        ]
+        .map(|k| c(&qp_a, k)),
+        [6, 6, 6],
+        "each message counted once, however often its packets went"
+    );
+    assert_eq!(
+        [
+            Counter::RxWriteRequests,
+            Counter::RxSendRequests,
+            Counter::RxReadRequests
+        ]
+        .map(|k| c(&qp_b, k)),
+        [6, 6, 6]
+    );
+}
+
+#[test]
+fn on_a_clean_wire_the_counters_show_each_packet_message_and_ack_on_both_sides() {
+    // A long ACK timeout: no retransmission, whatever the machine's load.
+    let opts = ConnectOpts {
+        timeout: 20,
+        ..atomic_opts()
+    };
+    let mut h = Hosts::new(Impairment::default(), opts);
+    let (a, b) = (&mut h.a, &mut h.b);
+    let src = h.da.reg_mr(a.uctx, a.pd, 10_000, ACCESS_ALL);
+    let dst = h.db.reg_mr(b.uctx, b.pd, 10_000, ATOMIC_ACCESS);
+    let wrs = [
+        SendWr::write(1, vec![src.sge(0, 10_000)], &dst, 0),
+        SendWr::send(2, vec![src.sge(0, 100)]),
+        SendWr::read(3, vec![src.sge(0, 5_000)], &dst, 0),
+        SendWr::fetch_and_add(4, src.sge(0, 8), &dst, 0, 1),
+    ];
+    h.db.post_recv(&mut b.qp, &RecvWr::new(9, vec![dst.sge(0, 100)]));
+    for wr in wrs {
+        h.da.post_send(&mut a.qp, &wr.signaled());
+        h.da.wait_cqe(&mut a.send_cq);
+    }
+    h.db.wait_cqe(&mut b.recv_cq);
+
+    // MTU 4096: the WRITE is 3 packets, the READ's response 2; each message that has no
+    // response is ACKed once.
+    use Counter as C;
+    let a_expected = counters_of(&[
+        (C::TxPackets, 3 + 1 + 1 + 1),
+        (C::TxBytes, 10_100),
+        (C::TxWriteRequests, 1),
+        (C::TxSendRequests, 1),
+        (C::TxReadRequests, 1),
+        (C::TxAtomicRequests, 1),
+        (C::RxPackets, 1 + 1 + 2 + 1),
+        (C::RxBytes, 5_000),
+        (C::RxAcks, 2),
+        (C::Completions, 4),
+    ]);
+    let b_expected = counters_of(&[
+        (C::RxPackets, 3 + 1 + 1 + 1),
+        (C::RxBytes, 10_100),
+        (C::RxWriteRequests, 1),
+        (C::RxSendRequests, 1),
+        (C::RxReadRequests, 1),
+        (C::RxAtomicRequests, 1),
+        (C::TxPackets, 1 + 1 + 2 + 1),
+        (C::TxBytes, 5_000),
+        (C::TxAcks, 2),
+        (C::Completions, 1),
+    ]);
+    let (qa, qb) = (h.a.qp.id(), h.b.qp.id());
+    assert_eq!(
+        nonzero_counters(&h.da.counters(Some(qa))),
+        a_expected,
+        "A's QP"
+    );
+    assert_eq!(
+        nonzero_counters(&h.db.counters(Some(qb))),
+        b_expected,
+        "B's QP"
+    );
+    assert_eq!(
+        nonzero_counters(&h.da.counters(None)),
+        a_expected,
+        "A's port"
+    );
+    assert_eq!(
+        nonzero_counters(&h.db.counters(None)),
+        b_expected,
+        "B's port"
+    );
 }
 
 #[test]

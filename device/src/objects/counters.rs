@@ -101,7 +101,10 @@ impl Counters {
                     self.inc(Counter::RxAcks);
                 }
             }
-            Answer::RnrNak => self.inc(Counter::RxPackets),
+            Answer::RnrNak => {
+                self.inc(Counter::RxPackets);
+                self.inc(Counter::RnrNaksReceived);
+            }
             Answer::ErrorNak => {
                 self.inc(Counter::RxPackets);
                 self.inc(Counter::ErrorNaksReceived);
@@ -339,9 +342,10 @@ mod tests {
             [
                 req.get(TxPackets),
                 req.get(TxSendRequests),
-                req.get(RnrRetries)
+                req.get(RnrRetries),
+                req.get(RnrNaksReceived)
             ],
-            [2, 1, 1]
+            [2, 1, 1, 1]
         );
         assert_eq!(
             [

@@ -113,7 +113,7 @@ pub fn after_fence(
         &mut actions,
     );
     let mut failed = send::apply(rnic, &mut st, &mem, e, qpn, &mut actions, None, now);
-    transmit(&st, &mem, e, qpn, now, &mut actions, &mut frames);
+    transmit(rnic, &st, &mem, e, qpn, now, &mut actions, &mut frames);
     failed |= send::apply(rnic, &mut st, &mem, e, qpn, &mut actions, None, now);
     if failed {
         qps.drop_qp(qpn);

@@ -73,6 +73,7 @@
 //! - The wire path in `examples/bench`.
 
 pub mod bytes;
+pub mod count;
 pub mod engines;
 pub mod frames;
 pub mod local;
@@ -94,7 +95,7 @@ use port::WirePort;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Instant;
-use vrnic_hw::{DbQpSlot, QpState, QpType};
+use vrnic_hw::{DbQpSlot, QpState, QpType, WcStatus};
 
 /// Frames the receive path takes from the port per pass.
 const RX_BATCH: usize = 256;
@@ -209,7 +210,9 @@ fn engines_for<'q>(
 
 /// The frames of everything QP `qpn`'s engines have to send now (ACKs, NAKs, READ
 /// responses, requests and retransmissions).
+#[allow(clippy::too_many_arguments)]
 fn transmit(
+    rnic: &Rnic,
     st: &RnicState,
     mem: &RamSnapshot,
     e: &mut QpEngines,
@@ -223,14 +226,21 @@ fn transmit(
             Payload::Memory { va, rkey, len } => receive::read_memory(st, mem, qpn, va, rkey, len),
             _ => Some(Vec::new()),
         };
+        let bytes = payload.as_ref().map_or(0, Vec::len);
         if let Some(f) = payload.and_then(|p| e.path.frame(&out, p).ok()) {
+            count::sent(rnic, st, qpn, &out, bytes, false);
             frames.push(f);
         }
     }
     let Some(rq) = e.requester.as_mut() else {
         return;
     };
-    while let Some(out) = rq.poll_transmit(now, actions) {
+    loop {
+        let before = rq.stats().retransmitted;
+        let Some(out) = rq.poll_transmit(now, actions) else {
+            break;
+        };
+        let resent = rq.stats().retransmitted != before;
         let payload = match out.payload {
             Payload::Wqe { wqe, offset, len } => e
                 .kept
@@ -241,7 +251,9 @@ fn transmit(
         };
         // A payload that cannot be read is not sent: the peer never ACKs it, and the
         // retry count ends the WQE.
+        let bytes = payload.as_ref().map_or(0, Vec::len);
         if let Some(f) = payload.and_then(|p| e.path.frame(&out, p).ok()) {
+            count::sent(rnic, st, qpn, &out, bytes, resent);
             frames.push(f);
         }
     }
@@ -278,7 +290,7 @@ pub fn service_qp(peers: &dyn Peers, rnic: &Arc<Rnic>, qpn: u32, now: Instant) -
         let e = engines_for(peers, rnic, &st, &mut qps, qpn)?;
         progress.worked |= send::post_new(rnic, &mut st, &mem, e, qpn, sq_pi, WQE_BUDGET);
         let mut actions = Vec::new();
-        transmit(&st, &mem, e, qpn, now, &mut actions, &mut frames);
+        transmit(rnic, &st, &mem, e, qpn, now, &mut actions, &mut frames);
         let failed = send::apply(rnic, &mut st, &mem, e, qpn, &mut actions, None, now);
         progress.retry_at = e.requester.as_ref().and_then(|r| r.next_timer());
         fenced = e.fenced;
@@ -309,10 +321,13 @@ fn handle(
 ) -> bool {
     let mut actions = Vec::new();
     let mut failed = false;
+    count::received(rnic, st, qpn, packet);
     if packet.bth.opcode.is_request() {
+        let before = *e.responder.stats();
         match e.responder.on_packet(packet) {
             Received::Execute(ex) => {
                 let outcome = receive::execute(rnic, st, mem, qpn, &ex, packet);
+                count::executed(rnic, st, qpn, &ex, outcome);
                 e.responder.finish(ex, outcome);
             }
             Received::Handled | Received::Abandoned => {}
@@ -322,8 +337,11 @@ fn handle(
                 failed = true;
             }
         }
+        count::responder(rnic, st, qpn, &before, e.responder.stats());
     } else if let Some(rq) = e.requester.as_mut() {
+        let before = *rq.stats();
         rq.on_packet(packet, now, &mut actions);
+        count::requester(rnic, st, qpn, &before, rq.stats(), false);
         failed |= send::apply(
             rnic,
             st,
@@ -335,7 +353,7 @@ fn handle(
             now,
         );
     }
-    transmit(st, mem, e, qpn, now, &mut actions, frames);
+    transmit(rnic, st, mem, e, qpn, now, &mut actions, frames);
     failed | send::apply(rnic, st, mem, e, qpn, &mut actions, None, now)
 }
 
@@ -390,10 +408,15 @@ pub fn poll(peers: &dyn Peers, rnic: &Arc<Rnic>, now: Instant) -> Progress {
             let mut actions = Vec::new();
             if let Some(rq) = e.requester.as_mut() {
                 if rq.next_timer().is_some_and(|t| t <= now) {
+                    let before = *rq.stats();
                     rq.on_timer(now, &mut actions);
+                    let ended = actions.iter().any(|a| {
+                        matches!(a, Action::Complete { status, .. } if *status == WcStatus::RetryExcErr)
+                    });
+                    count::requester(rnic, &st, qpn, &before, rq.stats(), ended);
                 }
             }
-            transmit(&st, &mem, e, qpn, now, &mut actions, &mut frames);
+            transmit(rnic, &st, &mem, e, qpn, now, &mut actions, &mut frames);
             if send::apply(rnic, &mut st, &mem, e, qpn, &mut actions, None, now) {
                 qps.drop_qp(qpn);
                 continue;

@@ -290,7 +290,7 @@ fn apply_one(
         }
         Action::Local { wqe } => local::execute(rnic, st, mem, e, qpn, wqe, now, more),
         // The engine's own timers drive RNR waits.
-        Action::RnrWait { .. } => {}
+        Action::RnrWait { .. } => super::count::rnr_retry(rnic, st, qpn),
     }
     false
 }
