@@ -684,3 +684,152 @@ fn send_with_inv_crosses_the_wire_and_invalidates_the_targets_key() {
     let cqe = h.da.wait_cqe(&mut h.a.send_cq);
     assert_eq!(cqe.status, u8::from(WcStatus::RemAccessErr));
 }
+
+#[test]
+fn query_qp_reports_the_psns_of_the_wire_engines() {
+    let mut h = Hosts::new(Impairment::default(), ConnectOpts::default());
+    let (a, b) = (&mut h.a, &mut h.b);
+    let src = h.da.reg_mr(a.uctx, a.pd, 10_000, ACCESS_ALL);
+    let dst = h.db.reg_mr(b.uctx, b.pd, 10_000, ACCESS_ALL);
+    // MTU 4096: the WRITE takes 3 PSNs, the READ of 5000 bytes 2.
+    h.da.post_send(
+        &mut a.qp,
+        &SendWr::write(1, vec![src.sge(0, 10_000)], &dst, 0).signaled(),
+    );
+    h.da.wait_cqe(&mut a.send_cq);
+    h.da.post_send(
+        &mut a.qp,
+        &SendWr::read(2, vec![src.sge(0, 5_000)], &dst, 0).signaled(),
+    );
+    h.da.wait_cqe(&mut a.send_cq);
+
+    let (qa, qb) = (h.da.query_qp(&h.a.qp), h.db.query_qp(&h.b.qp));
+    assert_eq!(
+        (qa.sq_psn.to_native(), qb.rq_psn.to_native()),
+        (0x105, 0x105)
+    );
+    assert_eq!(
+        (qa.rq_psn.to_native(), qb.sq_psn.to_native()),
+        (0x100, 0x100),
+        "B sent no request"
+    );
+}
+
+/// A's QP as `vrnic ctl` shows it: why its send queue waits, if it does.
+fn a_waiting(h: &Hosts) -> Option<String> {
+    use vrnic::objects::snapshot::ObjectKind;
+    let view = h.hosts[0].rnic(0).objects_view(&[ObjectKind::Qps]);
+    let qps = view.qps.expect("the QPs");
+    qps.into_iter()
+        .find(|q| q.qpn == h.a.qp.qpn)
+        .and_then(|q| q.waiting)
+}
+
+#[test]
+fn an_rnr_nakked_send_shows_its_wait_counts_naks_and_retries_and_completes() {
+    let opts = ConnectOpts {
+        min_rnr_timer: 24, // 40.96 ms: the wait is there to be seen
+        ..ConnectOpts::default()
+    };
+    let mut h = Hosts::new(Impairment::default(), opts);
+    let (a, b) = (&mut h.a, &mut h.b);
+    let src = h.da.reg_mr(a.uctx, a.pd, 64, ACCESS_ALL);
+    let dst = h.db.reg_mr(b.uctx, b.pd, 64, ACCESS_ALL);
+    h.da.post_send(&mut a.qp, &SendWr::send(1, vec![src.sge(0, 64)]).signaled());
+    wait_for("A waiting for RNR", || {
+        (a_waiting(&h).as_deref() == Some("RNR")).then_some(())
+    });
+
+    h.db.post_recv(&mut h.b.qp, &RecvWr::new(9, vec![dst.sge(0, 64)]));
+    assert_cqe_ok(&h.da.wait_cqe(&mut h.a.send_cq), 1, WcOpcode::Send);
+    assert_cqe_ok(&h.db.wait_cqe(&mut h.b.recv_cq), 9, WcOpcode::Recv);
+
+    assert_eq!(a_waiting(&h), None, "the wait ended with the completion");
+    let ca = h.da.counters(Some(h.a.qp.id()));
+    let cb = h.db.counters(Some(h.b.qp.id()));
+    let naks = cb[Counter::RnrNaksSent as usize];
+    assert!(naks >= 1);
+    assert_eq!(
+        [Counter::RnrNaksReceived, Counter::RnrRetries].map(|c| ca[c as usize]),
+        [naks, naks],
+        "each NAK received, each waited out and sent again"
+    );
+    assert_eq!(cb[Counter::RxSendRequests as usize], 1, "one message");
+}
+
+#[test]
+fn sqd_to_sqd_reaches_the_wire_requester_rnr_retry_0_fails_at_the_first_rnr_nak() {
+    let mut h = Hosts::new(Impairment::default(), ConnectOpts::default());
+    h.write_send_imm_read(100, 61); // the requester engine runs with rnr_retry 7
+    let state = |s: QpState| QpAttr {
+        qp_state: s.into(),
+        ..Default::default()
+    };
+    let only_state = mask(&[QpAttrMask::State]);
+    h.da.modify_qp(&h.a.qp, only_state, state(QpState::Sqd))
+        .ok();
+    let attr = QpAttr {
+        rnr_retry: 0,
+        ..state(QpState::Sqd)
+    };
+    let m = mask(&[QpAttrMask::State, QpAttrMask::RnrRetry]);
+    h.da.modify_qp(&h.a.qp, m, attr).ok();
+    h.da.modify_qp(&h.a.qp, only_state, state(QpState::Rts))
+        .ok();
+
+    let src = h.da.reg_mr(h.a.uctx, h.a.pd, 8, ACCESS_ALL);
+    h.da.post_send(
+        &mut h.a.qp,
+        &SendWr::send(2, vec![src.sge(0, 8)]).signaled(),
+    );
+    let cqe = h.da.wait_cqe(&mut h.a.send_cq);
+    assert_cqe_status(&cqe, WcStatus::RnrRetryExcErr, VendorErr::Rnr);
+}
+
+/// A's async events for its QP, event types only.
+fn a_events(h: &mut Hosts) -> Vec<u8> {
+    let qpn = h.a.qp.qpn;
+    let d = &mut h.da;
+    std::iter::from_fn(|| d.poll_async_event())
+        .filter(|e| e.obj.to_native() == qpn)
+        .map(|e| e.event_type)
+        .collect()
+}
+
+#[test]
+fn sqd_on_the_wire_drains_every_posted_wqe_before_sq_drained() {
+    let mut h = Hosts::new(Impairment::default(), ConnectOpts::default());
+    let (a, b) = (&mut h.a, &mut h.b);
+    let src = h.da.reg_mr(a.uctx, a.pd, 32, ACCESS_ALL);
+    let dst = h.db.reg_mr(b.uctx, b.pd, 64, ACCESS_ALL);
+    let send = |id| SendWr::send(id, vec![src.sge(0, 32)]).signaled();
+    // B has no receive: both SENDs are on the wire, RNR-NAKed, outstanding.
+    h.da.post_sends(&mut a.qp, &[send(1), send(2)]);
+    wait_for("an RNR NAK from B", || {
+        let c = h.db.counters(Some(h.b.qp.id()));
+        (c[Counter::RnrNaksSent as usize] > 0).then_some(())
+    });
+    let to_sqd = QpAttr {
+        qp_state: QpState::Sqd.into(),
+        en_sqd_async_notify: 1,
+        ..Default::default()
+    };
+    let m = mask(&[QpAttrMask::State, QpAttrMask::EnSqdAsyncNotify]);
+    h.da.modify_qp(&h.a.qp, m, to_sqd).ok();
+    assert_eq!(h.da.query_qp(&h.a.qp).sq_draining, 1);
+
+    h.db.post_recv(&mut h.b.qp, &RecvWr::new(7, vec![dst.sge(0, 32)]));
+    assert_cqe_ok(&h.da.wait_cqe(&mut h.a.send_cq), 1, WcOpcode::Send);
+    assert_eq!(
+        a_events(&mut h),
+        Vec::<u8>::new(),
+        "the second SEND is still out"
+    );
+    assert_eq!(h.da.query_qp(&h.a.qp).sq_draining, 1);
+
+    h.db.post_recv(&mut h.b.qp, &RecvWr::new(8, vec![dst.sge(32, 32)]));
+    assert_cqe_ok(&h.da.wait_cqe(&mut h.a.send_cq), 2, WcOpcode::Send);
+    let qpn = h.a.qp.qpn;
+    h.da.wait_async_event_for(EventType::SqDrained, qpn);
+    assert_eq!(h.da.query_qp(&h.a.qp).sq_draining, 0);
+}

@@ -85,6 +85,10 @@ pub struct QpEngines {
     pub posted: u32,
     /// The posted WQEs not completed yet, in queue order.
     pub kept: VecDeque<Kept>,
+    /// The configurations the engines run with (MODIFY_QP changes reach them through
+    /// `state::reconfigure`).
+    pub responder_cfg: ResponderConfig,
+    pub requester_cfg: Option<RequesterConfig>,
     /// A memory operation that revoked access and completes once the DMA fence has
     /// passed (waited for with no device lock held: `local::after_fence`).
     pub fenced: Option<WqeId>,
@@ -138,6 +142,8 @@ impl WireQps {
             requester: None,
             posted: 0,
             kept: VecDeque::new(),
+            responder_cfg: cfg,
+            requester_cfg: None,
             fenced: None,
         });
         Ok(e)
@@ -156,6 +162,7 @@ impl WireQps {
             return Ok(false);
         };
         e.requester = Some(Requester::new(cfg)?);
+        e.requester_cfg = Some(cfg);
         e.posted = sq_ci;
         Ok(true)
     }

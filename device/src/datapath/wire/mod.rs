@@ -80,6 +80,7 @@ pub mod local;
 pub mod port;
 pub mod receive;
 pub mod send;
+pub mod state;
 
 use super::{Peers, Progress, Route, WQE_BUDGET};
 use crate::addr::{Address, Gid, Mac};
@@ -203,8 +204,10 @@ fn engines_for<'q>(
     {
         let cfg = requester_config(qp.kind, &qp.attr, qp.mtu_bytes()).ok()?;
         e.requester = Requester::new(cfg).ok();
+        e.requester_cfg = Some(cfg);
         e.posted = qp.sq.ci;
     }
+    state::reconfigure(qp, e);
     Some(e)
 }
 

@@ -5,7 +5,7 @@
 
 use super::bytes::scatter;
 use super::engines::{Kept, QpEngines};
-use super::local;
+use super::{local, state};
 use crate::datapath::copy::Pieces;
 use crate::datapath::requester::complete_send;
 use crate::datapath::{atomic, sge};
@@ -226,6 +226,7 @@ pub fn apply(
             failed |= apply_one(rnic, st, mem, e, qpn, action, payload, now, actions);
         }
     }
+    state::sync(st, qpn, e, now);
     failed
 }
 
@@ -285,12 +286,33 @@ fn apply_one(
                 (WcStatus::Success, true) => Err((WcStatus::LocProtErr, VendorErr::DmaFault)),
                 (s, _) => Err((s, vendor_err)),
             };
+            // SQD: SQ_DRAINED is owed once every posted WQE has completed, not at the
+            // first completion as for the one WQE the in-process path has started.
+            let more = !e.kept.is_empty();
+            let owed = more
+                && st
+                    .objects
+                    .qp_mut(qpn)
+                    .is_some_and(|qp| std::mem::take(&mut qp.sq_drained_due));
+            if let Some(qp) = st.objects.qp_mut(qpn) {
+                qp.waiting = None;
+            }
             complete_send(rnic, st, mem, qpn, &kept.wqe, outcome);
+            if let Some(qp) = st.objects.qp_mut(qpn).filter(|_| more) {
+                qp.sq_started = matches!(qp.state, QpState::Rts | QpState::Sqd);
+                qp.sq_drained_due = owed && qp.state == QpState::Sqd;
+            }
             return outcome.is_err();
         }
         Action::Local { wqe } => local::execute(rnic, st, mem, e, qpn, wqe, now, more),
-        // The engine's own timers drive RNR waits.
-        Action::RnrWait { .. } => super::count::rnr_retry(rnic, st, qpn),
+        // The engine's own timers drive the resend; the QP shows the wait.
+        Action::RnrWait {
+            until,
+            retries_left,
+        } => {
+            super::count::rnr_retry(rnic, st, qpn);
+            state::rnr_wait(st, qpn, until, retries_left);
+        }
     }
     false
 }
