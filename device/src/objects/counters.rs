@@ -165,6 +165,7 @@ fn status_counter(status: WcStatus) -> Option<Counter> {
         LocProtErr => Counter::CqeLocProtErr,
         WrFlushErr => Counter::CqeWrFlushErr,
         MwBindErr => Counter::CqeMwBindErr,
+        BadRespErr => Counter::CqeBadRespErr,
         LocAccessErr => Counter::CqeLocAccessErr,
         RemInvReqErr => Counter::CqeRemInvReqErr,
         RemAccessErr => Counter::CqeRemAccessErr,

@@ -56,7 +56,7 @@
 /* The most counters a device may ever have (bounds out_len of QUERY_COUNTERS). */
 #define VRNIC_COUNTER_COUNT_MAX 0x100
 /* Counters of this version of the spec (enum counter has values 0..COUNTER_COUNT). */
-#define VRNIC_COUNTER_COUNT 0x2D
+#define VRNIC_COUNTER_COUNT 0x2E
 
 /* Admin command opcodes. */
 enum vrnic_aq_opcode {
@@ -288,6 +288,7 @@ enum vrnic_counter {
 	VRNIC_COUNTER_OUT_OF_SEQUENCE_REQUESTS = 0x2A, /* Request packets received ahead of the expected PSN and dropped (RoCEv2 wire). */
 	VRNIC_COUNTER_RETRANSMITTED_PACKETS = 0x2B, /* Request packets sent again by go-back-N after a sequence NAK, an implied NAK, an RNR NAK or a local ACK timeout (RoCEv2 wire; in TX_PACKETS too). */
 	VRNIC_COUNTER_LOCAL_ACK_TIMEOUTS = 0x2C, /* Local ACK timeouts: no response within the QP's timeout while requests were outstanding (RoCEv2 wire); each one that sends again counts one TRANSPORT_RETRIES too. */
+	VRNIC_COUNTER_CQE_BAD_RESP_ERR = 0x2D, /* CQEs with status BAD_RESP_ERR (RoCEv2 wire). */
 };
 
 /* Contract rules of this chapter (SPEC "Contract checking"): the numbers FATAL_DETAIL reports; vrnic_rule_name() and vrnic_rule_section() in vrnic_names.h name them. */

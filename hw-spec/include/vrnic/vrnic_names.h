@@ -495,6 +495,8 @@ static inline const char *vrnic_counter_name(unsigned int value)
 		return "RETRANSMITTED_PACKETS";
 	case VRNIC_COUNTER_LOCAL_ACK_TIMEOUTS:
 		return "LOCAL_ACK_TIMEOUTS";
+	case VRNIC_COUNTER_CQE_BAD_RESP_ERR:
+		return "CQE_BAD_RESP_ERR";
 	default:
 		return "UNKNOWN";
 	}

@@ -1269,7 +1269,7 @@ pub const MAX_XRCD: u32 = 0x400;
 pub const COUNTER_COUNT_MAX: u32 = 0x100;
 
 /// Counters of this version of the spec (enum counter has values 0..COUNTER_COUNT).
-pub const COUNTER_COUNT: u32 = 0x2D;
+pub const COUNTER_COUNT: u32 = 0x2E;
 
 /// Admin command opcodes.
 #[repr(u8)]
@@ -2578,6 +2578,8 @@ pub enum Counter {
     RetransmittedPackets = 0x2B,
     /// Local ACK timeouts: no response within the QP's timeout while requests were outstanding (RoCEv2 wire); each one that sends again counts one TRANSPORT_RETRIES too.
     LocalAckTimeouts = 0x2C,
+    /// CQEs with status BAD_RESP_ERR (RoCEv2 wire).
+    CqeBadRespErr = 0x2D,
 }
 
 impl Counter {
@@ -2628,6 +2630,7 @@ impl Counter {
         Counter::OutOfSequenceRequests,
         Counter::RetransmittedPackets,
         Counter::LocalAckTimeouts,
+        Counter::CqeBadRespErr,
     ];
 
     /// The spec's name of the value (as `vrnic_counter_name()` in C returns it).
@@ -2678,6 +2681,7 @@ impl Counter {
             Counter::OutOfSequenceRequests => "OUT_OF_SEQUENCE_REQUESTS",
             Counter::RetransmittedPackets => "RETRANSMITTED_PACKETS",
             Counter::LocalAckTimeouts => "LOCAL_ACK_TIMEOUTS",
+            Counter::CqeBadRespErr => "CQE_BAD_RESP_ERR",
         }
     }
 }
@@ -2733,6 +2737,7 @@ impl TryFrom<u16> for Counter {
             0x2A => Ok(Counter::OutOfSequenceRequests),
             0x2B => Ok(Counter::RetransmittedPackets),
             0x2C => Ok(Counter::LocalAckTimeouts),
+            0x2D => Ok(Counter::CqeBadRespErr),
             other => Err(other),
         }
     }
@@ -4732,7 +4737,7 @@ pub enum WcStatus {
     WrFlushErr = 5,
     /// A BIND_MW failed.
     MwBindErr = 6,
-    /// Unused.
+    /// Bad response (RoCEv2 wire only): a READ response packet whose position or payload length does not fit the READ it answers (`vendor_err` LENGTH); the QP moves to ERR.
     BadRespErr = 7,
     /// Local access error (MR lacks LOCAL_WRITE for a write into it).
     LocAccessErr = 8,
@@ -5000,7 +5005,7 @@ pub enum VendorErr {
     BadOpcode = 10,
     /// Malformed WQE (SGE count, inline length, reserved fields).
     BadWqe = 11,
-    /// Message longer than the receive buffer or MAX_MSG_SIZE.
+    /// Message longer than the receive buffer or MAX_MSG_SIZE; with BAD_RESP_ERR, a READ response of the wrong length or position.
     Length = 12,
     /// No receive WQE at the target within rnr_retry.
     Rnr = 13,
@@ -7778,7 +7783,8 @@ pub const NAMES: &[(&str, u64, &str)] = &[
     ("counter", 0x2A, Counter::OutOfSequenceRequests.name()),
     ("counter", 0x2B, Counter::RetransmittedPackets.name()),
     ("counter", 0x2C, Counter::LocalAckTimeouts.name()),
-    ("counter", 45, "UNKNOWN"),
+    ("counter", 0x2D, Counter::CqeBadRespErr.name()),
+    ("counter", 46, "UNKNOWN"),
     ("wr_opcode", 0, WrOpcode::RdmaWrite.name()),
     ("wr_opcode", 1, WrOpcode::RdmaWriteWithImm.name()),
     ("wr_opcode", 2, WrOpcode::Send.name()),
@@ -8841,6 +8847,7 @@ pub const VALUES: &[(&str, u64)] = &[
         "COUNTER_LOCAL_ACK_TIMEOUTS",
         Counter::LocalAckTimeouts as u64,
     ),
+    ("COUNTER_CQE_BAD_RESP_ERR", Counter::CqeBadRespErr as u64),
     ("XRC_PAYLOAD_OFFSET", XRC_PAYLOAD_OFFSET as u64),
     ("XRC_SEND_WQE_SHIFT_MIN", XRC_SEND_WQE_SHIFT_MIN as u64),
     ("UD_PAYLOAD_OFFSET", UD_PAYLOAD_OFFSET as u64),

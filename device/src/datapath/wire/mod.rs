@@ -31,7 +31,11 @@
 //!   the engine completes the WQE. The device's poll drives `poll_transmit` (payload
 //!   gathered from the kept pieces, `Outgoing::packet`, encoded, `WirePort::send`),
 //!   `on_timer` at `next_timer`, which becomes `Progress.retry_at` so a sleeping poller
-//!   wakes for a retransmission.
+//!   wakes for a retransmission. Atomics are posted with their atomic_seg operands and
+//!   their 8-byte result buffer kept (`AtomicResult` writes the original value there);
+//!   SEND with invalidate carries its R_Key in an IETH; the memory operations (REG_MR,
+//!   LOCAL_INV, BIND_MW) are posted as local work (`post_local`) and executed by the
+//!   in-process `memory_ops` at `Action::Local`, in queue order (`local`).
 //! - **Receiving**. The poll drains the port's queue: `wire::Packet::decode` (a bad ICRC
 //!   or any malformed frame is dropped and counted), the destination QPN names the QP (an
 //!   unknown QP, or one that is not a wire QP of that peer: dropped and counted). A
@@ -42,9 +46,19 @@
 //!   at the first packet, receive WQE claimed at a SEND's first packet, CQE at the last,
 //!   COMM_EST in RTR), with the payload taken from the frame instead of the requester's
 //!   guest memory; READ responses (`Payload::Memory`) are read from the responder's MR.
-//! - **Counters**: frames in, dropped (queue full, undecodable, bad ICRC, unknown QP),
-//!   frames out; the engines' `RequesterStats`/`ResponderStats` (retransmissions,
-//!   timeouts, NAKs, duplicates) feed SPEC's counters.
+//!   An atomic is checked by the same steps and executed once on the word
+//!   (`atomic::read_modify_write`); its duplicates are answered from the engine's
+//!   resources (`Outcome::Atomic`). A SEND with invalidate invalidates its R_Key and
+//!   completes IB_WC_WITH_INVALIDATE, as in-process.
+//! - **Counters** (`count`): the wire port counts frames in, dropped (queue full,
+//!   undecodable, bad ICRC, unknown QP) and out; each frame of a wire QP counts in the
+//!   SPEC port and QP counters (packets, bytes, messages, ACKs and NAKs), and so do the
+//!   engines' `RequesterStats`/`ResponderStats` (retransmitted packets, ACK timeouts,
+//!   implied NAKs, duplicate and out-of-sequence requests): `vrnic ctl counters DEV
+//!   [QPN]` and the guest's hw counters show wire retries.
+//! - **The QP as the guest sees it** (`state`): QUERY_QP's sq_psn/rq_psn are the engines'
+//!   PSNs, `Qp::waiting` shows an RNR wait, SQD drains every posted WQE before
+//!   SQ_DRAINED, and MODIFY_QP of a sending QP reaches the engines' `reconfigure`.
 //!
 //! Lock order: a `WireQps` map is taken under its device's lock (it is part of the
 //! device state), or alone for a look, never with the device lock taken after it; the
@@ -55,21 +69,20 @@
 //!
 //! `port` (the wire port), `frames` (a QP's path: MACs, IP, UDP source port; received
 //! frames classified), `engines` (configurations from the QP's attributes, the per-QP map
-//! by epoch, the kept WQEs), `send` (WQEs posted, requester actions), `receive` (one
-//! request packet through the responder's steps, READ response bytes), `bytes` (payloads
-//! out of and into guest-memory pieces). This module: the device's wire, the engines a QP
+//! by epoch, the kept WQEs), `send` (WQEs posted, requester actions), `local` (memory
+//! operations, the DMA fence), `receive` (one request packet through the responder's
+//! steps, atomics, READ response bytes), `bytes` (payloads out of and into guest-memory
+//! pieces), `count` (SPEC counters), `state` (PSNs, waits, SQD, reconfigure). This module: the device's wire, the engines a QP
 //! gets on first sight, and the two hooks (`service_qp` in place of the in-process
 //! requester for a wire QP in RTS, `poll` for received frames and timers).
 //!
 //! # Not yet on the wire
 //!
-//! - Atomics, SEND with invalidate and memory operations on wire QPs (they complete with
-//!   BAD_OPCODE now), XRC, UD and QP1 (CM MADs).
-//! - The SPEC port and QP counters of wire traffic (the engines' stats are kept, not yet
-//!   fed), `Qp::waiting` from `RnrWait`, QUERY_QP's sq_psn/rq_psn from the engines,
-//!   RTS->RTS `reconfigure`, SQ_DRAINED only once the posted WQEs have all completed.
-//! - `vrnic serve`: `Fabric::attach_wire` on the switch of `start_net` (with the uplink),
-//!   and `vrnic ctl` views of the wire port's counters.
+//! - XRC, UD and QP1 (CM MADs).
+//! - The DMA fence does not cover a wire WQE's kept local buffers: an unmap while one is
+//!   outstanding ends that WQE in RETRY_EXC_ERR (its payload can no longer be read)
+//!   instead of LOC_PROT_ERR.
+//! - `vrnic ctl` views of the wire port's own counters (frames dropped at the port).
 //! - The wire path in `examples/bench`.
 
 pub mod bytes;

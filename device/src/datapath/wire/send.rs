@@ -221,7 +221,7 @@ pub fn apply(
 ) -> bool {
     let mut failed = false;
     while !actions.is_empty() {
-        let batch: Vec<Action> = actions.drain(..).collect();
+        let batch = std::mem::take(actions);
         for action in batch {
             failed |= apply_one(rnic, st, mem, e, qpn, action, payload, now, actions);
         }
