@@ -833,3 +833,56 @@ fn sqd_on_the_wire_drains_every_posted_wqe_before_sq_drained() {
     h.da.wait_async_event_for(EventType::SqDrained, qpn);
     assert_eq!(h.da.query_qp(&h.a.qp).sq_draining, 0);
 }
+
+#[test]
+fn an_atomic_on_an_mr_without_remote_atomic_is_nakked_rem_access_err() {
+    let mut h = Hosts::new(Impairment::default(), atomic_opts());
+    let (a, b) = (&mut h.a, &mut h.b);
+    let target = h.db.reg_mr(b.uctx, b.pd, 8, ACCESS_ALL); // no REMOTE_ATOMIC
+    h.db.mr_write(&target, 0, &5u64.to_le_bytes());
+    let result = h.da.reg_mr(a.uctx, a.pd, 8, ACCESS_ALL);
+    let wr = SendWr::cmp_and_swp(1, result.sge(0, 8), &target, 0, 5, 6).signaled();
+    h.da.post_send(&mut a.qp, &wr);
+    let cqe = h.da.wait_cqe(&mut a.send_cq);
+    assert_eq!(cqe.status, u8::from(WcStatus::RemAccessErr));
+    assert_eq!(
+        u64_at(&h.db.mr_read(&target, 0, 8), 0),
+        5,
+        "the word untouched"
+    );
+}
+
+#[test]
+fn a_type_2_window_bound_on_a_wire_qp_takes_remote_writes_until_local_inv() {
+    const MW_BIND: u32 = 0x10;
+    let mut h = Hosts::new(Impairment::default(), ConnectOpts::default());
+    let (a, b) = (&mut h.a, &mut h.b);
+    let mr = h.db.reg_mr(b.uctx, b.pd, 0x1000, ACCESS_ALL | MW_BIND);
+    let mw = h.db.alloc_mw(b.uctx, b.pd, MwType::Type2);
+    let rkey = with_variant(mw, (mw as u8).wrapping_add(1));
+    let access = REMOTE_WRITE | REMOTE_READ;
+    h.db.post_send_raw(
+        &mut b.qp,
+        &bind_mw_wqe(0xb1, rkey, &mr, 0x100, 0x200, access),
+    );
+    assert_cqe_ok(&h.db.wait_cqe(&mut b.send_cq), 0xb1, WcOpcode::BindMw);
+    let window = window_of(&mr, rkey, 0x100, 0x200);
+
+    let src = h.da.reg_mr(a.uctx, a.pd, 0x200, ACCESS_ALL);
+    let data = pattern(71, 0x200);
+    h.da.mr_write(&src, 0, &data);
+    let write = |id| SendWr::write(id, vec![src.sge(0, 0x200)], &window, 0).signaled();
+    h.da.post_send(&mut a.qp, &write(1));
+    assert_cqe_ok(&h.da.wait_cqe(&mut a.send_cq), 1, WcOpcode::RdmaWrite);
+    assert_same_bytes(
+        &h.db.mr_read(&mr, 0x100, 0x200),
+        &data,
+        "through the window",
+    );
+
+    h.db.post_send(&mut b.qp, &local_inv_wr(2, rkey));
+    assert_cqe_ok(&h.db.wait_cqe(&mut b.send_cq), 2, WcOpcode::LocalInv);
+    h.da.post_send(&mut a.qp, &write(3));
+    let cqe = h.da.wait_cqe(&mut a.send_cq);
+    assert_eq!(cqe.status, u8::from(WcStatus::RemAccessErr));
+}
