@@ -167,3 +167,66 @@ pub fn requester(
         ],
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn acks_and_naks_are_told_apart_by_syndrome_and_only_on_acknowledge_packets() {
+        let ack = AethKind::Ack { credits: 0x1f };
+        let rnr = AethKind::RnrNak { timer: 12 };
+        let seq = AethKind::Nak {
+            code: NAK_PSN_SEQUENCE,
+        };
+        let access = AethKind::Nak { code: 2 };
+        let got = [ack, rnr, seq, access].map(|k| {
+            (
+                acknowledgement(Op::Acknowledge, k, true),
+                acknowledgement(Op::Acknowledge, k, false),
+            )
+        });
+        assert_eq!(
+            got,
+            [
+                (Some(Counter::TxAcks), Some(Counter::RxAcks)),
+                (Some(Counter::RnrNaksSent), Some(Counter::RnrNaksReceived)),
+                (Some(Counter::SeqNaksSent), Some(Counter::SeqNaksReceived)),
+                (
+                    Some(Counter::ErrorNaksSent),
+                    Some(Counter::ErrorNaksReceived)
+                ),
+            ]
+        );
+        // READ data and atomic results carry an AETH too: they are responses, not ACKs.
+        assert_eq!(acknowledgement(Op::ReadResponseLast, ack, true), None);
+        assert_eq!(acknowledgement(Op::AtomicAcknowledge, ack, false), None);
+        assert_eq!(
+            acknowledgement(Op::Acknowledge, AethKind::Reserved, true),
+            None
+        );
+    }
+
+    #[test]
+    fn each_request_family_has_its_tx_and_rx_message_counter() {
+        let families = [Family::Send, Family::Write, Family::Read, Family::Atomic];
+        assert_eq!(
+            families.map(|f| requests(f, true)),
+            [
+                Counter::TxSendRequests,
+                Counter::TxWriteRequests,
+                Counter::TxReadRequests,
+                Counter::TxAtomicRequests
+            ]
+        );
+        assert_eq!(
+            families.map(|f| requests(f, false)),
+            [
+                Counter::RxSendRequests,
+                Counter::RxWriteRequests,
+                Counter::RxReadRequests,
+                Counter::RxAtomicRequests
+            ]
+        );
+    }
+}

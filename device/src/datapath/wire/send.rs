@@ -240,7 +240,7 @@ fn apply_one(
     action: Action,
     payload: Option<&[u8]>,
     now: Instant,
-    more: &mut Vec<Action>,
+    queued: &mut Vec<Action>,
 ) -> bool {
     match action {
         Action::Place { wqe, offset, len } => {
@@ -286,25 +286,13 @@ fn apply_one(
                 (WcStatus::Success, true) => Err((WcStatus::LocProtErr, VendorErr::DmaFault)),
                 (s, _) => Err((s, vendor_err)),
             };
-            // SQD: SQ_DRAINED is owed once every posted WQE has completed, not at the
-            // first completion as for the one WQE the in-process path has started.
             let more = !e.kept.is_empty();
-            let owed = more
-                && st
-                    .objects
-                    .qp_mut(qpn)
-                    .is_some_and(|qp| std::mem::take(&mut qp.sq_drained_due));
-            if let Some(qp) = st.objects.qp_mut(qpn) {
-                qp.waiting = None;
-            }
+            let owed = state::completing(st, qpn, more);
             complete_send(rnic, st, mem, qpn, &kept.wqe, outcome);
-            if let Some(qp) = st.objects.qp_mut(qpn).filter(|_| more) {
-                qp.sq_started = matches!(qp.state, QpState::Rts | QpState::Sqd);
-                qp.sq_drained_due = owed && qp.state == QpState::Sqd;
-            }
+            state::completed(st, qpn, more, owed);
             return outcome.is_err();
         }
-        Action::Local { wqe } => local::execute(rnic, st, mem, e, qpn, wqe, now, more),
+        Action::Local { wqe } => local::execute(rnic, st, mem, e, qpn, wqe, now, queued),
         // The engine's own timers drive the resend; the QP shows the wait.
         Action::RnrWait {
             until,

@@ -29,6 +29,28 @@ pub fn sync(st: &mut RnicState, qpn: u32, e: &QpEngines, now: Instant) {
     }
 }
 
+/// A posted WQE of QP `qpn` is about to complete, `more` of them still outstanding after
+/// it: the SQ_DRAINED a move to SQD asked for stays owed (returned, taken from the QP so
+/// that `complete_send` does not post it now) until the last one. The wait for an RNR
+/// timer ends with it.
+pub fn completing(st: &mut RnicState, qpn: u32, more: bool) -> bool {
+    let Some(qp) = st.objects.qp_mut(qpn) else {
+        return false;
+    };
+    qp.waiting = None;
+    more && std::mem::take(&mut qp.sq_drained_due)
+}
+
+/// After `complete_send` of that WQE: with `more` outstanding the queue is still started
+/// (`complete_send` cleared it, as for the in-process path's one started WQE), and the
+/// `owed` SQ_DRAINED is owed again if the QP is still in SQD.
+pub fn completed(st: &mut RnicState, qpn: u32, more: bool, owed: bool) {
+    if let Some(qp) = st.objects.qp_mut(qpn).filter(|_| more) {
+        qp.sq_started = matches!(qp.state, QpState::Rts | QpState::Sqd);
+        qp.sq_drained_due = owed && qp.state == QpState::Sqd;
+    }
+}
+
 /// The requester waits for an RNR timer until `until`, then sends again.
 pub fn rnr_wait(st: &mut RnicState, qpn: u32, until: Instant, retries_left: Option<u8>) {
     if let Some(qp) = st.objects.qp_mut(qpn) {
