@@ -7,7 +7,8 @@
 //! host addresses, and two guests may share memory, so a per-address lock could let two
 //! atomics on the same word run at once. One lock is correct whatever the mappings, and an
 //! atomic holds it for two 8-byte accesses only. It is a leaf lock (lock_order rule 2):
-//! taken with no device lock held, nothing taken while it is held.
+//! nothing is taken while it is held. The in-process path takes it with no device lock
+//! held; the wire's responder under its device lock (a leaf may be).
 
 use super::copy::{Fault, Pieces};
 use crate::guest_memory::RamSnapshot;
@@ -67,6 +68,31 @@ fn apply(opcode: WrOpcode, seg: &AtomicSeg, old: u64) -> u64 {
 }
 
 /// Executes the atomic on the target word (`target`: one 8-byte aligned piece of
+/// `target_mem`) and returns its original value (Fault::Source: the word could not be
+/// accessed). The wire's responder calls this alone: its requester is another host.
+pub fn read_modify_write(
+    opcode: WrOpcode,
+    seg: &AtomicSeg,
+    target_mem: &RamSnapshot,
+    target: &Pieces,
+) -> Result<u64, Fault> {
+    let &[(word, ATOMIC_LEN)] = target.as_slice() else {
+        return Err(Fault::Source);
+    };
+    let _serialized = ATOMICS.lock().unwrap_or_else(|p| p.into_inner());
+    let old = target_mem
+        .load_u64(word, Ordering::SeqCst)
+        .map_err(|_| Fault::Source)?;
+    let new = apply(opcode, seg, old);
+    if new != old {
+        target_mem
+            .store_u64(word, new, Ordering::SeqCst)
+            .map_err(|_| Fault::Source)?;
+    }
+    Ok(old)
+}
+
+/// Executes the atomic on the target word (`target`: one 8-byte aligned piece of
 /// `target_mem`) and writes its original value into the requester's `local` pieces.
 /// Fault::Source: the target word could not be accessed; Fault::Destination: the local
 /// buffer could not be written (the target word has been updated: as on a wire, the
@@ -79,22 +105,7 @@ pub fn execute(
     local_mem: &RamSnapshot,
     local: &Pieces,
 ) -> Result<(), Fault> {
-    let &[(word, ATOMIC_LEN)] = target.as_slice() else {
-        return Err(Fault::Source);
-    };
-    let old = {
-        let _serialized = ATOMICS.lock().unwrap_or_else(|p| p.into_inner());
-        let old = target_mem
-            .load_u64(word, Ordering::SeqCst)
-            .map_err(|_| Fault::Source)?;
-        let new = apply(opcode, seg, old);
-        if new != old {
-            target_mem
-                .store_u64(word, new, Ordering::SeqCst)
-                .map_err(|_| Fault::Source)?;
-        }
-        old
-    };
+    let old = read_modify_write(opcode, seg, target_mem, target)?;
     let bytes = old.to_le_bytes();
     let mut done = 0usize;
     for &(addr, len) in local {

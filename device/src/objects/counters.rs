@@ -101,7 +101,10 @@ impl Counters {
                     self.inc(Counter::RxAcks);
                 }
             }
-            Answer::RnrNak => self.inc(Counter::RxPackets),
+            Answer::RnrNak => {
+                self.inc(Counter::RxPackets);
+                self.inc(Counter::RnrNaksReceived);
+            }
             Answer::ErrorNak => {
                 self.inc(Counter::RxPackets);
                 self.inc(Counter::ErrorNaksReceived);
@@ -162,6 +165,7 @@ fn status_counter(status: WcStatus) -> Option<Counter> {
         LocProtErr => Counter::CqeLocProtErr,
         WrFlushErr => Counter::CqeWrFlushErr,
         MwBindErr => Counter::CqeMwBindErr,
+        BadRespErr => Counter::CqeBadRespErr,
         LocAccessErr => Counter::CqeLocAccessErr,
         RemInvReqErr => Counter::CqeRemInvReqErr,
         RemAccessErr => Counter::CqeRemAccessErr,
@@ -339,9 +343,10 @@ mod tests {
             [
                 req.get(TxPackets),
                 req.get(TxSendRequests),
-                req.get(RnrRetries)
+                req.get(RnrRetries),
+                req.get(RnrNaksReceived)
             ],
-            [2, 1, 1]
+            [2, 1, 1, 1]
         );
         assert_eq!(
             [

@@ -12,7 +12,8 @@
 //!    instructions and nothing is locked while they are held. SET_GID and reset update the
 //!    GID directory under their device lock; route look-ups read it with no device lock
 //!    held. An atomic's read-modify-write takes the atomics lock with no device lock held
-//!    (between the target's accept and complete, where other transfers copy).
+//!    (between the target's accept and complete, where other transfers copy); on the
+//!    RoCEv2 wire the responder runs it under its device lock (a packet is placed there).
 //! 3. Nothing blocks while a device lock is held: interrupts are signalled, and the DMA
 //!    fence is waited for, only after the device lock is released. The control socket
 //!    copies views under one device lock at a time (`rnic::snapshot`) and does its socket

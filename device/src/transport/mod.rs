@@ -80,10 +80,10 @@
 //!   from the MR named by its rkey.
 //! - Statuses: REM_* and RETRY_EXC_ERR/RNR_RETRY_EXC_ERR carry the vendor_err codes the
 //!   in-process path uses (REMOTE_ERROR, REMOTE_ACCESS, UNREACHABLE, RNR); a malformed
-//!   READ response completes with BAD_RESP_ERR (`vendor_err` LENGTH), which SPEC lists
-//!   as unused today and the integration must document.
+//!   READ response completes with BAD_RESP_ERR (`vendor_err` LENGTH), as SPEC documents.
 //! - Counters: `RequesterStats`/`ResponderStats` (retransmitted packets, timeouts,
-//!   sequence/RNR/implied NAKs, duplicates, out-of-sequence) feed SPEC's counters.
+//!   sequence/RNR/implied NAKs, duplicates, out-of-sequence) feed SPEC's counters
+//!   (`datapath::wire::count`).
 
 pub mod psn;
 pub mod requester;

@@ -56,7 +56,7 @@
 /* The most counters a device may ever have (bounds out_len of QUERY_COUNTERS). */
 #define VRNIC_COUNTER_COUNT_MAX 0x100
 /* Counters of this version of the spec (enum counter has values 0..COUNTER_COUNT). */
-#define VRNIC_COUNTER_COUNT 0x25
+#define VRNIC_COUNTER_COUNT 0x2E
 
 /* Admin command opcodes. */
 enum vrnic_aq_opcode {
@@ -280,6 +280,15 @@ enum vrnic_counter {
 	VRNIC_COUNTER_CQE_RNR_RETRY_EXC_ERR = 0x22, /* CQEs with status RNR_RETRY_EXC_ERR. */
 	VRNIC_COUNTER_CQE_FATAL_ERR = 0x23, /* CQEs with status FATAL_ERR. */
 	VRNIC_COUNTER_CQE_GENERAL_ERR = 0x24, /* CQEs with status GENERAL_ERR. */
+	VRNIC_COUNTER_RNR_NAKS_RECEIVED = 0x25, /* RNR NAKs received. */
+	VRNIC_COUNTER_SEQ_NAKS_SENT = 0x26, /* PSN sequence error NAKs sent: a request arrived ahead of the expected PSN (RoCEv2 wire; one per gap). */
+	VRNIC_COUNTER_SEQ_NAKS_RECEIVED = 0x27, /* PSN sequence error NAKs received (RoCEv2 wire). */
+	VRNIC_COUNTER_IMPLIED_NAKS = 0x28, /* Responses that acknowledged beyond a READ or atomic whose response was lost, so the requester sent it again (RoCEv2 wire). */
+	VRNIC_COUNTER_DUPLICATE_REQUESTS = 0x29, /* Request packets received again (PSN before the expected one): ACKed again or answered from the READ and atomic resources, never executed twice (RoCEv2 wire). */
+	VRNIC_COUNTER_OUT_OF_SEQUENCE_REQUESTS = 0x2A, /* Request packets received ahead of the expected PSN and dropped (RoCEv2 wire). */
+	VRNIC_COUNTER_RETRANSMITTED_PACKETS = 0x2B, /* Request packets sent again by go-back-N after a sequence NAK, an implied NAK, an RNR NAK or a local ACK timeout (RoCEv2 wire; in TX_PACKETS too). */
+	VRNIC_COUNTER_LOCAL_ACK_TIMEOUTS = 0x2C, /* Local ACK timeouts: no response within the QP's timeout while requests were outstanding (RoCEv2 wire); each one that sends again counts one TRANSPORT_RETRIES too. */
+	VRNIC_COUNTER_CQE_BAD_RESP_ERR = 0x2D, /* CQEs with status BAD_RESP_ERR (RoCEv2 wire). */
 };
 
 /* Contract rules of this chapter (SPEC "Contract checking"): the numbers FATAL_DETAIL reports; vrnic_rule_name() and vrnic_rule_section() in vrnic_names.h name them. */

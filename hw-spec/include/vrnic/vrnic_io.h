@@ -84,7 +84,7 @@ enum vrnic_wc_status {
 	VRNIC_WC_STATUS_LOC_PROT_ERR = 4, /* Local protection error (bad lkey, PD mismatch, out of MR bounds, DMA fault). */
 	VRNIC_WC_STATUS_WR_FLUSH_ERR = 5, /* Flushed: the QP is in ERR. */
 	VRNIC_WC_STATUS_MW_BIND_ERR = 6, /* A BIND_MW failed. */
-	VRNIC_WC_STATUS_BAD_RESP_ERR = 7, /* Unused. */
+	VRNIC_WC_STATUS_BAD_RESP_ERR = 7, /* Bad response (RoCEv2 wire only): a READ response packet whose position or payload length does not fit the READ it answers (`vendor_err` LENGTH); the QP moves to ERR. */
 	VRNIC_WC_STATUS_LOC_ACCESS_ERR = 8, /* Local access error (MR lacks LOCAL_WRITE for a write into it). */
 	VRNIC_WC_STATUS_REM_INV_REQ_ERR = 9, /* Remote invalid request (receive too small, opcode not allowed). */
 	VRNIC_WC_STATUS_REM_ACCESS_ERR = 10, /* Remote access error (bad rkey, bounds, access flags, PD). */
@@ -131,7 +131,7 @@ enum vrnic_vendor_err {
 	VRNIC_VENDOR_ERR_REMOTE_DMA_FAULT = 9, /* Remote guest memory could not be accessed. */
 	VRNIC_VENDOR_ERR_BAD_OPCODE = 10, /* Unknown or unsupported opcode. */
 	VRNIC_VENDOR_ERR_BAD_WQE = 11, /* Malformed WQE (SGE count, inline length, reserved fields). */
-	VRNIC_VENDOR_ERR_LENGTH = 12, /* Message longer than the receive buffer or MAX_MSG_SIZE. */
+	VRNIC_VENDOR_ERR_LENGTH = 12, /* Message longer than the receive buffer or MAX_MSG_SIZE; with BAD_RESP_ERR, a READ response of the wrong length or position. */
 	VRNIC_VENDOR_ERR_RNR = 13, /* No receive WQE at the target within rnr_retry. */
 	VRNIC_VENDOR_ERR_UNREACHABLE = 14, /* Destination missing or not ready within retry_cnt. */
 	VRNIC_VENDOR_ERR_FLUSH = 15, /* Flushed because the QP is in ERR. */

@@ -1269,7 +1269,7 @@ pub const MAX_XRCD: u32 = 0x400;
 pub const COUNTER_COUNT_MAX: u32 = 0x100;
 
 /// Counters of this version of the spec (enum counter has values 0..COUNTER_COUNT).
-pub const COUNTER_COUNT: u32 = 0x25;
+pub const COUNTER_COUNT: u32 = 0x2E;
 
 /// Admin command opcodes.
 #[repr(u8)]
@@ -2562,6 +2562,24 @@ pub enum Counter {
     CqeFatalErr = 0x23,
     /// CQEs with status GENERAL_ERR.
     CqeGeneralErr = 0x24,
+    /// RNR NAKs received.
+    RnrNaksReceived = 0x25,
+    /// PSN sequence error NAKs sent: a request arrived ahead of the expected PSN (RoCEv2 wire; one per gap).
+    SeqNaksSent = 0x26,
+    /// PSN sequence error NAKs received (RoCEv2 wire).
+    SeqNaksReceived = 0x27,
+    /// Responses that acknowledged beyond a READ or atomic whose response was lost, so the requester sent it again (RoCEv2 wire).
+    ImpliedNaks = 0x28,
+    /// Request packets received again (PSN before the expected one): ACKed again or answered from the READ and atomic resources, never executed twice (RoCEv2 wire).
+    DuplicateRequests = 0x29,
+    /// Request packets received ahead of the expected PSN and dropped (RoCEv2 wire).
+    OutOfSequenceRequests = 0x2A,
+    /// Request packets sent again by go-back-N after a sequence NAK, an implied NAK, an RNR NAK or a local ACK timeout (RoCEv2 wire; in TX_PACKETS too).
+    RetransmittedPackets = 0x2B,
+    /// Local ACK timeouts: no response within the QP's timeout while requests were outstanding (RoCEv2 wire); each one that sends again counts one TRANSPORT_RETRIES too.
+    LocalAckTimeouts = 0x2C,
+    /// CQEs with status BAD_RESP_ERR (RoCEv2 wire).
+    CqeBadRespErr = 0x2D,
 }
 
 impl Counter {
@@ -2604,6 +2622,15 @@ impl Counter {
         Counter::CqeRnrRetryExcErr,
         Counter::CqeFatalErr,
         Counter::CqeGeneralErr,
+        Counter::RnrNaksReceived,
+        Counter::SeqNaksSent,
+        Counter::SeqNaksReceived,
+        Counter::ImpliedNaks,
+        Counter::DuplicateRequests,
+        Counter::OutOfSequenceRequests,
+        Counter::RetransmittedPackets,
+        Counter::LocalAckTimeouts,
+        Counter::CqeBadRespErr,
     ];
 
     /// The spec's name of the value (as `vrnic_counter_name()` in C returns it).
@@ -2646,6 +2673,15 @@ impl Counter {
             Counter::CqeRnrRetryExcErr => "CQE_RNR_RETRY_EXC_ERR",
             Counter::CqeFatalErr => "CQE_FATAL_ERR",
             Counter::CqeGeneralErr => "CQE_GENERAL_ERR",
+            Counter::RnrNaksReceived => "RNR_NAKS_RECEIVED",
+            Counter::SeqNaksSent => "SEQ_NAKS_SENT",
+            Counter::SeqNaksReceived => "SEQ_NAKS_RECEIVED",
+            Counter::ImpliedNaks => "IMPLIED_NAKS",
+            Counter::DuplicateRequests => "DUPLICATE_REQUESTS",
+            Counter::OutOfSequenceRequests => "OUT_OF_SEQUENCE_REQUESTS",
+            Counter::RetransmittedPackets => "RETRANSMITTED_PACKETS",
+            Counter::LocalAckTimeouts => "LOCAL_ACK_TIMEOUTS",
+            Counter::CqeBadRespErr => "CQE_BAD_RESP_ERR",
         }
     }
 }
@@ -2693,6 +2729,15 @@ impl TryFrom<u16> for Counter {
             0x22 => Ok(Counter::CqeRnrRetryExcErr),
             0x23 => Ok(Counter::CqeFatalErr),
             0x24 => Ok(Counter::CqeGeneralErr),
+            0x25 => Ok(Counter::RnrNaksReceived),
+            0x26 => Ok(Counter::SeqNaksSent),
+            0x27 => Ok(Counter::SeqNaksReceived),
+            0x28 => Ok(Counter::ImpliedNaks),
+            0x29 => Ok(Counter::DuplicateRequests),
+            0x2A => Ok(Counter::OutOfSequenceRequests),
+            0x2B => Ok(Counter::RetransmittedPackets),
+            0x2C => Ok(Counter::LocalAckTimeouts),
+            0x2D => Ok(Counter::CqeBadRespErr),
             other => Err(other),
         }
     }
@@ -4692,7 +4737,7 @@ pub enum WcStatus {
     WrFlushErr = 5,
     /// A BIND_MW failed.
     MwBindErr = 6,
-    /// Unused.
+    /// Bad response (RoCEv2 wire only): a READ response packet whose position or payload length does not fit the READ it answers (`vendor_err` LENGTH); the QP moves to ERR.
     BadRespErr = 7,
     /// Local access error (MR lacks LOCAL_WRITE for a write into it).
     LocAccessErr = 8,
@@ -4960,7 +5005,7 @@ pub enum VendorErr {
     BadOpcode = 10,
     /// Malformed WQE (SGE count, inline length, reserved fields).
     BadWqe = 11,
-    /// Message longer than the receive buffer or MAX_MSG_SIZE.
+    /// Message longer than the receive buffer or MAX_MSG_SIZE; with BAD_RESP_ERR, a READ response of the wrong length or position.
     Length = 12,
     /// No receive WQE at the target within rnr_retry.
     Rnr = 13,
@@ -7730,7 +7775,16 @@ pub const NAMES: &[(&str, u64, &str)] = &[
     ("counter", 0x22, Counter::CqeRnrRetryExcErr.name()),
     ("counter", 0x23, Counter::CqeFatalErr.name()),
     ("counter", 0x24, Counter::CqeGeneralErr.name()),
-    ("counter", 37, "UNKNOWN"),
+    ("counter", 0x25, Counter::RnrNaksReceived.name()),
+    ("counter", 0x26, Counter::SeqNaksSent.name()),
+    ("counter", 0x27, Counter::SeqNaksReceived.name()),
+    ("counter", 0x28, Counter::ImpliedNaks.name()),
+    ("counter", 0x29, Counter::DuplicateRequests.name()),
+    ("counter", 0x2A, Counter::OutOfSequenceRequests.name()),
+    ("counter", 0x2B, Counter::RetransmittedPackets.name()),
+    ("counter", 0x2C, Counter::LocalAckTimeouts.name()),
+    ("counter", 0x2D, Counter::CqeBadRespErr.name()),
+    ("counter", 46, "UNKNOWN"),
     ("wr_opcode", 0, WrOpcode::RdmaWrite.name()),
     ("wr_opcode", 1, WrOpcode::RdmaWriteWithImm.name()),
     ("wr_opcode", 2, WrOpcode::Send.name()),
@@ -8773,6 +8827,27 @@ pub const VALUES: &[(&str, u64)] = &[
     ),
     ("COUNTER_CQE_FATAL_ERR", Counter::CqeFatalErr as u64),
     ("COUNTER_CQE_GENERAL_ERR", Counter::CqeGeneralErr as u64),
+    ("COUNTER_RNR_NAKS_RECEIVED", Counter::RnrNaksReceived as u64),
+    ("COUNTER_SEQ_NAKS_SENT", Counter::SeqNaksSent as u64),
+    ("COUNTER_SEQ_NAKS_RECEIVED", Counter::SeqNaksReceived as u64),
+    ("COUNTER_IMPLIED_NAKS", Counter::ImpliedNaks as u64),
+    (
+        "COUNTER_DUPLICATE_REQUESTS",
+        Counter::DuplicateRequests as u64,
+    ),
+    (
+        "COUNTER_OUT_OF_SEQUENCE_REQUESTS",
+        Counter::OutOfSequenceRequests as u64,
+    ),
+    (
+        "COUNTER_RETRANSMITTED_PACKETS",
+        Counter::RetransmittedPackets as u64,
+    ),
+    (
+        "COUNTER_LOCAL_ACK_TIMEOUTS",
+        Counter::LocalAckTimeouts as u64,
+    ),
+    ("COUNTER_CQE_BAD_RESP_ERR", Counter::CqeBadRespErr as u64),
     ("XRC_PAYLOAD_OFFSET", XRC_PAYLOAD_OFFSET as u64),
     ("XRC_SEND_WQE_SHIFT_MIN", XRC_SEND_WQE_SHIFT_MIN as u64),
     ("UD_PAYLOAD_OFFSET", UD_PAYLOAD_OFFSET as u64),

@@ -3,7 +3,9 @@
 
 use super::frames::Path;
 use crate::datapath::copy::Pieces;
-use crate::transport::{Requester, RequesterConfig, Responder, ResponderConfig, TransportError};
+use crate::transport::{
+    Requester, RequesterConfig, Responder, ResponderConfig, TransportError, WqeId,
+};
 use crate::wire::bth::DEFAULT_PKEY;
 use crate::wire::Transport;
 use std::collections::{HashMap, VecDeque};
@@ -67,6 +69,9 @@ pub struct Kept {
     pub index: u32,
     pub wqe: SendWqeHeader,
     pub pieces: Pieces,
+    /// READ data or an atomic's result could not be written into `pieces`: the WQE
+    /// completes LOC_PROT_ERR whatever the peer answered.
+    pub fault: bool,
 }
 
 /// One wire QP's engines, for the QP's `epoch`.
@@ -80,6 +85,13 @@ pub struct QpEngines {
     pub posted: u32,
     /// The posted WQEs not completed yet, in queue order.
     pub kept: VecDeque<Kept>,
+    /// The configurations the engines run with (MODIFY_QP changes reach them through
+    /// `state::reconfigure`).
+    pub responder_cfg: ResponderConfig,
+    pub requester_cfg: Option<RequesterConfig>,
+    /// A memory operation that revoked access and completes once the DMA fence has
+    /// passed (waited for with no device lock held: `local::after_fence`).
+    pub fenced: Option<WqeId>,
 }
 
 /// The wire QPs of one device, by QPN (device state: touched under the device lock).
@@ -130,6 +142,9 @@ impl WireQps {
             requester: None,
             posted: 0,
             kept: VecDeque::new(),
+            responder_cfg: cfg,
+            requester_cfg: None,
+            fenced: None,
         });
         Ok(e)
     }
@@ -147,6 +162,7 @@ impl WireQps {
             return Ok(false);
         };
         e.requester = Some(Requester::new(cfg)?);
+        e.requester_cfg = Some(cfg);
         e.posted = sq_ci;
         Ok(true)
     }

@@ -31,7 +31,11 @@
 //!   the engine completes the WQE. The device's poll drives `poll_transmit` (payload
 //!   gathered from the kept pieces, `Outgoing::packet`, encoded, `WirePort::send`),
 //!   `on_timer` at `next_timer`, which becomes `Progress.retry_at` so a sleeping poller
-//!   wakes for a retransmission.
+//!   wakes for a retransmission. Atomics are posted with their atomic_seg operands and
+//!   their 8-byte result buffer kept (`AtomicResult` writes the original value there);
+//!   SEND with invalidate carries its R_Key in an IETH; the memory operations (REG_MR,
+//!   LOCAL_INV, BIND_MW) are posted as local work (`post_local`) and executed by the
+//!   in-process `memory_ops` at `Action::Local`, in queue order (`local`).
 //! - **Receiving**. The poll drains the port's queue: `wire::Packet::decode` (a bad ICRC
 //!   or any malformed frame is dropped and counted), the destination QPN names the QP (an
 //!   unknown QP, or one that is not a wire QP of that peer: dropped and counted). A
@@ -42,15 +46,25 @@
 //!   at the first packet, receive WQE claimed at a SEND's first packet, CQE at the last,
 //!   COMM_EST in RTR), with the payload taken from the frame instead of the requester's
 //!   guest memory; READ responses (`Payload::Memory`) are read from the responder's MR.
+//!   An atomic is checked by the same steps and executed once on the word
+//!   (`atomic::read_modify_write`); its duplicates are answered from the engine's
+//!   resources (`Outcome::Atomic`). A SEND with invalidate invalidates its R_Key and
+//!   completes IB_WC_WITH_INVALIDATE, as in-process.
 //! - **Datagrams** (`datagram`). A UD or GSI send WQE whose AV's GID no device of this
 //!   process holds leaves as one UD SEND Only packet (DETH: Q_Key, source QPN; QP1 for a
 //!   GSI QP) to the AV's `dmac`, sent from the requester's `carry_out` with no lock held.
 //!   Received UD packets are decoded before the device lock is taken and delivered by the
 //!   in-process datagram steps (`datapath::datagram::deliver`), the GRH area from the
 //!   packet's IP header. CM MADs to QP1 travel this way, so ib_cm and rdma_cm work across.
-//! - **Counters**: frames in, dropped (queue full, undecodable, bad ICRC, unknown QP),
-//!   frames out; the engines' `RequesterStats`/`ResponderStats` (retransmissions,
-//!   timeouts, NAKs, duplicates) feed SPEC's counters.
+//! - **Counters** (`count`): the wire port counts frames in, dropped (queue full,
+//!   undecodable, bad ICRC, unknown QP) and out; each frame of a wire QP counts in the
+//!   SPEC port and QP counters (packets, bytes, messages, ACKs and NAKs), and so do the
+//!   engines' `RequesterStats`/`ResponderStats` (retransmitted packets, ACK timeouts,
+//!   implied NAKs, duplicate and out-of-sequence requests): `vrnic ctl counters DEV
+//!   [QPN]` and the guest's hw counters show wire retries.
+//! - **The QP as the guest sees it** (`state`): QUERY_QP's sq_psn/rq_psn are the engines'
+//!   PSNs, `Qp::waiting` shows an RNR wait, SQD drains every posted WQE before
+//!   SQ_DRAINED, and MODIFY_QP of a sending QP reaches the engines' `reconfigure`.
 //!
 //! Lock order: a `WireQps` map is taken under its device's lock (it is part of the
 //! device state), or alone for a look, never with the device lock taken after it; the
@@ -61,30 +75,31 @@
 //!
 //! `port` (the wire port), `datagram` (UD and GSI packets out and in), `frames` (a QP's path: MACs, IP, UDP source port; received
 //! frames classified), `engines` (configurations from the QP's attributes, the per-QP map
-//! by epoch, the kept WQEs), `send` (WQEs posted, requester actions), `receive` (one
-//! request packet through the responder's steps, READ response bytes), `bytes` (payloads
-//! out of and into guest-memory pieces). This module: the device's wire, the engines a QP
+//! by epoch, the kept WQEs), `send` (WQEs posted, requester actions), `local` (memory
+//! operations, the DMA fence), `receive` (one request packet through the responder's
+//! steps, atomics, READ response bytes), `bytes` (payloads out of and into guest-memory
+//! pieces), `count` (SPEC counters), `state` (PSNs, waits, SQD, reconfigure). This module: the device's wire, the engines a QP
 //! gets on first sight, and the two hooks (`service_qp` in place of the in-process
 //! requester for a wire QP in RTS, `poll` for received frames and timers).
 //!
 //! # Not yet on the wire
 //!
-//! - Atomics, SEND with invalidate and memory operations on wire QPs (they complete with
-//!   BAD_OPCODE now), XRC.
-//! - The SPEC port and QP counters of wire traffic (the engines' stats are kept, not yet
-//!   fed), `Qp::waiting` from `RnrWait`, QUERY_QP's sq_psn/rq_psn from the engines,
-//!   RTS->RTS `reconfigure`, SQ_DRAINED only once the posted WQEs have all completed.
-//! - `vrnic serve`: `Fabric::attach_wire` on the switch of `start_net` (with the uplink),
-//!   and `vrnic ctl` views of the wire port's counters.
-//! - The wire path in `examples/bench`.
+//! - XRC.
+//! - The DMA fence does not cover a wire WQE's kept local buffers: an unmap while one is
+//!   outstanding ends that WQE in RETRY_EXC_ERR (its payload can no longer be read)
+//!   instead of LOC_PROT_ERR.
+//! - `vrnic ctl` views of the wire port's own counters (frames dropped at the port).
 
 pub mod bytes;
+pub mod count;
 pub mod datagram;
 pub mod engines;
 pub mod frames;
+pub mod local;
 pub mod port;
 pub mod receive;
 pub mod send;
+pub mod state;
 
 use super::{Peers, Progress, Route, WQE_BUDGET};
 use crate::addr::{Address, Gid, Mac};
@@ -100,7 +115,7 @@ use port::WirePort;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Instant;
-use vrnic_hw::{DbQpSlot, QpState, QpType};
+use vrnic_hw::{DbQpSlot, QpState, QpType, WcStatus};
 
 /// Frames the receive path takes from the port per pass.
 const RX_BATCH: usize = 256;
@@ -208,14 +223,18 @@ fn engines_for<'q>(
     {
         let cfg = requester_config(qp.kind, &qp.attr, qp.mtu_bytes()).ok()?;
         e.requester = Requester::new(cfg).ok();
+        e.requester_cfg = Some(cfg);
         e.posted = qp.sq.ci;
     }
+    state::reconfigure(qp, e);
     Some(e)
 }
 
 /// The frames of everything QP `qpn`'s engines have to send now (ACKs, NAKs, READ
 /// responses, requests and retransmissions).
+#[allow(clippy::too_many_arguments)]
 fn transmit(
+    rnic: &Rnic,
     st: &RnicState,
     mem: &RamSnapshot,
     e: &mut QpEngines,
@@ -229,14 +248,21 @@ fn transmit(
             Payload::Memory { va, rkey, len } => receive::read_memory(st, mem, qpn, va, rkey, len),
             _ => Some(Vec::new()),
         };
+        let bytes = payload.as_ref().map_or(0, Vec::len);
         if let Some(f) = payload.and_then(|p| e.path.frame(&out, p).ok()) {
+            count::sent(rnic, st, qpn, &out, bytes, false);
             frames.push(f);
         }
     }
     let Some(rq) = e.requester.as_mut() else {
         return;
     };
-    while let Some(out) = rq.poll_transmit(now, actions) {
+    loop {
+        let before = rq.stats().retransmitted;
+        let Some(out) = rq.poll_transmit(now, actions) else {
+            break;
+        };
+        let resent = rq.stats().retransmitted != before;
         let payload = match out.payload {
             Payload::Wqe { wqe, offset, len } => e
                 .kept
@@ -247,7 +273,9 @@ fn transmit(
         };
         // A payload that cannot be read is not sent: the peer never ACKs it, and the
         // retry count ends the WQE.
+        let bytes = payload.as_ref().map_or(0, Vec::len);
         if let Some(f) = payload.and_then(|p| e.path.frame(&out, p).ok()) {
+            count::sent(rnic, st, qpn, &out, bytes, resent);
             frames.push(f);
         }
     }
@@ -276,6 +304,7 @@ pub fn service_qp(peers: &dyn Peers, rnic: &Arc<Rnic>, qpn: u32, now: Instant) -
     let wire = peers.wire(rnic)?;
     let mut frames = Vec::new();
     let mut progress = Progress::default();
+    let fenced;
     {
         let mut st = rnic.lock();
         let mem = st.mem()?;
@@ -293,15 +322,24 @@ pub fn service_qp(peers: &dyn Peers, rnic: &Arc<Rnic>, qpn: u32, now: Instant) -
         let e = engines_for(peers, rnic, &st, &mut qps, qpn)?;
         progress.worked |= send::post_new(rnic, &mut st, &mem, e, qpn, sq_pi, WQE_BUDGET);
         let mut actions = Vec::new();
-        transmit(&st, &mem, e, qpn, now, &mut actions, &mut frames);
-        let failed = send::apply(rnic, &mut st, &mem, e, qpn, &mut actions, None);
+        transmit(rnic, &st, &mem, e, qpn, now, &mut actions, &mut frames);
+        let failed = send::apply(rnic, &mut st, &mem, e, qpn, &mut actions, None, now);
         progress.retry_at = e.requester.as_ref().and_then(|r| r.next_timer());
+        fenced = e.fenced;
         if failed {
             qps.drop_qp(qpn);
         }
     }
     progress.worked |= !frames.is_empty();
     send_all(&wire, rnic, frames);
+    if let Some(id) = fenced {
+        send_all(
+            &wire,
+            rnic,
+            local::after_fence(peers, rnic, &wire, qpn, id, now),
+        );
+        progress.worked = true;
+    }
     Some(progress)
 }
 
@@ -319,10 +357,13 @@ fn handle(
 ) -> bool {
     let mut actions = Vec::new();
     let mut failed = false;
+    count::received(rnic, st, qpn, packet);
     if packet.bth.opcode.is_request() {
+        let before = *e.responder.stats();
         match e.responder.on_packet(packet) {
             Received::Execute(ex) => {
                 let outcome = receive::execute(rnic, st, mem, qpn, &ex, packet);
+                count::executed(rnic, st, qpn, &ex, outcome);
                 e.responder.finish(ex, outcome);
             }
             Received::Handled | Received::Abandoned => {}
@@ -332,12 +373,24 @@ fn handle(
                 failed = true;
             }
         }
+        count::responder(rnic, st, qpn, &before, e.responder.stats());
     } else if let Some(rq) = e.requester.as_mut() {
+        let before = *rq.stats();
         rq.on_packet(packet, now, &mut actions);
-        failed |= send::apply(rnic, st, mem, e, qpn, &mut actions, Some(&packet.payload));
+        count::requester(rnic, st, qpn, &before, rq.stats(), false);
+        failed |= send::apply(
+            rnic,
+            st,
+            mem,
+            e,
+            qpn,
+            &mut actions,
+            Some(&packet.payload),
+            now,
+        );
     }
-    transmit(st, mem, e, qpn, now, &mut actions, frames);
-    failed | send::apply(rnic, st, mem, e, qpn, &mut actions, None)
+    transmit(rnic, st, mem, e, qpn, now, &mut actions, frames);
+    failed | send::apply(rnic, st, mem, e, qpn, &mut actions, None, now)
 }
 
 /// The wire part of a device's pass: the frames that came in, then the timers of every
@@ -394,11 +447,16 @@ pub fn poll(peers: &dyn Peers, rnic: &Arc<Rnic>, now: Instant) -> Progress {
             let mut actions = Vec::new();
             if let Some(rq) = e.requester.as_mut() {
                 if rq.next_timer().is_some_and(|t| t <= now) {
+                    let before = *rq.stats();
                     rq.on_timer(now, &mut actions);
+                    let ended = actions.iter().any(|a| {
+                        matches!(a, Action::Complete { status, .. } if *status == WcStatus::RetryExcErr)
+                    });
+                    count::requester(rnic, &st, qpn, &before, rq.stats(), ended);
                 }
             }
-            transmit(&st, &mem, e, qpn, now, &mut actions, &mut frames);
-            if send::apply(rnic, &mut st, &mem, e, qpn, &mut actions, None) {
+            transmit(rnic, &st, &mem, e, qpn, now, &mut actions, &mut frames);
+            if send::apply(rnic, &mut st, &mem, e, qpn, &mut actions, None, now) {
                 qps.drop_qp(qpn);
                 continue;
             }

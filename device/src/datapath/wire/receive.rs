@@ -1,17 +1,20 @@
 //! The responder side of a wire QP: one request packet the engine passed on, accepted,
 //! placed and completed by the in-process responder's own steps, with the payload taken
-//! from the frame; and the bytes of READ responses read from the responder's MR.
+//! from the frame (an atomic executed on the word, its original value for the engine);
+//! and the bytes of READ responses read from the responder's MR.
 
 use super::bytes::{gather, scatter};
 use crate::addr::Gid;
+use crate::datapath::atomic::{read_modify_write, ATOMIC_LEN};
 use crate::datapath::copy::{Fault, Pieces};
 use crate::datapath::responder::{accept, complete, Request, Response};
 use crate::guest_memory::RamSnapshot;
 use crate::rnic::{Rnic, RnicState};
 use crate::transport::responder::{Execute, Outcome, Refusal};
 use crate::transport::segment::{Family, Position};
+use crate::wire::bth::Op;
 use crate::wire::Packet;
-use vrnic_hw::{WcStatus, WrOpcode};
+use vrnic_hw::{AtomicSeg, WcStatus, WrOpcode};
 
 /// What the engine's `Execute` of `packet` comes to at QP `qpn`.
 pub fn execute(
@@ -50,7 +53,7 @@ pub fn execute(
             (opcode, rlen, va, rk)
         }
         Family::Read => (WrOpcode::RdmaRead, rlen, va, rk),
-        Family::Atomic => return Outcome::Refused(Refusal::InvalidRequest),
+        Family::Atomic => return atomic(rnic, st, mem, qpn, ex),
     };
     let (offset, chunk) = match ex.family {
         Family::Read => (0, rlen),
@@ -94,6 +97,11 @@ pub fn execute(
         }
         Err(r) => r,
     };
+    outcome(response)
+}
+
+/// The engine's view of what the in-process responder answered.
+fn outcome(response: Response) -> Outcome {
     match response {
         Response::Done => Outcome::Done,
         Response::Rnr(_) => Outcome::Rnr,
@@ -102,6 +110,68 @@ pub fn execute(
         Response::Remote(..) | Response::Unreachable | Response::LocalFault => {
             Outcome::Refused(Refusal::RemoteOperational)
         }
+    }
+}
+
+/// An atomic the engine passed on (a new PSN: a duplicate is answered from the engine's
+/// resources and never comes here, so the word changes once): checked by the in-process
+/// responder's steps (max_dest_rd_atomic, alignment, rkey, PD, bounds, REMOTE_ATOMIC),
+/// then the read-modify-write; its original value goes back in the AtomicAckETH.
+fn atomic(rnic: &Rnic, st: &mut RnicState, mem: &RamSnapshot, qpn: u32, ex: &Execute) -> Outcome {
+    let (Some(qp), Some(eth)) = (st.objects.qp(qpn), ex.atomic) else {
+        return Outcome::Refused(Refusal::InvalidRequest);
+    };
+    let (opcode, seg) = match ex.op {
+        Op::CompareSwap => (
+            WrOpcode::AtomicCmpAndSwp,
+            AtomicSeg {
+                compare_add: eth.compare.into(),
+                swap: eth.swap_add.into(),
+            },
+        ),
+        _ => (
+            WrOpcode::AtomicFetchAndAdd,
+            AtomicSeg {
+                compare_add: eth.swap_add.into(),
+                swap: 0.into(),
+            },
+        ),
+    };
+    let none = Pieces::new();
+    let req = Request {
+        opcode,
+        src_lid: 0,
+        src_gid: Some(Gid(qp.attr.dgid)),
+        src_qpn: qp.attr.dest_qp_num.to_native(),
+        dest_qpn: qpn,
+        transport: qp.kind,
+        remote_srqn: None,
+        atomic: Some(seg),
+        psn: qp.expected_psn,
+        packets: 1,
+        resent: None,
+        solicited: false,
+        imm: None,
+        remote_addr: eth.va,
+        rkey: eth.rkey,
+        len: ATOMIC_LEN,
+        offset: 0,
+        chunk: ATOMIC_LEN,
+        pieces: &none,
+        mem,
+    };
+    let mut reached = None;
+    let (response, original) = match accept(rnic, st, &req, &mut reached) {
+        Ok(acc) => {
+            let done = read_modify_write(opcode, &seg, &acc.mem, &acc.pieces);
+            let original = done.as_ref().ok().copied();
+            (complete(rnic, st, &req, acc, done.map(|_| ())), original)
+        }
+        Err(r) => (r, None),
+    };
+    match (response, original) {
+        (Response::Done, Some(original)) => Outcome::Atomic(original),
+        (r, _) => outcome(r),
     }
 }
 

@@ -1,38 +1,61 @@
 //! The requester side of a wire QP: its new send WQEs read, checked and posted to the
-//! requester engine (their pieces kept for the whole message), and the engine's actions
-//! (completions, READ data) carried out.
+//! requester engine (their pieces kept for the whole message; memory operations posted as
+//! local work), and the engine's actions (completions, READ data, atomic results, memory
+//! operations) carried out.
 
 use super::bytes::scatter;
 use super::engines::{Kept, QpEngines};
+use super::{local, state};
+use crate::datapath::copy::Pieces;
 use crate::datapath::requester::complete_send;
-use crate::datapath::sge;
+use crate::datapath::{atomic, sge};
 use crate::guest_memory::RamSnapshot;
 use crate::rnic::{Rnic, RnicState};
 use crate::transport::requester::{Action, Message};
 use crate::transport::{MsgOp, WqeId};
+use std::time::Instant;
 use vrnic_hw::{Access, QpState, QpType, SendFlags, SendWqeHeader, VendorErr, WcStatus, WrOpcode};
 
 type Failure = (WcStatus, VendorErr);
 
-/// The message of a send WQE and its local pieces, or why the WQE fails. Atomics, SEND
-/// with invalidate and the memory operations are not on the wire yet: BAD_OPCODE.
+/// What a send WQE is for the requester engine.
+enum Resolved {
+    /// A message on the wire and its local pieces (payload source, READ target, atomic
+    /// result buffer).
+    Message(Message, Pieces),
+    /// A memory operation (REG_MR, LOCAL_INV, BIND_MW): checked and executed by the
+    /// in-process helpers when the engine reaches it (`Action::Local`).
+    Local,
+}
+
+/// The message of a send WQE and its local pieces, or why the WQE fails. XRC is not on
+/// the wire; UC has no READ or atomics (BAD_OPCODE, as in-process).
 fn resolve(
     st: &RnicState,
     mem: &RamSnapshot,
     qpn: u32,
     addr: u64,
     wqe: &SendWqeHeader,
-) -> Result<(Message, crate::datapath::copy::Pieces), Failure> {
+) -> Result<Resolved, Failure> {
     let bad = (WcStatus::LocQpOpErr, VendorErr::BadWqe);
     let qp = st.objects.qp(qpn).ok_or(bad)?;
     let bad_opcode = (WcStatus::LocQpOpErr, VendorErr::BadOpcode);
     let opcode = WrOpcode::try_from(wqe.opcode).map_err(|_| bad_opcode)?;
+    let rc = qp.kind == QpType::Rc;
     let op = match opcode {
         WrOpcode::Send => MsgOp::Send,
         WrOpcode::SendWithImm => MsgOp::SendImm(wqe.imm_data),
+        WrOpcode::SendWithInv => MsgOp::SendInv(wqe.rkey.to_native()),
         WrOpcode::RdmaWrite => MsgOp::Write,
         WrOpcode::RdmaWriteWithImm => MsgOp::WriteImm(wqe.imm_data),
-        WrOpcode::RdmaRead if qp.kind == QpType::Rc => MsgOp::Read,
+        WrOpcode::RdmaRead if rc => MsgOp::Read,
+        // The operands are read with the WQE's atomic_seg below.
+        WrOpcode::AtomicCmpAndSwp if rc => MsgOp::CompareSwap {
+            compare: 0,
+            swap: 0,
+        },
+        WrOpcode::AtomicFetchAndAdd if rc => MsgOp::FetchAdd { add: 0 },
+        WrOpcode::RegMr | WrOpcode::LocalInv | WrOpcode::BindMw => return Ok(Resolved::Local),
         _ => return Err(bad_opcode),
     };
     let known_flags = SendFlags::ALL.iter().fold(0u8, |acc, f| acc | u8::from(*f));
@@ -41,8 +64,25 @@ fn resolve(
     }
     let stride = 1u64 << qp.sq.ring.entry_shift;
     let payload = addr + SendWqeHeader::SIZE as u64;
-    let reading = opcode == WrOpcode::RdmaRead;
-    let (len, pieces) = if wqe.flags & u8::from(SendFlags::Inline) != 0 {
+    // READ data and atomic results are written into the local buffers.
+    let reading = opcode == WrOpcode::RdmaRead || atomic::is_atomic(opcode);
+    let mut op = op;
+    let (len, pieces) = if atomic::is_atomic(opcode) {
+        let at = SendWqeHeader::SIZE as u64;
+        let (seg, sge) = atomic::read_wqe(mem, addr, at, wqe, stride)?;
+        let (compare_add, swap) = (seg.compare_add.to_native(), seg.swap.to_native());
+        op = match opcode {
+            WrOpcode::AtomicCmpAndSwp => MsgOp::CompareSwap {
+                compare: compare_add,
+                swap,
+            },
+            _ => MsgOp::FetchAdd { add: compare_add },
+        };
+        let sges = [sge];
+        let access = u32::from(Access::LocalWrite);
+        let len = sge::check(&st.objects, sge::Owner::of(qp), &sges, access)?;
+        (len, sge::pieces(&st.objects, &sges, 0, len))
+    } else if wqe.flags & u8::from(SendFlags::Inline) != 0 {
         let len = u64::from(wqe.inline_len.to_native());
         if wqe.num_sge != 0
             || reading
@@ -62,7 +102,7 @@ fn resolve(
         }
         let sges =
             sge::read(mem, payload, n).map_err(|_| (WcStatus::LocQpOpErr, VendorErr::DmaFault))?;
-        let access = match reading {
+        let access = match opcode == WrOpcode::RdmaRead {
             true => u32::from(Access::LocalWrite),
             false => 0,
         };
@@ -88,7 +128,7 @@ fn resolve(
         solicited: flag(SendFlags::Solicited),
         xrc_srqn: None,
     };
-    Ok((msg, pieces))
+    Ok(Resolved::Message(msg, pieces))
 }
 
 /// Posts QP `qpn`'s WQEs from `e.posted` up to the producer index `sq_pi` (at most
@@ -122,11 +162,15 @@ pub fn post_new(
             .map_err(|_| (WcStatus::LocQpOpErr, VendorErr::DmaFault))
             .and_then(|wqe| resolve(st, mem, qpn, addr, &wqe).map(|r| (wqe, r)));
         match resolved {
-            Ok((wqe, (msg, pieces))) => {
+            Ok((wqe, resolved)) => {
                 let Some(rq) = e.requester.as_mut() else {
                     return worked;
                 };
-                if let Err(err) = rq.post(WqeId(index), msg) {
+                let (posted, pieces) = match resolved {
+                    Resolved::Message(msg, pieces) => (rq.post(WqeId(index), msg), pieces),
+                    Resolved::Local => (rq.post_local(WqeId(index)), Pieces::new()),
+                };
+                if let Err(err) = posted {
                     if !head {
                         return worked;
                     }
@@ -139,7 +183,12 @@ pub fn post_new(
                     e.requester = None;
                     return true;
                 }
-                e.kept.push_back(Kept { index, wqe, pieces });
+                e.kept.push_back(Kept {
+                    index,
+                    wqe,
+                    pieces,
+                    fault: false,
+                });
                 e.posted = index.wrapping_add(1);
                 worked = true;
             }
@@ -156,8 +205,10 @@ pub fn post_new(
     worked
 }
 
-/// Carries out the requester's actions; `payload` is the packet they answer (READ data).
-/// Returns whether the QP failed (its engines are to be dropped).
+/// Carries out the requester's actions (and those they lead to: a memory operation's
+/// completion); `payload` is the packet they answer (READ data). Returns whether the QP
+/// failed (its engines are to be dropped).
+#[allow(clippy::too_many_arguments)]
 pub fn apply(
     rnic: &Rnic,
     st: &mut RnicState,
@@ -166,47 +217,90 @@ pub fn apply(
     qpn: u32,
     actions: &mut Vec<Action>,
     payload: Option<&[u8]>,
+    now: Instant,
 ) -> bool {
     let mut failed = false;
-    for action in actions.drain(..) {
-        match action {
-            Action::Place { wqe, offset, len } => {
-                let (Some(kept), Some(p)) = (e.kept.iter().find(|k| k.index == wqe.0), payload)
-                else {
-                    continue;
-                };
-                let bytes = p.get(..len as usize).unwrap_or(p);
-                if scatter(mem, &kept.pieces, offset, bytes).is_err() {
-                    log::debug!(
-                        "{}: QP {qpn}: READ data not placed at {offset}",
-                        rnic.name()
-                    );
-                }
-            }
-            Action::Complete {
-                wqe,
-                status,
-                vendor_err,
-                byte_len,
-            } => {
-                let Some(kept) = e.kept.pop_front() else {
-                    continue;
-                };
-                let head = st.objects.qp(qpn).map(|qp| qp.sq.ci);
-                if kept.index != wqe.0 || head != Some(wqe.0) {
-                    log::warn!("{}: QP {qpn}: wire completion out of order", rnic.name());
-                }
-                let outcome = match status {
-                    WcStatus::Success => Ok(u64::from(byte_len)),
-                    s => Err((s, vendor_err)),
-                };
-                failed |= outcome.is_err();
-                complete_send(rnic, st, mem, qpn, &kept.wqe, outcome);
-            }
-            // Not posted on the wire yet (atomics, memory operations); the engine's own
-            // timers drive RNR waits.
-            Action::AtomicResult { .. } | Action::Local { .. } | Action::RnrWait { .. } => {}
+    while !actions.is_empty() {
+        let batch = std::mem::take(actions);
+        for action in batch {
+            failed |= apply_one(rnic, st, mem, e, qpn, action, payload, now, actions);
         }
     }
+    state::sync(st, qpn, e, now);
     failed
+}
+
+#[allow(clippy::too_many_arguments)]
+fn apply_one(
+    rnic: &Rnic,
+    st: &mut RnicState,
+    mem: &RamSnapshot,
+    e: &mut QpEngines,
+    qpn: u32,
+    action: Action,
+    payload: Option<&[u8]>,
+    now: Instant,
+    queued: &mut Vec<Action>,
+) -> bool {
+    match action {
+        Action::Place { wqe, offset, len } => {
+            let (Some(kept), Some(p)) = (e.kept.iter_mut().find(|k| k.index == wqe.0), payload)
+            else {
+                return false;
+            };
+            let bytes = p.get(..len as usize).unwrap_or(p);
+            if scatter(mem, &kept.pieces, offset, bytes).is_err() {
+                log::debug!(
+                    "{}: QP {qpn}: READ data not placed at {offset}",
+                    rnic.name()
+                );
+                kept.fault = true;
+            }
+        }
+        Action::AtomicResult { wqe, original } => {
+            let Some(kept) = e.kept.iter_mut().find(|k| k.index == wqe.0) else {
+                return false;
+            };
+            if scatter(mem, &kept.pieces, 0, &original.to_le_bytes()).is_err() {
+                log::debug!("{}: QP {qpn}: atomic result not placed", rnic.name());
+                kept.fault = true;
+            }
+        }
+        Action::Complete {
+            wqe,
+            status,
+            vendor_err,
+            byte_len,
+        } => {
+            let Some(kept) = e.kept.pop_front() else {
+                return false;
+            };
+            let head = st.objects.qp(qpn).map(|qp| qp.sq.ci);
+            if kept.index != wqe.0 || head != Some(wqe.0) {
+                log::warn!("{}: QP {qpn}: wire completion out of order", rnic.name());
+            }
+            // The local buffer could not take the READ data or the atomic's result: the
+            // requester's own memory failed, as in-process (LOC_PROT_ERR, DMA_FAULT).
+            let outcome = match (status, kept.fault) {
+                (WcStatus::Success, false) => Ok(u64::from(byte_len)),
+                (WcStatus::Success, true) => Err((WcStatus::LocProtErr, VendorErr::DmaFault)),
+                (s, _) => Err((s, vendor_err)),
+            };
+            let more = !e.kept.is_empty();
+            let owed = state::completing(st, qpn, more);
+            complete_send(rnic, st, mem, qpn, &kept.wqe, outcome);
+            state::completed(st, qpn, more, owed);
+            return outcome.is_err();
+        }
+        Action::Local { wqe } => local::execute(rnic, st, mem, e, qpn, wqe, now, queued),
+        // The engine's own timers drive the resend; the QP shows the wait.
+        Action::RnrWait {
+            until,
+            retries_left,
+        } => {
+            super::count::rnr_retry(rnic, st, qpn);
+            state::rnr_wait(st, qpn, until, retries_left);
+        }
+    }
+    false
 }
