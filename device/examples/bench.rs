@@ -10,7 +10,9 @@
 //! on the device (VRNIC_BENCH_IDLE_QPS, default 4000), UD SEND bandwidth of 4 KiB
 //! datagrams between two RoCE-mode devices, the rate and latency of RC FETCH_AND_ADD
 //! atomics on one word, and 64 KiB WRITE bandwidth and 8-byte latency of an XRC_INI QP
-//! through an XRC_TGT QP (the XRC row, next to RC).
+//! through an XRC_TGT QP (the XRC row, next to RC), and the RC QP again across the
+//! RoCEv2 wire: two hosts (services with their own switches) joined by a clean cable, at
+//! path MTU 1024 and 4096 (the wire rows, next to the in-process ones).
 //!
 //! The devices are driven by the tests' fake driver over real vfio-user sockets, with the
 //! doorbell BAR mmapped, so a post is what a guest's provider does: WQE stores, a doorbell
@@ -147,6 +149,62 @@ fn setup(devices: &TestDevices, i: usize, j: usize) -> Bench {
         dst,
         xrc_srqn: None,
     }
+}
+
+/// Two "hosts" (two services, each with its own fabric, poller and switch) whose RoCE
+/// devices' wire ports are joined by a clean cable: an RC QP between them runs as RoCEv2
+/// packets through the reliability engine at path MTU `mtu`. The hosts, switches and cable
+/// live as long as the returned value.
+fn setup_wire(mtu: vrnic_hw::Mtu) -> (Bench, impl Sized) {
+    use harness::devices::{gid_of, roce};
+    let poller = vrnic::fabric::PollerConfig {
+        idle: Duration::from_millis(1),
+        give_way: true,
+        threads: None,
+    };
+    let hosts = [
+        TestDevices::start_links_with(vec![roce(0)], poller),
+        TestDevices::start_links_with(vec![roce(1)], poller),
+    ];
+    let switches = [
+        vrnic::net::switch::Switch::new(),
+        vrnic::net::switch::Switch::new(),
+    ];
+    for (h, s) in hosts.iter().zip(&switches) {
+        h.fabric().attach_wire(s).expect("wire attached");
+    }
+    let cable = harness::cable::join(&switches[0], &switches[1], Default::default());
+    let mut a = FakeDriver::connect_with_ram(hosts[0].socket(0), hosts[0].lid(0), 512 << 20);
+    let mut b = FakeDriver::connect_with_ram(hosts[1].socket(0), hosts[1].lid(0), 512 << 20);
+    a.bring_up();
+    b.bring_up();
+    a.roce_up(gid_of(0));
+    b.roce_up(gid_of(1));
+    let caps = QpCaps {
+        sq_depth_log2: SQ_DEPTH_LOG2,
+        ..QpCaps::default()
+    };
+    let sa = harness::pair::new_side(&mut a, 0, caps);
+    let sb = harness::pair::new_side(&mut b, 1, caps);
+    let opts = ConnectOpts {
+        path_mtu: mtu,
+        ..ConnectOpts::default()
+    };
+    a.connect_qp_to(&sa.qp, b.addr(), sb.qp.qpn, &opts);
+    b.connect_qp_to(&sb.qp, a.addr(), sa.qp.qpn, &opts);
+    let src = a.reg_mr(sa.uctx, sa.pd, BUF, ACCESS_ALL);
+    let dst = b.reg_mr(sb.uctx, sb.pd, BUF, ACCESS_ALL);
+    a.mr_fill(&src, 0x5a);
+    b.mr_fill(&dst, 0);
+    let bench = Bench {
+        a,
+        b,
+        sa,
+        src,
+        dst,
+        xrc_srqn: None,
+    };
+    (bench, (hosts, switches, cable))
 }
 
 /// An XRC_INI QP on device `i` connected to an XRC_TGT QP of device `j`, whose XRC SRQ's
@@ -592,6 +650,36 @@ fn main() {
     );
     drop(xrc);
     drop(devices);
+
+    println!();
+    println!(
+        "RC over the RoCEv2 wire (two hosts in this process, a clean cable between their \
+         switches; the in-process figures above are the same QP without packets):"
+    );
+    for (mtu, name) in [
+        (vrnic_hw::Mtu::Size1024, 1024),
+        (vrnic_hw::Mtu::Size4096, 4096),
+    ] {
+        let (mut wire, keep) = setup_wire(mtu);
+        let mut row = format!("  path MTU {name}: WRITE");
+        for size in [4u64 << 10, 64 << 10, 1 << 20] {
+            let (bps, _) = write_bandwidth(&mut wire, size, secs);
+            row += &format!(" {} KiB {:.3} GiB/s,", size >> 10, gib(bps));
+        }
+        let got = wire.b.mr_read(&wire.dst, BUF - 64, 64);
+        assert!(
+            got.iter().all(|b| *b == 0x5a),
+            "WRITE data did not cross the wire"
+        );
+        let lat = write_latency(&mut wire, secs);
+        println!(
+            "{row} 8-byte WRITE median {:.2} us, p99 {:.2} us",
+            percentile(&lat, 0.5) / 1000.0,
+            percentile(&lat, 0.99) / 1000.0,
+        );
+        drop(wire);
+        drop(keep);
+    }
 
     println!();
     println!("aggregate RDMA WRITE 64 KiB, one driver thread per device pair:");

@@ -451,13 +451,11 @@ fn record_datagram(rnic: &Rnic, target: &Rnic, send: &Send, psn: u32, response: 
     });
     p.imm = send.imm;
     p.bth.solicited = send.solicited;
-    let mut data = vec![0u8; usize::try_from(send.len).unwrap_or(0)];
-    let mut at = 0usize;
-    for &(addr, n) in send.pieces.iter() {
-        let n = usize::try_from(n).unwrap_or(0).min(data.len() - at);
-        let _ = send.mem.read(addr, &mut data[at..at + n]);
-        at += n;
-    }
-    p.payload = data;
+    // Bytes the sender's memory does not give are shown as zeros.
+    let len = usize::try_from(send.len).unwrap_or(0);
+    p.payload = send
+        .payload
+        .to_vec(send.len)
+        .unwrap_or_else(|| vec![0; len]);
     record(rnic, target, vec![p]);
 }

@@ -10,7 +10,7 @@ use super::copy::{copy, Fault, Pieces};
 use super::grh::{Grh, GRH_LEN};
 use super::receive;
 use super::responder::Response;
-use crate::addr::{Address, Gid};
+use crate::addr::{Address, Gid, Mac};
 use crate::guest_memory::RamSnapshot;
 use crate::objects::counters::{Answer, Counters, Op, Wire};
 use crate::objects::Qp;
@@ -36,6 +36,8 @@ pub struct Datagram {
     /// IB mode: the sender's LID.
     pub slid: u16,
     pub grh: Option<Grh>,
+    /// RoCE mode: the destination MAC the driver resolved (the wire's frame goes there).
+    pub dmac: Mac,
 }
 
 /// Bit 31 of remote_qkey: send with the QP's own Q_Key.
@@ -111,7 +113,40 @@ pub fn resolve(
         sl: av.sl,
         slid: rnic.lid(),
         grh,
+        dmac: Mac(av.dmac),
     })
+}
+
+/// Where a datagram's payload is.
+#[derive(Clone, Copy)]
+pub enum Payload<'a> {
+    /// In the sender's guest memory (a device of this process).
+    Guest {
+        mem: &'a RamSnapshot,
+        pieces: &'a Pieces,
+    },
+    /// In the packet it came in (the wire).
+    Bytes(&'a [u8]),
+}
+
+impl Payload<'_> {
+    /// The first `len` bytes, or None where the sender's memory cannot be read.
+    pub fn to_vec(&self, len: u64) -> Option<Vec<u8>> {
+        let len = usize::try_from(len).ok()?;
+        match *self {
+            Payload::Guest { mem, pieces } => {
+                let mut data = vec![0u8; len];
+                let mut at = 0usize;
+                for &(addr, n) in pieces {
+                    let n = usize::try_from(n).ok()?.min(len - at);
+                    mem.read(addr, &mut data[at..at + n]).ok()?;
+                    at += n;
+                }
+                (at == len).then_some(data)
+            }
+            Payload::Bytes(b) => b.get(..len).map(<[u8]>::to_vec),
+        }
+    }
 }
 
 /// One datagram on its way: the resolved AV and the sender's payload.
@@ -120,8 +155,7 @@ pub struct Send<'a> {
     pub len: u64,
     pub imm: Option<[u8; 4]>,
     pub solicited: bool,
-    pub pieces: &'a Pieces,
-    pub mem: &'a RamSnapshot,
+    pub payload: Payload<'a>,
 }
 
 /// A datagram the destination QP took: where its GRH and payload go.
@@ -158,11 +192,17 @@ pub fn deliver(rnic: &Rnic, s: &Send) -> Response {
         }
     };
     let (head, tail) = split(&acc.pieces, GRH_LEN as u64);
-    let placed = match acc.grh {
-        Some(grh) => write_pieces(&acc.mem, &head, &grh)
-            .and_then(|()| copy(&acc.mem, &tail, s.mem, s.pieces, s.len)),
-        None => copy(&acc.mem, &tail, s.mem, s.pieces, s.len),
+    let grh_written = match acc.grh {
+        Some(grh) => write_pieces(&acc.mem, &head, &grh),
+        None => Ok(()),
     };
+    let placed = grh_written.and_then(|()| match s.payload {
+        Payload::Guest { mem, pieces } => copy(&acc.mem, &tail, mem, pieces, s.len),
+        Payload::Bytes(bytes) => {
+            let n = usize::try_from(s.len).map_err(|_| Fault::Source)?;
+            write_pieces(&acc.mem, &tail, bytes.get(..n).ok_or(Fault::Source)?)
+        }
+    });
     complete(rnic, &mut rnic.lock(), s, acc, placed)
 }
 

@@ -6,7 +6,9 @@ use super::copy::Pieces;
 use super::datagram::{self, Datagram};
 use super::memory_ops;
 use super::responder::{respond, Request, Response};
-use super::{atomic, capture, receive, sge, Budget, Peers, Progress, Route, CHUNK, WQE_BUDGET};
+use super::{
+    atomic, capture, receive, sge, wire, Budget, Peers, Progress, Route, CHUNK, WQE_BUDGET,
+};
 use crate::addr::{Address, Gid};
 use crate::guest_memory::RamSnapshot;
 use crate::objects::counters::{Op, Wire};
@@ -521,22 +523,29 @@ fn carry_out(peers: &dyn Peers, rnic: &Rnic, t: &Transfer) -> Response {
     let with_imm = matches!(t.opcode, WrOpcode::SendWithImm | WrOpcode::RdmaWriteWithImm);
     let solicited = t.wqe.flags & u8::from(SendFlags::Solicited) != 0;
     if let Some(dg) = &t.datagram {
-        let Some(Route::Device(target)) = peers.route(&t.dest) else {
-            // Nothing answers to that address: the datagram is gone, as on a wire.
-            datagram::dropped(rnic, "no route", dg.dest_qpn);
-            return Response::Done;
-        };
         let send = datagram::Send {
             dg,
             len: t.len,
             imm: with_imm.then_some(t.wqe.imm_data),
             solicited,
-            pieces: &t.pieces,
-            mem: &t.mem,
+            payload: datagram::Payload::Guest {
+                mem: &t.mem,
+                pieces: &t.pieces,
+            },
         };
-        let response = datagram::deliver(&target, &send);
-        capture::datagram(rnic, &target, &send, t.psn, response);
-        return response;
+        return match (peers.route(&t.dest), peers.wire(rnic)) {
+            (Some(Route::Device(target)), _) => {
+                let response = datagram::deliver(&target, &send);
+                capture::datagram(rnic, &target, &send, t.psn, response);
+                response
+            }
+            (Some(Route::Wire), Some(wire)) => wire::datagram::send(&wire, rnic, &send, t.psn),
+            _ => {
+                // Nothing answers to that address: the datagram is gone, as on a wire.
+                datagram::dropped(rnic, "no route", dg.dest_qpn);
+                Response::Done
+            }
+        };
     }
     let Some(Route::Device(target)) = peers.route(&t.dest) else {
         return Response::Unreachable;

@@ -7,6 +7,8 @@
 //! (`mod harness;`), and so does the benchmark (`examples/bench.rs`, through `#[path]`).
 //!
 //! Layout:
+//! - `cable`: two test hosts' switches joined by a seeded lossy, duplicating, reordering
+//!   cable (the wire-path tests);
 //! - `devices`: N devices in-process (temp sockets, a server thread each, one poller);
 //! - `vfio`: the vfio-user client, in two layers on one framing: `RawClient` (any message,
 //!   malformed ones included) and `VfioClient` on it (typed: VERSION, DMA_MAP, REGION_*,
@@ -27,6 +29,7 @@
 //! Every wait has a deadline (`TIMEOUT`): a broken device fails a test, never hangs it.
 #![allow(dead_code, unused_imports, unused_macros)]
 
+pub mod cable;
 pub mod commands;
 pub mod devices;
 pub mod driver;

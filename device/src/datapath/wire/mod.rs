@@ -42,6 +42,12 @@
 //!   at the first packet, receive WQE claimed at a SEND's first packet, CQE at the last,
 //!   COMM_EST in RTR), with the payload taken from the frame instead of the requester's
 //!   guest memory; READ responses (`Payload::Memory`) are read from the responder's MR.
+//! - **Datagrams** (`datagram`). A UD or GSI send WQE whose AV's GID no device of this
+//!   process holds leaves as one UD SEND Only packet (DETH: Q_Key, source QPN; QP1 for a
+//!   GSI QP) to the AV's `dmac`, sent from the requester's `carry_out` with no lock held.
+//!   Received UD packets are decoded before the device lock is taken and delivered by the
+//!   in-process datagram steps (`datapath::datagram::deliver`), the GRH area from the
+//!   packet's IP header. CM MADs to QP1 travel this way, so ib_cm and rdma_cm work across.
 //! - **Counters**: frames in, dropped (queue full, undecodable, bad ICRC, unknown QP),
 //!   frames out; the engines' `RequesterStats`/`ResponderStats` (retransmissions,
 //!   timeouts, NAKs, duplicates) feed SPEC's counters.
@@ -53,7 +59,7 @@
 //!
 //! # Files
 //!
-//! `port` (the wire port), `frames` (a QP's path: MACs, IP, UDP source port; received
+//! `port` (the wire port), `datagram` (UD and GSI packets out and in), `frames` (a QP's path: MACs, IP, UDP source port; received
 //! frames classified), `engines` (configurations from the QP's attributes, the per-QP map
 //! by epoch, the kept WQEs), `send` (WQEs posted, requester actions), `receive` (one
 //! request packet through the responder's steps, READ response bytes), `bytes` (payloads
@@ -64,7 +70,7 @@
 //! # Not yet on the wire
 //!
 //! - Atomics, SEND with invalidate and memory operations on wire QPs (they complete with
-//!   BAD_OPCODE now), XRC, UD and QP1 (CM MADs).
+//!   BAD_OPCODE now), XRC.
 //! - The SPEC port and QP counters of wire traffic (the engines' stats are kept, not yet
 //!   fed), `Qp::waiting` from `RnrWait`, QUERY_QP's sq_psn/rq_psn from the engines,
 //!   RTS->RTS `reconfigure`, SQ_DRAINED only once the posted WQEs have all completed.
@@ -73,6 +79,7 @@
 //! - The wire path in `examples/bench`.
 
 pub mod bytes;
+pub mod datagram;
 pub mod engines;
 pub mod frames;
 pub mod port;
@@ -247,9 +254,19 @@ fn transmit(
 }
 
 /// Sends the frames with no device lock held.
-fn send_all(wire: &WireDevice, frames: Vec<Vec<u8>>) {
-    for f in frames {
-        wire.port.send(&f);
+fn send_all(wire: &WireDevice, rnic: &Rnic, frames: Vec<Vec<u8>>) {
+    for f in &frames {
+        wire.port.send(f);
+    }
+    tap_frames(rnic, &frames);
+}
+
+/// The device's packet tap, while on, gets the frames it sent as they left (decoded again:
+/// the cost is the capture's, not the data path's).
+pub fn tap_frames(rnic: &Rnic, frames: &[Vec<u8>]) {
+    if crate::wire::tap::any_on() && rnic.tap.is_on() {
+        let packets = frames.iter().filter_map(|f| classify(f).ok()).collect();
+        rnic.tap.record(&Arc::new(packets));
     }
 }
 
@@ -284,7 +301,7 @@ pub fn service_qp(peers: &dyn Peers, rnic: &Arc<Rnic>, qpn: u32, now: Instant) -
         }
     }
     progress.worked |= !frames.is_empty();
-    send_all(&wire, frames);
+    send_all(&wire, rnic, frames);
     Some(progress)
 }
 
@@ -330,7 +347,22 @@ pub fn poll(peers: &dyn Peers, rnic: &Arc<Rnic>, now: Instant) -> Progress {
     let Some(wire) = peers.wire(rnic) else {
         return progress;
     };
-    let incoming = wire.port.take(RX_BATCH);
+    // Frames are decoded with no lock held; datagrams are delivered by the datagram
+    // steps, which take the device lock themselves.
+    let counters = &wire.port.counters;
+    let mut incoming = Vec::new();
+    let frames = wire.port.take(RX_BATCH);
+    // What came in, as it came (before any check but the frame's own), for a capture.
+    tap_frames(rnic, &frames);
+    for f in frames {
+        progress.worked = true;
+        match classify(&f) {
+            Ok(p) if datagram::is_datagram(&p) => datagram::receive(rnic, &p),
+            Ok(p) => incoming.push(p),
+            Err(Dropped::Icrc(_)) => _ = counters.rx_bad_icrc.fetch_add(1, Relaxed),
+            Err(_) => _ = counters.rx_bad.fetch_add(1, Relaxed),
+        }
+    }
     // Nothing came and no QP is on the wire: the device lock is not needed (the map is
     // only looked at, with no device lock held, so no lock nests the wrong way).
     if incoming.is_empty() && wire.qps().is_empty() {
@@ -342,20 +374,8 @@ pub fn poll(peers: &dyn Peers, rnic: &Arc<Rnic>, now: Instant) -> Progress {
         let Some(mem) = st.mem() else {
             return progress;
         };
-        let counters = &wire.port.counters;
         let mut qps = wire.qps();
-        for f in incoming {
-            progress.worked = true;
-            let packet = match classify(&f) {
-                Ok(p) => p,
-                Err(why) => {
-                    match why {
-                        Dropped::Icrc(_) => counters.rx_bad_icrc.fetch_add(1, Relaxed),
-                        _ => counters.rx_bad.fetch_add(1, Relaxed),
-                    };
-                    continue;
-                }
-            };
+        for packet in incoming {
             let qpn = packet.bth.dest_qpn;
             let Some(e) =
                 engines_for(peers, rnic, &st, &mut qps, qpn).filter(|e| e.path.answers(&packet))
@@ -390,6 +410,6 @@ pub fn poll(peers: &dyn Peers, rnic: &Arc<Rnic>, now: Instant) -> Progress {
         }
     }
     progress.worked |= !frames.is_empty();
-    send_all(&wire, frames);
+    send_all(&wire, rnic, frames);
     progress
 }

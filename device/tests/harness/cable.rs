@@ -1,0 +1,91 @@
+//! A cable between two test hosts' switches (two services, each with its own fabric and
+//! switch): each end is a port of one switch whose frames come out of the other switch's
+//! port, dropped, duplicated or reordered by a seeded impairment. For the wire-path tests.
+
+use std::sync::{Arc, Mutex, OnceLock};
+use vrnic::net::port::{Ingress, Port, PortId};
+use vrnic::net::switch::Switch;
+
+/// What the link between the hosts does to frames, per mille, from a seed.
+#[derive(Clone, Copy, Default)]
+pub struct Impairment {
+    pub seed: u64,
+    pub loss: u64,
+    pub dup: u64,
+    pub reorder: u64,
+}
+
+pub struct LinkState {
+    rng: u64,
+    held: Option<Vec<u8>>,
+    pub lost: u64,
+}
+
+/// One end of the cable: frames the switch gives it come out of the other end.
+pub struct LinkEnd {
+    name: String,
+    peer: OnceLock<(Arc<Switch>, PortId)>,
+    impair: Impairment,
+    pub state: Mutex<LinkState>,
+}
+
+impl LinkEnd {
+    fn roll(st: &mut LinkState, per_mille: u64) -> bool {
+        // xorshift64*
+        st.rng ^= st.rng >> 12;
+        st.rng ^= st.rng << 25;
+        st.rng ^= st.rng >> 27;
+        st.rng.wrapping_mul(0x2545_f491_4f6c_dd1d) % 1000 < per_mille
+    }
+}
+
+impl Port for LinkEnd {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn transmit(&self, frame: &[u8]) {
+        let out = {
+            let mut st = self.state.lock().unwrap();
+            let i = self.impair;
+            let mut out = Vec::new();
+            if Self::roll(&mut st, i.loss) {
+                st.lost += 1;
+            } else if Self::roll(&mut st, i.reorder) && st.held.is_none() {
+                // This frame overtakes nothing now: the next one goes first.
+                st.held = Some(frame.to_vec());
+            } else {
+                out.push(frame.to_vec());
+                if Self::roll(&mut st, i.dup) {
+                    out.push(frame.to_vec());
+                }
+                out.extend(st.held.take());
+            }
+            out
+        };
+        let (switch, port) = self.peer.get().expect("joined");
+        for f in out {
+            switch.receive(*port, &f);
+        }
+    }
+}
+
+/// Joins switches `a` and `b` with a cable impaired by `impair` in each direction.
+pub fn join(a: &Arc<Switch>, b: &Arc<Switch>, impair: Impairment) -> [Arc<LinkEnd>; 2] {
+    let end = |name: &str, seed: u64| LinkEnd {
+        name: name.into(),
+        peer: OnceLock::new(),
+        impair: Impairment { seed, ..impair },
+        state: Mutex::new(LinkState {
+            rng: seed | 1,
+            held: None,
+            lost: 0,
+        }),
+    };
+    let ea = a.attach(|_| Arc::new(end("cable-a", impair.seed)));
+    let eb = b.attach(|_| Arc::new(end("cable-b", impair.seed ^ 0x9e37_79b9)));
+    let ids = (a.stats().len() - 1, b.stats().len() - 1);
+    ea.peer.set((b.clone(), ids.1)).ok();
+    eb.peer.set((a.clone(), ids.0)).ok();
+    [ea, eb]
+}
