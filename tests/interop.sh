@@ -8,10 +8,10 @@
 # shellcheck shell=bash disable=SC2016,SC2034 # expanded in the guests; the arrays are for the scripts that source this
 
 # INTEROP_PENDING: the tests that need what vrnic's wire does not carry yet, as a regex on
-# their names: UD datagrams and QP1/GSI (CM MADs, so rdma_cm: -R, rping, ucmatose) and
-# atomics. They run, and fail, when a script runs its whole set; `--ready` (as
-# tests/run-all.sh runs them) leaves them out.
-INTEROP_PENDING='-R$|rping|ucmatose'
+# their names: atomics (a vrnic requester completes them LOC_QP_OP_ERR, its responder
+# NAKs rxe's as invalid requests). They run, and fail, when a script runs its whole set;
+# `--ready` (as tests/run-all.sh runs them) leaves them out.
+INTEROP_PENDING='atomic'
 
 {
 	D='-d ${RXE:-$ROCE}' G='${GID4:-$GIDX}' PF='-F -p $PORT'
@@ -34,9 +34,11 @@ INTEROP_PENDING='-R$|rping|ucmatose'
 	done
 	INTEROP_MATRIX+=(
 		"ib_atomic_bw-R|$(bw_row 8)|ib_atomic_bw $D -R -n 200 -o 16 $PF|ib_atomic_bw $D -R -n 200 -o 16 $PF \$PEER"
-		# UD: fewer messages (500) than the receives the server posts (512), so none is
-		# dropped for want of a receive.
-		"ib_send_bw-UD-R|^ *[0-9]+ +500 +[0-9.]+ +[0-9.]+|ib_send_bw $D -c UD -R -n 500 $PF|ib_send_bw $D -c UD -R -n 500 $PF \$PEER"
+		# UD: a datagram that finds no room is gone, and perftest's server waits for every
+		# one. 200 is fewer than the receives it posts (512) and than the frames vrnic's
+		# port holds for a guest that drains slowly (net::vhost::BACKLOG, 256: a burst of
+		# 500 from vrnic lost 240 on the way into the Soft-RoCE guest under TCG).
+		"ib_send_bw-UD-R|^ *[0-9]+ +200 +[0-9.]+ +[0-9.]+|ib_send_bw $D -c UD -R -n 200 $PF|ib_send_bw $D -c UD -R -n 200 $PF \$PEER"
 		# -V: the server verifies every ping's data
 		"rping|^ping data: rdma-ping-9: |rping -s -a \$MYIP -p \$PORT -V -C 10 -S 3000|rping -c -a \$PEER -p \$PORT -V -C 10 -S 3000 -v"
 		"ucmatose|^test complete|ucmatose -b \$MYIP -p \$PORT -C 10 -S 2000|ucmatose -s \$PEER -p \$PORT -C 10 -S 2000"
