@@ -13,27 +13,34 @@
 # ib_write_lat, both ways) are printed, never asserted. One boot of the two guests serves
 # every test. Both eth0 MTUs are 1500 (RoCE active MTU 1024 on both sides).
 # The test set is tests/interop.sh's.
-# Usage: tests/e2e-softroce.sh [--ready | --except REGEX]
+# Usage: tests/e2e-softroce.sh [--ready | --except REGEX | --rxe-pair]
 #   --ready         leave out the tests that need what vrnic's wire lacks yet (INTEROP_PENDING)
 #   --except REGEX  leave out the tests whose name matches
+#   --rxe-pair      the figures only, for comparison, with guest A running Soft-RoCE too
+#                   (on a --net port of the same switch): Soft-RoCE to Soft-RoCE
 # Prints one PASS/FAIL line per check and "e2e-softroce: N passed, M failed".
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/interop.sh"
 
-except=''
+except='' rxe_pair=''
 case ${1:-} in
 --ready) except=$INTEROP_PENDING ;;
 --except) except=${2:?--except REGEX} ;;
+--rxe-pair) rxe_pair=1 ;;
 '') ;;
-*) echo "usage: tests/e2e-softroce.sh [--ready | --except REGEX]" >&2; exit 2 ;;
+*) echo "usage: tests/e2e-softroce.sh [--ready | --except REGEX | --rxe-pair]" >&2; exit 2 ;;
 esac
 
 # TESTS: NAME|WHERE|CHECK|SERVER|CLIENT; guest a is A (vrnic), guest b is S (Soft-RoCE).
 TESTS=()
-for t in "${INTEROP_MATRIX[@]}" "${INTEROP_FIGURES[@]}"; do
-	TESTS+=("vrnic-client-${t%%|*}|pair|${t#*|}" "vrnic-server-${t%%|*}|rev|${t#*|}")
-done
+if [[ -n $rxe_pair ]]; then
+	for t in "${INTEROP_FIGURES[@]}"; do TESTS+=("rxe-rxe-${t%%|*}|pair|${t#*|}"); done
+else
+	for t in "${INTEROP_MATRIX[@]}" "${INTEROP_FIGURES[@]}"; do
+		TESTS+=("vrnic-client-${t%%|*}|pair|${t#*|}" "vrnic-server-${t%%|*}|rev|${t#*|}")
+	done
+fi
 if [[ -n $except ]]; then
 	sel=()
 	for t in "${TESTS[@]}"; do [[ ${t%%|*} =~ $except ]] || sel+=("$t"); done
@@ -43,8 +50,13 @@ fi
 
 session_begin softroce-interop
 build_all
-VRNIC_SERVE_ARGS="${VRNIC_SERVE_ARGS:-} --net name=s,socket=$WORK/s.net,mac=$LINK_B_MAC" \
-	start_vrnic "ra,link=eth,mac=$LINK_A_MAC,net=$WORK/ra.net"
+if [[ -n $rxe_pair ]]; then
+	VRNIC_SERVE_ARGS="${VRNIC_SERVE_ARGS:-} --net name=ra,socket=$WORK/ra.net,mac=$LINK_A_MAC --net name=s,socket=$WORK/s.net,mac=$LINK_B_MAC" \
+		start_vrnic
+else
+	VRNIC_SERVE_ARGS="${VRNIC_SERVE_ARGS:-} --net name=s,socket=$WORK/s.net,mac=$LINK_B_MAC" \
+		start_vrnic "ra,link=eth,mac=$LINK_A_MAC,net=$WORK/ra.net"
+fi
 for s in ra s; do
 	n=0
 	until [[ -S $WORK/$s.net ]]; do
@@ -52,13 +64,19 @@ for s in ra s; do
 		sleep 0.1
 	done
 done
-printf '%s\n' "${TESTS[@]}" | cut -d'|' -f1,2,4,5 | suite_job a
 printf '%s\n' "${TESTS[@]}" | cut -d'|' -f1,2,4,5 | SOFTROCE_MTU=1500 softroce_job b
+a_opts=(--dev ra)
+if [[ -n $rxe_pair ]]; then
+	printf '%s\n' "${TESTS[@]}" | cut -d'|' -f1,2,4,5 | SOFTROCE_MTU=1500 softroce_job a
+	a_opts=(--initrd "$CACHE/guest.cpio")
+else
+	printf '%s\n' "${TESTS[@]}" | cut -d'|' -f1,2,4,5 | suite_job a
+fi
 
-say "booting guest A (vrnic) and guest S (Soft-RoCE); ${#TESTS[@]} tests"
+say "booting guest A (${rxe_pair:+Soft-RoCE, }vrnic) and guest S (Soft-RoCE); ${#TESTS[@]} tests"
 t0=$SECONDS
 guest_start b --ip "$LINK_B_IP/24" --mac "$LINK_B_MAC" --vhost-net "$WORK/s.net" --initrd "$CACHE/guest.cpio" --timeout 1500
-guest_start a --dev ra --ip "$LINK_A_IP/24" --mac "$LINK_A_MAC" --vhost-net "$WORK/ra.net" --timeout 1500
+guest_start a "${a_opts[@]}" --ip "$LINK_A_IP/24" --mac "$LINK_A_MAC" --vhost-net "$WORK/ra.net" --timeout 1500
 guests_wait || show_tails
 say "guests done after $((SECONDS - t0)) s"
 load=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -92,7 +110,7 @@ for t in "${TESTS[@]}"; do
 	interop_check "$name" "$pattern"
 done
 check_guests_clean a b
-echo "figures, vrnic <-> Soft-RoCE across vrnic's switch (TCG guests; load average $load at the end):"
-grep -E '^vrnic-(client|server)-figure-ib_write_(bw|lat) client: +(#bytes|[0-9]+ +[0-9]+ )' "$out" || echo "  none"
+echo "figures, ${rxe_pair:+Soft-RoCE <-> Soft-RoCE}${rxe_pair:-vrnic <-> Soft-RoCE} across vrnic's switch (TCG guests; load average $load at the end):"
+grep -E '^(vrnic-(client|server)|rxe-rxe)-figure-ib_write_(bw|lat) client: +(#bytes|[0-9]+ +[0-9]+ )' "$out" || echo "  none"
 echo "e2e-softroce: $pass passed, $fail failed"
 ((fail == 0))
