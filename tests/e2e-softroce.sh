@@ -73,7 +73,9 @@ else
 	printf '%s\n' "${TESTS[@]}" | cut -d'|' -f1,2,4,5 | suite_job a
 fi
 
-say "booting guest A (${rxe_pair:+Soft-RoCE, }vrnic) and guest S (Soft-RoCE); ${#TESTS[@]} tests"
+pair_name='vrnic <-> Soft-RoCE'
+[[ -z $rxe_pair ]] || pair_name='Soft-RoCE <-> Soft-RoCE'
+say "booting guest A and guest S ($pair_name); ${#TESTS[@]} tests"
 t0=$SECONDS
 guest_start b --ip "$LINK_B_IP/24" --mac "$LINK_B_MAC" --vhost-net "$WORK/s.net" --initrd "$CACHE/guest.cpio" --timeout 1500
 guest_start a "${a_opts[@]}" --ip "$LINK_A_IP/24" --mac "$LINK_A_MAC" --vhost-net "$WORK/ra.net" --timeout 1500
@@ -110,7 +112,7 @@ for t in "${TESTS[@]}"; do
 	interop_check "$name" "$pattern"
 done
 check_guests_clean a b
-echo "figures, ${rxe_pair:+Soft-RoCE <-> Soft-RoCE}${rxe_pair:-vrnic <-> Soft-RoCE} across vrnic's switch (TCG guests; load average $load at the end):"
+echo "figures, $pair_name across vrnic's switch (TCG guests; load average $load at the end):"
 grep -E '^(vrnic-(client|server)|rxe-rxe)-figure-ib_write_(bw|lat) client: +(#bytes|[0-9]+ +[0-9]+ )' "$out" || echo "  none"
 echo "e2e-softroce: $pass passed, $fail failed"
 ((fail == 0))
