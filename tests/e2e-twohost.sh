@@ -8,13 +8,42 @@
 # between the two devices goes onto that wire as RoCEv2 packets (the devices are in
 # different processes). tests/guest/net.sh is the guest half (as in tests/e2e-net.sh).
 # Checks: ping between the guests, a 4 MiB TCP stream byte-exact (SHA-256 at both ends), a
-# 32 MiB transfer (rate printed, never asserted), ibv_rc_pingpong -c across the hosts, then
-# again once the host has impaired both uplinks' RoCEv2 frames ($IMPAIR: loss, reordering,
-# duplication; the guest asks for it through its job directory) with the rules' counts,
-# each uplink's counters (frames both ways, nothing dropped), no oops, both guests powered off.
+# 32 MiB transfer (rate printed, never asserted), ibv_rc_pingpong -c across the hosts; then
+# tests/interop.sh's test set (tests/guest/suite.sh, guest a's clients against guest b's
+# servers), clean-*, and again, impaired-*, once the host has impaired both uplinks'
+# RoCEv2 frames ($IMPAIR: loss, reordering, duplication; guest a asks for it through its
+# job directory), with the rules' counts and both devices' `vrnic ctl counters` (retries
+# printed); each uplink's counters (frames both ways, nothing dropped), no oops, both
+# guests powered off. UD is left out of the impaired round: a lost datagram is gone, and
+# perftest's server would wait for it.
+# Usage: tests/e2e-twohost.sh [--ready | --except REGEX]
+#   --ready         leave out the tests that need what vrnic's wire lacks yet (INTEROP_PENDING)
+#   --except REGEX  leave out the tests of the set whose name matches
 # Needs root (namespaces, veth). Prints PASS/FAIL lines and "e2e-twohost: N passed, M failed".
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/interop.sh"
+
+except=''
+case ${1:-} in
+--ready) except=$INTEROP_PENDING ;;
+--except) except=${2:?--except REGEX} ;;
+'') ;;
+*) echo "usage: tests/e2e-twohost.sh [--ready | --except REGEX]" >&2; exit 2 ;;
+esac
+# TESTS: NAME|WHERE|CHECK|SERVER|CLIENT (tests/guest/suite.sh); impair-wire is the step
+# between the two rounds.
+TESTS=()
+for t in "${INTEROP_MATRIX[@]}"; do TESTS+=("clean-${t%%|*}|pair|${t#*|}"); done
+TESTS+=("impair-wire|pair|^impairment on\$|true|sh /job/impair-wire.sh")
+for t in "${INTEROP_MATRIX[@]}"; do
+	[[ $t == *-UD-* ]] || TESTS+=("impaired-${t%%|*}|pair|${t#*|}")
+done
+if [[ -n $except ]]; then
+	sel=()
+	for t in "${TESTS[@]}"; do [[ ${t%%|*} =~ $except ]] || sel+=("$t"); done
+	TESTS=("${sel[@]}")
+fi
 
 session_begin twohost
 ((EUID == 0)) || { say "e2e-twohost needs root (network namespaces and a veth pair)"; exit 1; }
@@ -65,16 +94,25 @@ done
 for role in a b; do
 	mkdir -p "$WORK/$role"
 	cp "$REPO/tests/guest/net.sh" "$WORK/$role/run.sh"
-	cp "$REPO/tests/guest/netperf.py" "$REPO/tests/guest/devices.sh" "$WORK/$role/"
+	cp "$REPO/tests/guest/netperf.py" "$REPO/tests/guest/devices.sh" "$REPO/tests/guest/suite.sh" "$WORK/$role/"
 	echo "$role" >"$WORK/$role/role"
+	printf '%s\n' "${TESTS[@]}" | cut -d'|' -f1,2,4,5 >"$WORK/$role/tests"
 done
 echo "$LINK_A_IP" >"$WORK/a/ip"
 echo "$LINK_B_IP" >"$WORK/a/peer"
+echo "$LINK_B_IP" >"$WORK/a/other"
 echo "$LINK_B_IP" >"$WORK/b/ip"
 echo "$LINK_A_IP" >"$WORK/b/peer"
+echo "$LINK_A_IP" >"$WORK/b/other"
 # VRNIC_NET_PERF=1: ib_write_bw and ib_write_lat between the guests too (figures only).
 [[ -z ${VRNIC_NET_PERF:-} ]] || touch "$WORK/a/perf" "$WORK/b/perf"
-touch "$WORK/a/impair" "$WORK/b/impair"
+# The impair-wire step (guest a, between the rounds): ask the host, wait until it has.
+cat >"$WORK/a/impair-wire.sh" <<'EOF'
+touch /job/impair-request
+n=0
+until [ -f /job/impair-on ] || [ $n -ge 300 ]; do n=$((n + 1)); sleep 0.2; done
+if [ -f /job/impair-on ]; then echo "impairment on"; else echo "the host did not impair the wire"; exit 1; fi
+EOF
 # When guest a asks (after the clean round), impair both uplinks, then tell it.
 (
 	until [[ -f $WORK/a/impair-request ]]; do sleep 0.2; done
@@ -84,19 +122,26 @@ touch "$WORK/a/impair" "$WORK/b/impair"
 	touch "$WORK/a/impair-on"
 ) &
 WATCH=$!
-say "booting the guests (guest a on host A, guest b on host B)"
+say "booting the guests (guest a on host A, guest b on host B); ${#TESTS[@]} tests after the network checks"
+t0=$SECONDS
 guest_start b --dev rb --ip "$LINK_B_IP/24" --mac "$LINK_B_MAC" --vhost-net "$WORK/b.net" --timeout 1500
 guest_start a --dev ra --ip "$LINK_A_IP/24" --mac "$LINK_A_MAC" --vhost-net "$WORK/a.net" --timeout 1500
 guests_wait || show_tails
+say "guests done after $((SECONDS - t0)) s"
 load=$(cut -d' ' -f1-3 /proc/loadavg)
 out=$WORK/out.log
 for h in a b; do
 	"$VRNIC_BIN" ctl --control "$WORK/$h.ctl" --json uplinks 2>&1 | sed "s/^/host $h uplinks: /"
 	"$VRNIC_BIN" ctl --control "$WORK/$h.ctl" impair up 2>&1 | sed "s/^/host $h impair: /"
+	"$VRNIC_BIN" ctl --control "$WORK/$h.ctl" counters "r$h" 2>&1 | sed "s/^/host $h counters: /"
 done >"$out"
 for role in a b; do
 	echo "--- guest $role"
-	cat "$WORK/$role/output.log" 2>/dev/null || { echo "no job output; console tail:"; tail -n 40 "$WORK/$role/console.log"; }
+	grep -vE '^== ' "$WORK/$role/output.log" 2>/dev/null || { echo "no job output; console tail:"; tail -n 40 "$WORK/$role/console.log"; }
+done >>"$out"
+for t in "${TESTS[@]}"; do
+	IFS='|' read -r name where _ <<<"$t"
+	interop_out "$name" "$where" "$WORK/a" "$WORK/b"
 done >>"$out"
 cat "$out"
 
@@ -108,11 +153,11 @@ check rdma-across-client '^client: 819200 bytes in [0-9.]+ seconds'
 check rdma-across-server '^server: 819200 bytes in [0-9.]+ seconds'
 check rdma-across-client-exit '^rc_pingpong client exit 0 '
 check rdma-across-server-exit '^rc_pingpong server exit 0$'
+for t in "${TESTS[@]}"; do
+	IFS='|' read -r name _ pattern _ <<<"$t"
+	interop_check "$name" "$pattern"
+done
 check wire-impaired '^host a impair: up impairment loss rate=1% match=roce'
-check rdma-impaired-client '^impaired client: 819200 bytes in [0-9.]+ seconds'
-check rdma-impaired-server '^impaired server: 819200 bytes in [0-9.]+ seconds'
-check rdma-impaired-client-exit '^impaired rc_pingpong client exit 0 '
-check rdma-impaired-server-exit '^impaired rc_pingpong server exit 0$'
 for h in a b; do
 	check "host-$h-uplink-counters" "^host $h uplinks: .*\"name\":\"up\".*\"rx_frames\":[1-9][0-9]*,.*\"tx_frames\":[1-9][0-9]*,.*\"tx_dropped\":0[,}]"
 done
@@ -121,5 +166,9 @@ rate=$(grep -oE '^bulk: .*Mbit/s' "$out" || echo "bulk: not measured")
 echo "guest TCP throughput across the two hosts (vhost-user, switch, packet socket, veth, and back; TCG guests; load average $load at the end): $rate"
 echo "impairment during the second round (RULE EGRESS applied/seen INGRESS applied/seen):"
 grep -E '^host [ab] impair: (loss|reorder|dup) ' "$out" || true
+# Not asserted yet: the wire engine's retransmissions, timeouts and NAKs do not reach
+# `vrnic ctl counters` yet (issue 11's closing note, "Counters").
+echo "retries and NAKs in vrnic ctl counters (both rounds):"
+grep -E '^host [ab] counters: .*(retr|timeout|nak|dup)' "$out" || echo "  none listed"
 echo "e2e-twohost: $pass passed, $fail failed"
 ((fail == 0))

@@ -2,7 +2,8 @@
 # Runs in a guest as /job/run.sh (tests/e2e-net.sh is the host half): guest networking
 # through vrnic's vhost-user-net backend and switch, and RDMA over the RoCE device paired
 # with that interface. /job/role is "a" (the client side) or "b" (the servers); /job/ip
-# this guest's address, /job/peer the other's. Results on stdout (/job/output.log).
+# this guest's address, /job/peer the other's. Results on stdout (/job/output.log). Then,
+# given a test list (/job/tests), tests/guest/suite.sh (/job/suite.sh) runs it.
 role=$(cat /job/role)
 MYIP=$(cat /job/ip)
 PEER=$(cat /job/peer)
@@ -34,12 +35,6 @@ if [ "$role" = b ]; then
 				# shellcheck disable=SC2086 # $t: the tool and its options
 				timeout 600 $t -d "$ROCE" -x "$GIDX" -F -p $PERF_PORT 2>&1 | sed "s/^/perf ${t%% *}: /"
 			done
-		fi
-		if [ -f /job/impair ]; then
-			# A second round while the host impairs the wire (tests/e2e-twohost.sh).
-			timeout 900 ibv_rc_pingpong -d "$ROCE" -g "$GIDX" -p $((RC_PORT + 1)) -c -n 100 -s 4096 >/tmp/rc2.out 2>&1
-			echo "impaired rc_pingpong server exit $?"
-			sed 's/^/impaired server: /' /tmp/rc2.out
 		fi
 	fi
 else
@@ -85,23 +80,12 @@ else
 				sed "s/^/perf ${t%% *}: /" /tmp/perf.out
 			done
 		fi
-		if [ -f /job/impair ]; then
-			# Ask the host to impair the wire, wait until it has, then a second round.
-			touch /job/impair-request
-			n=0
-			until [ -f /job/impair-on ] || [ $n -ge 600 ]; do n=$((n + 1)); sleep 0.2; done
-			n=0
-			while :; do
-				timeout 300 ibv_rc_pingpong -d "$ROCE" -g "$GIDX" -p $((RC_PORT + 1)) -c -n 100 -s 4096 "$PEER" >/tmp/rc2.out 2>&1
-				st=$?
-				if [ $st -eq 0 ] || [ $n -ge 60 ] || ! grep -q "Couldn't connect" /tmp/rc2.out; then break; fi
-				n=$((n + 1))
-				sleep 1
-			done
-			echo "impaired rc_pingpong client exit $st after $n retries"
-			sed 's/^/impaired client: /' /tmp/rc2.out
-		fi
 	fi
+fi
+if [ -f /job/tests ]; then
+	# A test list (tests/e2e-twohost.sh): tests/guest/suite.sh runs it, a's clients against
+	# b's servers.
+	sh /job/suite.sh
 fi
 echo "eth0 counters: $(cat /sys/class/net/eth0/statistics/rx_packets) rx $(cat /sys/class/net/eth0/statistics/tx_packets) tx $(cat /sys/class/net/eth0/statistics/rx_errors) rx_errors"
 echo "oopses $(dmesg | grep -c -E 'Oops|BUG:|WARNING:')"

@@ -4,8 +4,9 @@
 #
 # /job/tests has one test per line, fields separated by '|':
 #   NAME|WHERE|SERVER-COMMAND|CLIENT-COMMAND
-# WHERE is "pair" (server on b, client on a, PEER = b's address), "local" (both on a, the
-# server in the background, PEER = 127.0.0.1) or "one" (CLIENT-COMMAND alone on a).
+# WHERE is "pair" (server on b, client on a, PEER = b's address), "rev" (the reverse of
+# pair: server on a, client on b, PEER = a's address), "local" (both on a, the server in
+# the background, PEER = 127.0.0.1) or "one" (CLIENT-COMMAND alone on a).
 # "pair@P" and "local@P": the server listens on port P instead of PORT (udaddy's fixed port).
 # Every test gets its own port (PORT) so a failed test cannot confuse the next one.
 #
@@ -13,14 +14,15 @@
 # the port), so it runs once and fails at once if it fails. Pair tests run in lockstep over
 # the IP link: b starts the server and, once it listens (or after LISTEN_WAIT seconds),
 # connects to a's control port (PORT + 10000); a runs the client, then connects to b's
-# control port; b then gives the server GRACE seconds to end before it kills it.
+# control port; b then gives the server GRACE seconds to end before it kills it. Rev tests
+# run the same steps with a and b swapped.
 #
 # A perftest client whose own clock calibration failed ("Correlation coefficient r^2: ...
 # < 0.9": it fits the TSC against gettimeofday, which a busy TCG host can bend) reports
 # inf and measured nothing, for no fault of the device: such a test runs once more, and
 # its note says so (the first output stays in NAME.client.try1.out). In a pair test, a
 # tells b by listening on PORT + 30000 before its done signal; b tries to connect there
-# once (a refusal says done).
+# once (a refusal says done); in a rev test, b tells a.
 #
 # Commands also see IB0, IB1, ROCE, ROCE_UNPAIRED and GIDX (tests/guest/devices.sh) and
 # MYIP (this guest's address).
@@ -132,31 +134,32 @@ while IFS='|' read -r name where server cmd; do
 	while [ $attempt -lt 2 ]; do
 		attempt=$((attempt + 1))
 		case "$where/$role" in
-		pair/b)
+		pair/b | rev/a)
 			start "$name" server "$server"
 			spid=$started
 			wait_listen "$name" "$lport" "$spid"
-			signal "$other" "$ctrl" || echo "guest a never took the ready signal" >>"/job/results/$name.note"
-			await "$ctrl" || echo "guest a never said its client ended" >>"/job/results/$name.note"
+			signal "$other" "$ctrl" || echo "the client's guest never took the ready signal" >>"/job/results/$name.note"
+			await "$ctrl" || echo "the client's guest never said its client ended" >>"/job/results/$name.note"
 			end_server "$name" "$spid"
 			if [ $attempt != 1 ] || ! busybox nc -w 5 "$other" $((port + 30000)) </dev/null >/dev/null 2>&1; then
 				break
 			fi
 			;;
-		pair/a)
+		pair/a | rev/b)
 			if [ -n "$peer_gone" ] || ! await "$ctrl"; then
 				peer_gone=1
-				echo "no ready signal from guest b: not run" >>"/job/results/$name.note"
+				echo "no ready signal from the server's guest: not run" >>"/job/results/$name.note"
 				break
 			fi
+			[ "$where" = pair ] || PEER=$other
 			run "$name" client "$cmd"
 			asked=''
 			if again "$name"; then
 				timeout 60 busybox nc -l -p $((port + 30000)) </dev/null >/dev/null 2>&1 &
 				asked=$!
-				sleep 0.5 # listening before b looks
+				sleep 0.5 # listening before the server's guest looks
 			fi
-			signal "$peer" "$ctrl" || echo "guest b never took the done signal" >>"/job/results/$name.note"
+			signal "$other" "$ctrl" || echo "the server's guest never took the done signal" >>"/job/results/$name.note"
 			if [ -z "$asked" ] || ! wait "$asked"; then
 				break
 			fi

@@ -25,6 +25,13 @@ fn transport(kind: QpType) -> Result<Transport, TransportError> {
     transport_of(kind).ok_or(TransportError::Transport(Transport::Ud))
 }
 
+/// PSNs a wire QP's requester keeps outstanding at most: rxe's `RXE_MAX_UNACKED_PSNS`.
+/// A deeper burst overruns a slower peer's receive path: against a Soft-RoCE guest under
+/// TCG (its virtio-net ring and vrnic's port backlog of `net::vhost::BACKLOG` frames),
+/// the default 1024 had more than half of the frames toward it dropped, each loss then
+/// resending everything sent after it (go-back-N).
+pub const WINDOW: u32 = 128;
+
 /// The requester of a QP going to RTS: `mtu` is `Qp::mtu_bytes`.
 pub fn requester_config(
     kind: QpType,
@@ -41,6 +48,7 @@ pub fn requester_config(
         retry_cnt: attr.retry_cnt,
         rnr_retry: attr.rnr_retry,
         max_rd_atomic: attr.max_rd_atomic,
+        window: WINDOW,
         ..RequesterConfig::default()
     })
 }
@@ -224,6 +232,28 @@ mod tests {
             Some(TransportError::Transport(Transport::Ud))
         );
         assert!(transport_of(QpType::Gsi).is_none());
+    }
+
+    #[test]
+    fn a_wire_requester_sends_no_more_than_rxes_window_before_an_ack() {
+        use crate::transport::requester::Message;
+        use crate::transport::{MsgOp, WqeId};
+        let mut rq = Requester::new(requester_config(QpType::Rc, &attr(), 1024).unwrap()).unwrap();
+        // four 64 KiB WRITEs: 64 packets each at MTU 1024
+        for i in 0..4 {
+            rq.post(
+                WqeId(i),
+                Message::new(MsgOp::Write, 65536).remote(0x1000, 7),
+            )
+            .unwrap();
+        }
+        let now = std::time::Instant::now();
+        let mut actions = Vec::new();
+        let mut sent = 0;
+        while rq.poll_transmit(now, &mut actions).is_some() {
+            sent += 1;
+        }
+        assert_eq!(sent, WINDOW);
     }
 
     fn path() -> Path {
