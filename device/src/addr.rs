@@ -71,6 +71,15 @@ impl Gid {
         self.0 == [0; 16]
     }
 
+    /// The IPv4-mapped GID of an IPv4 address (::ffff:a.b.c.d).
+    pub fn from_ipv4(ip: [u8; 4]) -> Gid {
+        let mut g = [0u8; 16];
+        g[10] = 0xff;
+        g[11] = 0xff;
+        g[12..].copy_from_slice(&ip);
+        Gid(g)
+    }
+
     /// The IPv4 address of an IPv4-mapped GID.
     pub fn ipv4(&self) -> Option<[u8; 4]> {
         let g = &self.0;

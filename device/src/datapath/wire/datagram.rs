@@ -114,7 +114,7 @@ fn received(p: &Packet) -> Option<Datagram> {
     let (sgid, dgid, traffic_class, flow_label, hop_limit) = match p.net {
         Network::V4 {
             src, dst, tos, ttl, ..
-        } => (mapped(src), mapped(dst), tos, 0, ttl),
+        } => (Gid::from_ipv4(src), Gid::from_ipv4(dst), tos, 0, ttl),
         Network::V6 {
             src,
             dst,
@@ -140,15 +140,6 @@ fn received(p: &Packet) -> Option<Datagram> {
         }),
         dmac: p.dst_mac,
     })
-}
-
-/// The IPv4-mapped GID of an IPv4 address (::ffff:a.b.c.d).
-fn mapped(ip: [u8; 4]) -> Gid {
-    let mut g = [0u8; 16];
-    g[10] = 0xff;
-    g[11] = 0xff;
-    g[12..].copy_from_slice(&ip);
-    Gid(g)
 }
 
 #[cfg(test)]
@@ -198,8 +189,8 @@ mod tests {
             (1, 1, vrnic_hw::GSI_QKEY)
         );
         let grh = dg.grh.unwrap();
-        assert_eq!(grh.sgid, mapped([10, 0, 0, 1]));
-        assert_eq!(grh.dgid, mapped([10, 0, 0, 2]));
+        assert_eq!(grh.sgid, Gid::from_ipv4([10, 0, 0, 1]));
+        assert_eq!(grh.dgid, Gid::from_ipv4([10, 0, 0, 2]));
         assert_eq!(grh.network_type(), vrnic_hw::NetworkType::Ipv4);
         // the limited membership form of the default P_Key is a member too
         assert!(received(&packet(Op::SendOnly, 0x7FFF)).is_some());

@@ -9,6 +9,7 @@ use crate::datapath::atomic::{read_modify_write, ATOMIC_LEN};
 use crate::datapath::copy::{Fault, Pieces};
 use crate::datapath::responder::{accept, complete, Request, Response};
 use crate::guest_memory::RamSnapshot;
+use crate::objects::Qp;
 use crate::rnic::{Rnic, RnicState};
 use crate::transport::responder::{Execute, Outcome, Refusal};
 use crate::transport::segment::{Family, Position};
@@ -61,20 +62,6 @@ pub fn execute(
     };
     let none = Pieces::new();
     let req = Request {
-        opcode,
-        src_lid: 0,
-        // The engine is this QP's and the frame came from its peer's address (checked by
-        // the caller): the request is the connected peer's.
-        src_gid: Some(Gid(qp.attr.dgid)),
-        src_qpn: qp.attr.dest_qp_num.to_native(),
-        dest_qpn: qpn,
-        transport: qp.kind,
-        remote_srqn: None,
-        atomic: None,
-        // The engine checked the PSN; the in-process tracker follows it.
-        psn: qp.expected_psn,
-        packets: 1,
-        resent: None,
         solicited: ex.solicited,
         imm: ex.imm,
         remote_addr,
@@ -82,8 +69,7 @@ pub fn execute(
         len,
         offset,
         chunk,
-        pieces: &none,
-        mem,
+        ..from_peer(qp, qpn, opcode, &none, mem)
     };
     let mut reached = None;
     let response = match accept(rnic, st, &req, &mut reached) {
@@ -98,6 +84,41 @@ pub fn execute(
         Err(r) => r,
     };
     outcome(response)
+}
+
+/// A one-packet request of QP `qpn`'s connected peer as the in-process responder takes
+/// it: the engine is this QP's and the frame came from its peer's address (checked by the
+/// caller); the engine checked the PSN and the in-process tracker follows it; no local
+/// pieces (the payload comes from the frame). Callers set what the packet carries.
+fn from_peer<'a>(
+    qp: &Qp,
+    qpn: u32,
+    opcode: WrOpcode,
+    none: &'a Pieces,
+    mem: &'a RamSnapshot,
+) -> Request<'a> {
+    Request {
+        opcode,
+        src_lid: 0,
+        src_gid: Some(Gid(qp.attr.dgid)),
+        src_qpn: qp.attr.dest_qp_num.to_native(),
+        dest_qpn: qpn,
+        transport: qp.kind,
+        remote_srqn: None,
+        atomic: None,
+        psn: qp.expected_psn,
+        packets: 1,
+        resent: None,
+        solicited: false,
+        imm: None,
+        remote_addr: 0,
+        rkey: 0,
+        len: 0,
+        offset: 0,
+        chunk: 0,
+        pieces: none,
+        mem,
+    }
 }
 
 /// The engine's view of what the in-process responder answered.
@@ -139,26 +160,12 @@ fn atomic(rnic: &Rnic, st: &mut RnicState, mem: &RamSnapshot, qpn: u32, ex: &Exe
     };
     let none = Pieces::new();
     let req = Request {
-        opcode,
-        src_lid: 0,
-        src_gid: Some(Gid(qp.attr.dgid)),
-        src_qpn: qp.attr.dest_qp_num.to_native(),
-        dest_qpn: qpn,
-        transport: qp.kind,
-        remote_srqn: None,
         atomic: Some(seg),
-        psn: qp.expected_psn,
-        packets: 1,
-        resent: None,
-        solicited: false,
-        imm: None,
         remote_addr: eth.va,
         rkey: eth.rkey,
         len: ATOMIC_LEN,
-        offset: 0,
         chunk: ATOMIC_LEN,
-        pieces: &none,
-        mem,
+        ..from_peer(qp, qpn, opcode, &none, mem)
     };
     let mut reached = None;
     let (response, original) = match accept(rnic, st, &req, &mut reached) {
