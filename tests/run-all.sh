@@ -51,11 +51,11 @@ step "guest Ethernet through vrnic's vhost-user-net backend and switch (ping, TC
 bash tests/e2e-net.sh
 
 # --ready: without the interop tests that need what the wire lacks yet (tests/interop.sh,
-# INTEROP_PENDING); they run, and fail, without it.
-step "two hosts on one machine: two vrnic processes in two network namespaces joined by a veth pair, a guest and RoCE device each (ping, TCP byte-exact and its rate, ibv_rc_pingpong over RoCEv2 across; the interop set clean and with loss, reordering and duplication)"
+# INTEROP_PENDING, today none); they run, and fail, without it.
+step "two hosts on one machine: two vrnic processes in two network namespaces joined by a veth pair, a guest and RoCE device each (ping, TCP byte-exact and its rate, ibv_rc_pingpong over RoCEv2 across; the interop set clean and with loss, reordering and duplication, retransmissions counted)"
 bash tests/e2e-twohost.sh --ready
 
-step "vrnic against Linux Soft-RoCE on one switch, vrnic as client and as server (ibv_rc_pingpong -c, ib_write/read/send_bw -x and -R, ib_send_bw -c UD -R, rping -V, ucmatose over RoCEv2)"
+step "vrnic against Linux Soft-RoCE on one switch, vrnic as client and as server (ibv_rc_pingpong -c, ib_write/read/send_bw -x and -R, ib_atomic_bw -R, ib_send_bw -c UD -R, rping -V, ucmatose over RoCEv2)"
 bash tests/e2e-softroce.sh --ready
 
 step "rdma-core's test suite (pyverbs) in a guest, on an IB-mode and a RoCE-mode device"
