@@ -156,24 +156,16 @@ fn setup(devices: &TestDevices, i: usize, j: usize) -> Bench {
 /// packets through the reliability engine at path MTU `mtu`. The hosts, switches and cable
 /// live as long as the returned value.
 fn setup_wire(mtu: vrnic_hw::Mtu) -> (Bench, impl Sized) {
-    use harness::devices::{gid_of, roce};
+    use harness::devices::gid_of;
     let poller = vrnic::fabric::PollerConfig {
         idle: Duration::from_millis(1),
         give_way: true,
         threads: None,
     };
-    let hosts = [
-        TestDevices::start_links_with(vec![roce(0)], poller),
-        TestDevices::start_links_with(vec![roce(1)], poller),
-    ];
-    let switches = [
-        vrnic::net::switch::Switch::new(),
-        vrnic::net::switch::Switch::new(),
-    ];
-    for (h, s) in hosts.iter().zip(&switches) {
-        h.fabric().attach_wire(s).expect("wire attached");
-    }
-    let cable = harness::cable::join(&switches[0], &switches[1], Default::default());
+    let wire = harness::cable::WireHosts::start_with(Default::default(), |links| {
+        TestDevices::start_links_with(links, poller)
+    });
+    let hosts = &wire.hosts;
     let mut a = FakeDriver::connect_with_ram(hosts[0].socket(0), hosts[0].lid(0), 512 << 20);
     let mut b = FakeDriver::connect_with_ram(hosts[1].socket(0), hosts[1].lid(0), 512 << 20);
     a.bring_up();
@@ -204,7 +196,7 @@ fn setup_wire(mtu: vrnic_hw::Mtu) -> (Bench, impl Sized) {
         dst,
         xrc_srqn: None,
     };
-    (bench, (hosts, switches, cable))
+    (bench, wire)
 }
 
 /// An XRC_INI QP on device `i` connected to an XRC_TGT QP of device `j`, whose XRC SRQ's

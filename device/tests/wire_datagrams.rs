@@ -9,12 +9,9 @@
 
 mod harness;
 
-use std::sync::Arc;
-
-use harness::cable::{join, Impairment, LinkEnd};
-use harness::devices::{gid_of, roce};
+use harness::cable::{Impairment, WireHosts};
+use harness::devices::gid_of;
 use harness::*;
-use vrnic::net::switch::Switch;
 use vrnic_hw::*;
 
 /// Two hosts, one RoCE device each, their wire ports joined; a datagram QP of the same
@@ -24,9 +21,7 @@ struct Hosts {
     db: FakeDriver,
     a: UdEnd,
     b: UdEnd,
-    _cable: [Arc<LinkEnd>; 2],
-    _switches: [Arc<Switch>; 2],
-    hosts: [TestDevices; 2],
+    wire: WireHosts,
 }
 
 /// An IPv6 link-local GID (fe80::2:0:0:N), as a guest's default RoCE v2 GID looks.
@@ -44,18 +39,10 @@ impl Hosts {
     }
 
     fn with_gids(qp_type: QpType, gids: [[u8; 16]; 2]) -> Hosts {
-        let hosts = [
-            TestDevices::start_links(vec![roce(0)]),
-            TestDevices::start_links(vec![roce(1)]),
-        ];
-        let switches = [Switch::new(), Switch::new()];
-        for (h, s) in hosts.iter().zip(&switches) {
-            h.fabric().attach_wire(s).expect("wire attached");
-        }
-        let cable = join(&switches[0], &switches[1], Impairment::default());
-        let mut da = hosts[0].driver(0);
+        let wire = WireHosts::start(Impairment::default());
+        let mut da = wire.hosts[0].driver(0);
         da.roce_up(gids[0]);
-        let mut db = hosts[1].driver(0);
+        let mut db = wire.hosts[1].driver(0);
         db.roce_up(gids[1]);
         let qkey = match qp_type {
             QpType::Gsi => GSI_QKEY,
@@ -63,15 +50,7 @@ impl Hosts {
         };
         let a = da.ud_end(qp_type, qkey);
         let b = db.ud_end(qp_type, qkey);
-        Hosts {
-            da,
-            db,
-            a,
-            b,
-            _cable: cable,
-            _switches: switches,
-            hosts,
-        }
+        Hosts { da, db, a, b, wire }
     }
 
     /// Posts a receive of `len` bytes at B into a fresh MR filled with 0xEE.
@@ -237,7 +216,7 @@ fn both_devices_capture_the_datagram_packet_as_it_crossed_the_wire() {
     let mut h = Hosts::new(QpType::Ud);
     let dir = vmm_sys_util::tempdir::TempDir::new().expect("tempdir");
     let files = ["a.pcap", "b.pcap"].map(|f| dir.as_path().join(f));
-    for (host, file) in h.hosts.iter().zip(&files) {
+    for (host, file) in h.wire.hosts.iter().zip(&files) {
         host.rnic(0).tap.start(file, "wire").expect("capture");
     }
     h.post_recv(1, 40 + 100);
@@ -245,7 +224,7 @@ fn both_devices_capture_the_datagram_packet_as_it_crossed_the_wire() {
 
     h.send(&[7; 100], |sge| SendWr::datagram(1, vec![sge], av));
     h.db.wait_cqe(&mut h.b.recv_cq);
-    let captured = h.hosts.iter().zip(&files).map(|(host, file)| {
+    let captured = h.wire.hosts.iter().zip(&files).map(|(host, file)| {
         host.rnic(0).tap.stop();
         let file = std::fs::File::open(file).expect("pcap");
         let records = vrnic::wire::pcap::PcapReader::new(file)

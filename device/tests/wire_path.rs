@@ -9,10 +9,9 @@
 mod harness;
 
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::Arc;
 
-use harness::cable::{join, Impairment, LinkEnd};
-use harness::devices::{gid_of, mac_of, roce};
+use harness::cable::{Impairment, WireHosts};
+use harness::devices::{gid_of, mac_of};
 use harness::pair::{new_side, transfer_and_verify, Ends, Side};
 use harness::*;
 use vrnic::datapath::Peers;
@@ -26,9 +25,7 @@ struct Hosts {
     b: Side,
     da: FakeDriver,
     db: FakeDriver,
-    cable: [Arc<LinkEnd>; 2],
-    switches: [Arc<Switch>; 2],
-    hosts: [TestDevices; 2],
+    wire: WireHosts,
 }
 
 impl Hosts {
@@ -47,45 +44,30 @@ impl Hosts {
         caps: QpCaps,
         side: fn(&mut FakeDriver, usize, QpCaps) -> Side,
     ) -> Hosts {
-        let hosts = [
-            TestDevices::start_links(vec![roce(0)]),
-            TestDevices::start_links(vec![roce(1)]),
-        ];
-        let switches = [Switch::new(), Switch::new()];
-        for (h, s) in hosts.iter().zip(&switches) {
-            h.fabric().attach_wire(s).expect("wire attached");
-        }
-        let cable = join(&switches[0], &switches[1], impair);
-        let mut da = hosts[0].driver(0);
+        let wire = WireHosts::start(impair);
+        let mut da = wire.hosts[0].driver(0);
         da.roce_up(gid_of(0));
-        let mut db = hosts[1].driver(0);
+        let mut db = wire.hosts[1].driver(0);
         db.roce_up(gid_of(1));
         let a = side(&mut da, 0, caps);
         let b = side(&mut db, 1, caps);
         da.connect_qp_to(&a.qp, db.addr(), b.qp.qpn, &opts);
         db.connect_qp_to(&b.qp, da.addr(), a.qp.qpn, &opts);
-        Hosts {
-            a,
-            b,
-            da,
-            db,
-            cable,
-            switches,
-            hosts,
-        }
+        Hosts { a, b, da, db, wire }
     }
 
     /// Frames host `i`'s device sent on its wire port, and (retransmitted, timeouts).
     fn wire_figures(&self, i: usize) -> (u64, (u64, u64)) {
-        let fabric = self.hosts[i].fabric();
-        let rnic = self.hosts[i].rnic(0);
+        let fabric = self.wire.hosts[i].fabric();
+        let rnic = self.wire.hosts[i].rnic(0);
         let wire = fabric.wire(&rnic).expect("a wire port");
         let sent = wire.port.counters.tx_frames.load(Relaxed);
         (sent, wire.retransmissions(&rnic))
     }
 
     fn lost(&self) -> u64 {
-        self.cable
+        self.wire
+            .cable
             .iter()
             .map(|c| c.state.lock().unwrap().lost)
             .sum()
@@ -404,7 +386,7 @@ fn stray_frame(qpn: u32) -> Vec<u8> {
 #[test]
 fn frames_with_a_bad_icrc_for_an_unknown_qp_or_undecodable_are_dropped_and_counted() {
     let mut h = Hosts::new(Impairment::default(), ConnectOpts::default());
-    let cable_port = h.switches[0].stats().len() - 1; // the cable's end on A's switch
+    let cable_port = h.wire.switches[0].stats().len() - 1; // the cable's end on A's switch
     let unknown = stray_frame(0x7777);
     let mut bad_icrc = stray_frame(h.a.qp.qpn);
     let n = bad_icrc.len();
@@ -412,10 +394,10 @@ fn frames_with_a_bad_icrc_for_an_unknown_qp_or_undecodable_are_dropped_and_count
     let mut garbage = stray_frame(h.a.qp.qpn);
     garbage.truncate(50); // still steered (UDP 4791), but cut in its BTH
     for f in [&unknown, &bad_icrc, &garbage] {
-        h.switches[0].receive(cable_port, f);
+        h.wire.switches[0].receive(cable_port, f);
     }
-    let fabric = h.hosts[0].fabric();
-    let wire = fabric.wire(&h.hosts[0].rnic(0)).expect("a wire port");
+    let fabric = h.wire.hosts[0].fabric();
+    let wire = fabric.wire(&h.wire.hosts[0].rnic(0)).expect("a wire port");
     let c = &wire.port.counters;
     wait_for("the three frames dropped", || {
         let got = (
@@ -635,7 +617,7 @@ fn query_qp_reports_the_psns_of_the_wire_engines() {
 /// A's QP as `vrnic ctl` shows it: why its send queue waits, if it does.
 fn a_waiting(h: &Hosts) -> Option<String> {
     use vrnic::objects::snapshot::ObjectKind;
-    let view = h.hosts[0].rnic(0).objects_view(&[ObjectKind::Qps]);
+    let view = h.wire.hosts[0].rnic(0).objects_view(&[ObjectKind::Qps]);
     let qps = view.qps.expect("the QPs");
     qps.into_iter()
         .find(|q| q.qpn == h.a.qp.qpn)

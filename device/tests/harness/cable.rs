@@ -2,9 +2,46 @@
 //! switch): each end is a port of one switch whose frames come out of the other switch's
 //! port, dropped, duplicated or reordered by a seeded impairment. For the wire-path tests.
 
+use super::devices::{roce, TestDevices};
 use std::sync::{Arc, Mutex, OnceLock};
 use vrnic::net::port::{Ingress, Port, PortId};
 use vrnic::net::switch::Switch;
+use vrnic::rnic::link::LinkMode;
+
+/// Two test hosts: a RoCE device each (`roce(0)` and `roce(1)`), each in a service of its
+/// own (fabric, pollers, switch), the devices' wire ports attached to their switches and
+/// the switches joined by a cable. Dropping it stops both services.
+pub struct WireHosts {
+    pub hosts: [TestDevices; 2],
+    pub switches: [Arc<Switch>; 2],
+    pub cable: [Arc<LinkEnd>; 2],
+}
+
+impl WireHosts {
+    /// The hosts as `TestDevices::start_links` starts devices, the cable impaired by
+    /// `impair`.
+    pub fn start(impair: Impairment) -> WireHosts {
+        Self::start_with(impair, TestDevices::start_links)
+    }
+
+    /// The hosts with each service started by `start` (e.g. other pollers).
+    pub fn start_with(
+        impair: Impairment,
+        start: impl Fn(Vec<LinkMode>) -> TestDevices,
+    ) -> WireHosts {
+        let hosts = [start(vec![roce(0)]), start(vec![roce(1)])];
+        let switches = [Switch::new(), Switch::new()];
+        for (h, s) in hosts.iter().zip(&switches) {
+            h.fabric().attach_wire(s).expect("wire attached");
+        }
+        let cable = join(&switches[0], &switches[1], impair);
+        WireHosts {
+            hosts,
+            switches,
+            cable,
+        }
+    }
+}
 
 /// What the link between the hosts does to frames, per mille, from a seed.
 #[derive(Clone, Copy, Default)]
