@@ -290,7 +290,8 @@ fn send_all(wire: &WireDevice, rnic: &Rnic, frames: Vec<Vec<u8>>) {
 }
 
 /// The device's packet tap, while on, gets the frames it sent as they left (decoded again:
-/// the cost is the capture's, not the data path's).
+/// the cost is the capture's, not the data path's). Received frames are recorded as
+/// `poll` decodes them.
 pub fn tap_frames(rnic: &Rnic, frames: &[Vec<u8>]) {
     if crate::wire::tap::any_on() && rnic.tap.is_on() {
         let packets = frames.iter().filter_map(|f| classify(f).ok()).collect();
@@ -404,17 +405,27 @@ pub fn poll(peers: &dyn Peers, rnic: &Arc<Rnic>, now: Instant) -> Progress {
     // steps, which take the device lock themselves.
     let counters = &wire.port.counters;
     let mut incoming = Vec::new();
-    let frames = wire.port.take(RX_BATCH);
-    // What came in, as it came (before any check but the frame's own), for a capture.
-    tap_frames(rnic, &frames);
-    for f in frames {
+    // A capture gets what came in as decoded (before any check but the frame's own).
+    let tapping = crate::wire::tap::any_on() && rnic.tap.is_on();
+    let mut tapped = Vec::new();
+    for f in wire.port.take(RX_BATCH) {
         progress.worked = true;
         match classify(&f) {
-            Ok(p) if datagram::is_datagram(&p) => datagram::receive(rnic, &p),
-            Ok(p) => incoming.push(p),
+            Ok(p) => {
+                if tapping {
+                    tapped.push(p.clone());
+                }
+                match datagram::is_datagram(&p) {
+                    true => datagram::receive(rnic, &p),
+                    false => incoming.push(p),
+                }
+            }
             Err(Dropped::Icrc(_)) => _ = counters.rx_bad_icrc.fetch_add(1, Relaxed),
             Err(_) => _ = counters.rx_bad.fetch_add(1, Relaxed),
         }
+    }
+    if !tapped.is_empty() {
+        rnic.tap.record(&Arc::new(tapped));
     }
     // Nothing came and no QP is on the wire: the device lock is not needed (the map is
     // only looked at, with no device lock held, so no lock nests the wrong way).
