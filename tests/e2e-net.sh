@@ -30,13 +30,7 @@ build_all
 ip netns add "$NS"
 VRNIC_SERVE_ARGS="${VRNIC_SERVE_ARGS:-} --uplink name=up,tap=$TAP" \
 	start_vrnic "ra,link=eth,mac=$LINK_A_MAC,net=$WORK/ra.net" "rb,link=eth,mac=$LINK_B_MAC,net=$WORK/rb.net"
-for s in ra rb; do
-	n=0
-	until [[ -S $WORK/$s.net ]]; do
-		((n++ < 100)) || { cat "$WORK/vrnic.log" >&2; exit 1; }
-		sleep 0.1
-	done
-done
+wait_sockets "$WORK/vrnic.log" "$WORK/ra.net" "$WORK/rb.net"
 # vrnic starts its uplinks after the guest ports: then the tap exists, and moves into the
 # namespace (the host end of the segment).
 n=0

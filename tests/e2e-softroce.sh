@@ -57,13 +57,7 @@ else
 	VRNIC_SERVE_ARGS="${VRNIC_SERVE_ARGS:-} --net name=s,socket=$WORK/s.net,mac=$LINK_B_MAC" \
 		start_vrnic "ra,link=eth,mac=$LINK_A_MAC,net=$WORK/ra.net"
 fi
-for s in ra s; do
-	n=0
-	until [[ -S $WORK/$s.net ]]; do
-		((n++ < 100)) || { cat "$WORK/vrnic.log" >&2; exit 1; }
-		sleep 0.1
-	done
-done
+wait_sockets "$WORK/vrnic.log" "$WORK/ra.net" "$WORK/s.net"
 printf '%s\n' "${TESTS[@]}" | cut -d'|' -f1,2,4,5 | SOFTROCE_MTU=1500 softroce_job b
 a_opts=(--dev ra)
 if [[ -n $rxe_pair ]]; then

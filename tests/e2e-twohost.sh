@@ -84,11 +84,7 @@ PID_A=$!
 host_start b "$NSB" "$VB" "$LINK_B_MAC"
 PID_B=$!
 for h in a b; do
-	n=0
-	until [[ -S $WORK/$h.net && -S $WORK/$h.ctl && -S $WORK/r$h.sock ]]; do
-		((n++ < 100)) || { cat "$WORK/vrnic-$h.log" >&2; exit 1; }
-		sleep 0.1
-	done
+	wait_sockets "$WORK/vrnic-$h.log" "$WORK/$h.net" "$WORK/$h.ctl" "$WORK/r$h.sock"
 done
 
 for role in a b; do

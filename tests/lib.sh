@@ -8,6 +8,7 @@
 #   guest_start ROLE [OPT]... boot a guest in the background (guest_run: in the foreground)
 #   guests_wait               wait for the guests started; GUEST_RC[ROLE] holds their status
 #   show_tails                guest consoles and vrnic's log, for a failure report
+#   wait_sockets LOG PATH...  wait until each PATH listens (a server started by hand)
 # Roles a and b started with --link are the two linked guests: a virtio-net point-to-point
 # link ($WORK/link.sock), a = 169.254.100.1 (listens), b = 169.254.100.2 (connects), with
 # the MACs $LINK_A_MAC and $LINK_B_MAC. A RoCE-mode device given a guest's MAC
@@ -91,9 +92,19 @@ start_vrnic() {
 		${VRNIC_SERVE_ARGS:-} >"$WORK/vrnic.log" 2>&1 &
 	VRNIC_PID=$!
 	for spec in "$@"; do
+		wait_sockets "$WORK/vrnic.log" "$WORK/${spec%%,*}.sock" || return 1
+	done
+}
+
+# wait_sockets LOG PATH...: waits (10 s at most) until each PATH is a listening socket;
+# shows LOG (the server's) and fails if one is not.
+wait_sockets() {
+	local log=$1 path n
+	shift
+	for path in "$@"; do
 		n=0
-		until [[ -S $WORK/${spec%%,*}.sock ]]; do
-			((n++ < 100)) || { cat "$WORK/vrnic.log" >&2; return 1; }
+		until [[ -S $path ]]; do
+			((n++ < 100)) || { cat "$log" >&2; return 1; }
 			sleep 0.1
 		done
 	done
