@@ -51,7 +51,14 @@ fi
 session_begin twohost
 ((EUID == 0)) || { say "e2e-twohost needs root (network namespaces and a veth pair)"; exit 1; }
 NSA=vrnic-ha-$$ NSB=vrnic-hb-$$ VA=vrnha$$ VB=vrnhb$$
-IMPAIR=${VRNIC_TWOHOST_IMPAIR:-'loss rate=1% match=roce; reorder rate=1% match=roce; dup rate=1% match=roce'}
+# The impaired round loses 1% of the RoCEv2 frames to the QPs, and reorders and duplicates
+# 1% of all RoCEv2 frames, the CM's MADs (to QP 1) too. It does not lose MADs: a client
+# that disconnects and exits at once (rping, ucmatose) sends its DREQ once, as the Linux CM
+# cancels the resend when the ID is destroyed (cm_destroy_id in DREQ_SENT), so a lost DREQ
+# leaves the server waiting for the disconnect forever, as on any wire (seen in CI;
+# `loss frames=3 match=gsi dir=egress` on host a shows it). VRNIC_TWOHOST_IMPAIR: another
+# spec (the checks expect this one).
+IMPAIR=${VRNIC_TWOHOST_IMPAIR:-'loss rate=1% match=not-gsi; reorder rate=1% match=roce; dup rate=1% match=roce'}
 PID_A='' PID_B='' WATCH=''
 cleanup() {
 	local p
@@ -163,7 +170,7 @@ for t in "${TESTS[@]}"; do
 	IFS='|' read -r name _ pattern _ <<<"$t"
 	interop_check "$name" "$pattern"
 done
-check wire-impaired '^host a impair: up impairment loss rate=1% match=roce'
+check wire-impaired "^host a impair: up impairment ${IMPAIR%%;*}(;|\$)"
 for h in a b; do
 	check "host-$h-uplink-counters" "^host $h uplinks: .*\"name\":\"up\".*\"rx_frames\":[1-9][0-9]*,.*\"tx_frames\":[1-9][0-9]*,.*\"tx_dropped\":0[,}]"
 done

@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! SPEC   = RULE [; RULE ...]
-//! RULE   = KIND WHICH [dir=egress|ingress|both] [match=all|roce] [seed=S] [KIND's keys]
+//! RULE   = KIND WHICH [dir=egress|ingress|both] [match=all|roce|gsi|not-gsi] [seed=S]
+//!          [KIND's keys]
 //! KIND   = loss | dup [copies=N] | reorder [by=N] [ms=MS] | corrupt [offset=B] [bit=0..7]
 //!        | delay ms=MS
 //! WHICH  = rate=P%            each frame with probability P (0.0001..100, '%' optional)
@@ -13,7 +14,8 @@
 //!
 //! Frames are numbered from 1 per rule and per direction: a rule counts the frames of its
 //! direction that its `match` takes (`roce`: IPv4 or IPv6 UDP to port 4791, one VLAN tag
-//! allowed; `all`, the default) and that the rules before it let through. `dir=both` (the
+//! allowed; `gsi`: those of them to QP 1, the CM's MADs; `not-gsi`: those to any other QP;
+//! `all`, the default) and that the rules before it let through. `dir=both` (the
 //! default) is one instance per direction, each counting and drawing on its own. A rate
 //! draws from SplitMix64 seeded with `seed` (default: the rule's position, 1 for the
 //! first), one draw per frame counted, so the same frames give the same choices on every
@@ -51,7 +53,8 @@ pub const SYNTAX: &str = "\
   WHICH: rate=P% (seeded), every=N [from=K] (frames K, K+N, ...; K defaults to N), or
   frames=3/7/10-12 (frame numbers, from 1, per rule and direction).
   dir=egress|ingress|both (default both: onto the uplink, from it, or each on its own),
-  match=all|roce (roce: UDP port 4791 frames only), seed=S (default the rule's position).
+  match=all|roce|gsi|not-gsi (roce: UDP port 4791 frames only; gsi: those to QP 1, the
+  CM's MADs; not-gsi: those to other QPs), seed=S (default the rule's position).
   dup sends `copies` more (default 1); corrupt flips bit `bit` of byte `offset` (drawn from
   the seed when not given); delay holds each frame MS ms (1..10000); reorder holds it until
   `by` more frames (default 1) went out, at most MS ms (default 20). Rules apply in order;
@@ -116,7 +119,14 @@ impl Dir {
 pub enum Match {
     All,
     Roce,
+    /// RoCEv2 frames to QP 1: the MADs of the CM (a test can spare them, or pick them).
+    Gsi,
+    /// RoCEv2 frames to any QP but 1.
+    NotGsi,
 }
+
+/// The GSI QP, where the CM's MADs go.
+const GSI_QP: u32 = 1;
 
 impl Match {
     /// Whether `frame` (Ethernet, destination MAC first) is one this rule counts.
@@ -124,6 +134,17 @@ impl Match {
         match self {
             Match::All => true,
             Match::Roce => udp_dst_port(frame) == Some(ROCE_PORT),
+            Match::Gsi => roce_dest_qp(frame) == Some(GSI_QP),
+            Match::NotGsi => roce_dest_qp(frame).is_some_and(|qp| qp != GSI_QP),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Match::All => "all",
+            Match::Roce => "roce",
+            Match::Gsi => "gsi",
+            Match::NotGsi => "not-gsi",
         }
     }
 }
@@ -131,6 +152,27 @@ impl Match {
 /// The UDP destination port of an IPv4 (unfragmented or first fragment) or IPv6 (no
 /// extension header) frame, with at most one VLAN tag.
 pub fn udp_dst_port(frame: &[u8]) -> Option<u16> {
+    let l4 = udp_offset(frame)?;
+    Some(u16::from_be_bytes([
+        *frame.get(l4 + 2)?,
+        *frame.get(l4 + 3)?,
+    ]))
+}
+
+/// The destination QP in the BTH of a RoCEv2 frame (its 24 bits at BTH bytes 5..8, the
+/// BTH right after the 8-byte UDP header).
+fn roce_dest_qp(frame: &[u8]) -> Option<u32> {
+    if udp_dst_port(frame)? != ROCE_PORT {
+        return None;
+    }
+    let qp = udp_offset(frame)? + 8 + 5;
+    let b = frame.get(qp..qp + 3)?;
+    Some(u32::from_be_bytes([0, b[0], b[1], b[2]]))
+}
+
+/// Where the UDP header of an IPv4 (unfragmented or first fragment) or IPv6 (no extension
+/// header) frame starts, with at most one VLAN tag.
+fn udp_offset(frame: &[u8]) -> Option<usize> {
     let be16 = |at: usize| -> Option<u16> {
         Some(u16::from_be_bytes([*frame.get(at)?, *frame.get(at + 1)?]))
     };
@@ -157,7 +199,7 @@ pub fn udp_dst_port(frame: &[u8]) -> Option<u16> {
         }
         _ => return None,
     };
-    be16(l4 + 2)
+    Some(l4)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -411,7 +453,9 @@ fn parse_rule(text: &str) -> Result<Rule, RuleError> {
     let matches = match keys.get("match") {
         None | Some("all") => Match::All,
         Some("roce") => Match::Roce,
-        Some(_) => return Err(bad("match", "all or roce")),
+        Some("gsi") => Match::Gsi,
+        Some("not-gsi") => Match::NotGsi,
+        Some(_) => return Err(bad("match", "all, roce, gsi or not-gsi")),
     };
     let seed = keys
         .get("seed")
@@ -529,8 +573,8 @@ impl fmt::Display for Rule {
         if self.dir != Dir::Both {
             write!(f, " dir={}", self.dir.name())?;
         }
-        if self.matches == Match::Roce {
-            f.write_str(" match=roce")?;
+        if self.matches != Match::All {
+            write!(f, " match={}", self.matches.name())?;
         }
         if let Some(s) = self.seed {
             write!(f, " seed={s}")?;
@@ -598,7 +642,7 @@ mod tests {
                 "loss every=2 dir=up",
                 "dir=`up` is not egress, ingress or both",
             ),
-            ("loss every=2 match=tcp", "all or roce"),
+            ("loss every=2 match=tcp", "all, roce, gsi or not-gsi"),
             ("loss every=2 seed=x", "seed=`x`"),
             ("loss every=2 ms=3", "unknown key `ms` (keys: rate, every"),
             ("loss every=2 every=3", "key `every` given twice"),
@@ -672,5 +716,40 @@ mod tests {
         assert!(!Match::Roce.takes(&frame(0x0806, &[0; 28])), "ARP");
         assert!(!Match::Roce.takes(&v4[..10]), "too short");
         assert!(Match::All.takes(&[]));
+    }
+
+    #[test]
+    fn gsi_frames_are_told_apart_by_their_bth_destination_qp() {
+        // IPv4 + UDP to 4791 + a BTH whose destination QP is `qp`.
+        let frame = |qp: u32| -> Vec<u8> {
+            let mut f = vec![0u8; 12];
+            f.extend_from_slice(&0x0800u16.to_be_bytes());
+            f.extend_from_slice(&[0x45, 0, 0, 0, 0, 0, 0, 0, 64, 17, 0, 0]);
+            f.extend_from_slice(&[0; 8]);
+            f.extend_from_slice(&[0xc0, 0x00, 0x12, 0xb7, 0, 20, 0, 0]);
+            let mut bth = [0u8; 12];
+            bth[5..8].copy_from_slice(&qp.to_be_bytes()[1..]);
+            f.extend_from_slice(&bth);
+            f
+        };
+        let (mad, data) = (frame(1), frame(0x10011));
+        assert_eq!(roce_dest_qp(&data), Some(0x10011));
+        assert!(Match::Gsi.takes(&mad) && !Match::NotGsi.takes(&mad));
+        assert!(Match::NotGsi.takes(&data) && !Match::Gsi.takes(&data));
+        assert!(Match::Roce.takes(&mad) && Match::Roce.takes(&data));
+        let short = &mad[..mad.len() - 5];
+        assert!(
+            !Match::Gsi.takes(short) && !Match::NotGsi.takes(short),
+            "no BTH"
+        );
+        let mut tcp = mad.clone();
+        tcp[23] = 6;
+        assert!(
+            !Match::Gsi.takes(&tcp) && !Match::NotGsi.takes(&tcp),
+            "not UDP"
+        );
+        for text in ["loss rate=1% match=gsi", "dup every=2 match=not-gsi"] {
+            assert_eq!(Spec::parse(text).unwrap().to_string(), text);
+        }
     }
 }
