@@ -12,9 +12,9 @@
 # tests/interop.sh's test set (tests/guest/suite.sh, guest a's clients against guest b's
 # servers), clean-*, and again, impaired-*, once the host has impaired both uplinks'
 # RoCEv2 frames ($IMPAIR: loss, reordering, duplication; guest a asks for it through its
-# job directory), with the rules' counts and both devices' `vrnic ctl counters` (the
-# retransmissions counted); each uplink's counters (frames both ways, nothing dropped), no oops, both
-# guests powered off. UD is left out of the impaired round: a lost datagram is gone, and
+# job directory), with the rules' counts, both devices' `vrnic ctl counters` (the
+# retransmissions counted) and `vrnic ctl wire` (nothing undecodable); each uplink's
+# counters (frames both ways, nothing dropped), no oops, both guests powered off. UD is left out of the impaired round: a lost datagram is gone, and
 # perftest's server would wait for it.
 # Usage: tests/e2e-twohost.sh [--ready | --except REGEX]
 #   --ready         leave out the tests that need what vrnic's wire lacks yet (INTEROP_PENDING)
@@ -124,10 +124,11 @@ impair_both() {
 		"$VRNIC_BIN" ctl --control "$WORK/$h.ctl" impair up "$IMPAIR" >>"$WORK/impair.log" 2>&1
 	done
 }
-# Both devices' SPEC counters after the impaired round (checked below).
+# Both devices' SPEC counters and wire ports after the impaired round (checked below).
 read_counters() {
 	for h in a b; do
 		"$VRNIC_BIN" ctl --control "$WORK/$h.ctl" counters "r$h" 2>&1 | sed "s/^/host $h counters: /"
+		"$VRNIC_BIN" ctl --control "$WORK/$h.ctl" wire 2>&1 | sed "s/^/host $h wire: /"
 	done >"$WORK/counters.log"
 }
 (
@@ -177,6 +178,11 @@ done
 # The impaired round lost frames: the requesters went back and resent, and the SPEC
 # counters (what a guest's hw counters read), read while the guests were up, say so.
 check wire-retries-counted '^host [ab] counters: retransmitted_packets +[1-9][0-9]*$'
+# Each device's wire port carried frames both ways, none undecodable or with a bad ICRC
+# (the impairment corrupts nothing; a queue full or a frame for a QP gone may happen).
+for h in a b; do
+	check "host-$h-wire-port" "^host $h wire: r$h +[0-9a-f:]+ +[0-9]+ +[0-9]+ +[1-9][0-9]*/[1-9][0-9]* +[0-9]+/0/0/[0-9]+\$"
+done
 check_guests_clean a b
 rate=$(grep -oE '^bulk: .*Mbit/s' "$out" || echo "bulk: not measured")
 echo "guest TCP throughput across the two hosts (vhost-user, switch, packet socket, veth, and back; TCG guests; load average $load at the end): $rate"

@@ -40,6 +40,7 @@ Usage:
   vrnic ctl --control PATH [--json] hostile DEVICE [on [KINDS:SEED[:RATE]] | off]
   vrnic ctl --control PATH [--json] uplinks
   vrnic ctl --control PATH [--json] impair UPLINK [SPEC | off]
+  vrnic ctl --control PATH [--json] wire
   vrnic --help
 
 Options:
@@ -167,6 +168,9 @@ server's JSON reply line, for scripts):
                       The uplink's impairment and what each rule did per direction;
                       SPEC replaces it (fresh counts), `off` ends it. Frames it held go
                       out at once. The syntax is at the end.
+  wire                Every RoCE device's wire port (RoCEv2 to other hosts): frames in
+                      and out, those dropped (queue full, undecodable, bad ICRC, for no
+                      QP on the wire) and the QPs on the wire now.
 The protocol (one JSON request per line, one JSON reply per line) is in the README.
 
 Attach with QEMU (guest RAM must be shared memfd memory):
@@ -448,6 +452,8 @@ fn parse_ctl(args: &[String]) -> Result<Command, CliError> {
         ["hostile"] => return Err(bad("hostile needs a DEVICE".into())),
         ["uplinks"] => Request::Uplinks {},
         ["uplinks", ..] => return Err(bad("uplinks takes no argument".into())),
+        ["wire"] => Request::Wire {},
+        ["wire", ..] => return Err(bad("wire takes no argument".into())),
         ["impair", uplink, rest @ ..] => impair_request(uplink, rest).map_err(bad)?,
         ["impair"] => return Err(bad("impair needs an UPLINK".into())),
         ["devices", extra, ..] => return Err(bad(format!("devices takes no argument `{extra}`"))),
@@ -1549,6 +1555,7 @@ mod tests {
             })
         );
         assert_eq!(req("ctl --control /c uplinks"), Ok(Request::Uplinks {}));
+        assert_eq!(req("ctl --control /c wire"), Ok(Request::Wire {}));
         assert!(req("ctl --control /c impair u0 loss often")
             .unwrap_err()
             .contains("`often` is not KEY=VALUE"));

@@ -409,6 +409,19 @@ fn frames_with_a_bad_icrc_for_an_unknown_qp_or_undecodable_are_dropped_and_count
     });
     // A's QP is untouched and still carries data.
     h.write_send_imm_read(5_000, 41);
+    // `vrnic ctl wire` shows the drops, and A's QP on the wire since it sent.
+    let line =
+        vrnic::control::handlers::handle(&fabric, &vrnic::control::Request::Wire {}).unwrap();
+    let reply: vrnic::control::wire::WireReply = serde_json::from_slice(&line).unwrap();
+    let view = &reply.wire[0];
+    let c = view.counters;
+    assert_eq!(
+        (view.qps, c.rx_unknown_qp, c.rx_bad_icrc, c.rx_bad),
+        (1, 1, 1, 1),
+        "{view:?}"
+    );
+    assert!(c.tx_frames > 0 && c.rx_frames > 3, "{view:?}");
+    assert_eq!(view.mac, mac_of(0).to_string());
 }
 
 const ATOMIC_ACCESS: u32 = ACCESS_ALL | REMOTE_ATOMIC;

@@ -34,6 +34,7 @@ pub fn handle(fabric: &Fabric, request: &Request) -> Result<Vec<u8>, RequestErro
             settings,
         } => super::hostile::handle(self::device(fabric, device)?, *on, settings.as_deref()),
         Request::Uplinks {} => super::uplinks::uplinks(fabric),
+        Request::Wire {} => super::wire::wire(fabric),
         Request::Impair { uplink, spec } => super::uplinks::impair(fabric, uplink, spec.as_deref()),
     }
 }

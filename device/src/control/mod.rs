@@ -30,7 +30,8 @@
 //! ```
 //!
 //! `uplinks` lists the uplinks with their counters; `impair` shows, replaces or switches
-//! off an uplink's impairment (`control::uplinks`).
+//! off an uplink's impairment (`control::uplinks`); `wire` lists the RoCE devices' wire
+//! ports with their counters (`control::wire`).
 //!
 //! `fault`, `faults` and `fault_clear` arm, list and clear fault-injection rules
 //! (`control::faults`, the rule syntax in `faults::rule`).
@@ -92,6 +93,7 @@ pub mod render;
 pub mod server;
 pub mod trace;
 pub mod uplinks;
+pub mod wire;
 
 pub use protocol::Request;
 pub use server::{ControlError, ControlServer, Limits};

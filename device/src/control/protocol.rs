@@ -66,6 +66,9 @@ pub enum Request {
     },
     /// The uplinks: kind, interface, port, counters, impairment (`control::uplinks`).
     Uplinks {},
+    /// The RoCE devices' wire ports: frames in and out, drops, QPs on the wire
+    /// (`control::wire`).
+    Wire {},
     /// An uplink's impairment: shown, replaced (`spec`: the syntax of `net::impair::spec`)
     /// or switched off (`spec` "off").
     Impair {
@@ -90,6 +93,7 @@ impl Request {
         "hostile",
         "uplinks",
         "impair",
+        "wire",
     ];
 }
 

@@ -20,6 +20,7 @@ pub fn render(request: &Request, reply: &str) -> Result<String, serde_json::Erro
         Request::Hostile { .. } => super::hostile::render(&serde_json::from_str(reply)?),
         Request::Uplinks {} => super::uplinks::render_uplinks(&serde_json::from_str(reply)?),
         Request::Impair { .. } => super::uplinks::render_impair(&serde_json::from_str(reply)?),
+        Request::Wire {} => super::wire::render(&serde_json::from_str(reply)?),
     })
 }
 

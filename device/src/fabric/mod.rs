@@ -167,6 +167,18 @@ impl Fabric {
         Ok(())
     }
 
+    /// The devices with a wire port, and their ports (none before `attach_wire`).
+    pub fn wires(&self) -> Vec<(Arc<Rnic>, Arc<WireDevice>)> {
+        let Some(wires) = self.wires.get() else {
+            return Vec::new();
+        };
+        self.devices
+            .iter()
+            .zip(wires)
+            .filter_map(|(d, w)| Some((d.clone(), w.clone()?)))
+            .collect()
+    }
+
     /// Whether `attach_wire` has run: GIDs no device holds then route to the wire.
     pub fn wire_attached(&self) -> bool {
         self.wires.get().is_some()

@@ -88,7 +88,6 @@
 //! - The DMA fence does not cover a wire WQE's kept local buffers: an unmap while one is
 //!   outstanding ends that WQE in RETRY_EXC_ERR (its payload can no longer be read)
 //!   instead of LOC_PROT_ERR.
-//! - `vrnic ctl` views of the wire port's own counters (frames dropped at the port).
 
 pub mod bytes;
 pub mod count;
@@ -162,6 +161,11 @@ impl WireDevice {
     /// The wire QPs; taken only under the device lock.
     fn qps(&self) -> MutexGuard<'_, WireQps> {
         self.qps.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// How many QPs are on the wire now (a look at the map, no device lock needed).
+    pub fn qp_count(&self) -> usize {
+        self.qps().len()
     }
 
     /// Engine statistics summed over the wire QPs: (retransmitted packets, timeouts).

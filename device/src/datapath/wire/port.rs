@@ -26,6 +26,30 @@ pub struct WireCounters {
     pub tx_frames: AtomicU64,
 }
 
+/// `WireCounters` read (`vrnic ctl wire`), each exact, not read at one instant.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct WirePortCounters {
+    pub rx_frames: u64,
+    pub rx_queue_full: u64,
+    pub rx_bad: u64,
+    pub rx_bad_icrc: u64,
+    pub rx_unknown_qp: u64,
+    pub tx_frames: u64,
+}
+
+impl WireCounters {
+    pub fn read(&self) -> WirePortCounters {
+        WirePortCounters {
+            rx_frames: self.rx_frames.load(Relaxed),
+            rx_queue_full: self.rx_queue_full.load(Relaxed),
+            rx_bad: self.rx_bad.load(Relaxed),
+            rx_bad_icrc: self.rx_bad_icrc.load(Relaxed),
+            rx_unknown_qp: self.rx_unknown_qp.load(Relaxed),
+            tx_frames: self.tx_frames.load(Relaxed),
+        }
+    }
+}
+
 /// What wakes the device's poller when a frame arrives.
 pub type Wake = Box<dyn Fn() + Send + Sync>;
 
