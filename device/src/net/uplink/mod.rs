@@ -11,7 +11,8 @@
 //!
 //! Each uplink has one reader thread: it polls the uplink's fd and a wake eventfd,
 //! delivers what it reads to the `Ingress` (the switch), and lets out the frames its
-//! impairment holds when their time comes (a timer: the poll's timeout). `transmit` never
+//! impairment holds when their time comes (a timer: the poll's timeout). A packet socket
+//! is read up to 32 frames per system call (`recvmmsg`, `rx`); a tap one per `read`. `transmit` never
 //! blocks: a kernel with no room drops the frame, counted. `stop` wakes the thread and
 //! joins it (the thread holds the uplink, so dropping the other handles does not). A
 //! read error (the interface deleted or down) is counted and the thread rests 100 ms
@@ -22,6 +23,7 @@
 
 pub mod config;
 pub mod packet;
+pub mod rx;
 pub mod tap;
 
 pub use config::{Kind, UplinkConfig};
@@ -40,9 +42,10 @@ use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 /// The longest frame taken from an uplink: 9216 bytes of payload, the Ethernet header
 /// and one VLAN tag.
 pub const MAX_FRAME: usize = 9216 + 14 + 4;
-/// The read buffer: larger than any frame a tap or a packet socket gives, so that a frame
-/// too long is seen whole (and counted), never cut.
-const RX_BUFFER: usize = 65536 + 64;
+/// A tap's read buffer: larger than any frame a tap gives, so that a frame too long is
+/// seen whole (and counted), never cut. A packet socket's slots are one byte longer than
+/// MAX_FRAME: the kernel reports a longer frame's real length (MSG_TRUNC).
+const TAP_BUFFER: usize = 65536 + 64;
 /// Frames read per wake-up before the thread looks at its timer and its stop flag again.
 const RX_BATCH: usize = 256;
 /// How long the thread rests after a read error, so a broken fd cannot spin it.
@@ -261,26 +264,36 @@ impl Uplink {
         }
     }
 
-    /// Reads one frame: its length (perhaps beyond `buf`), None for one to skip.
-    fn recv(&self, buf: &mut [u8]) -> std::io::Result<Option<usize>> {
+    /// A batch to read into: many frames at once from a packet socket, one from a tap.
+    fn rx_batch(&self) -> rx::RxBatch {
         match self.config.kind {
-            Kind::Dev(_) => packet::recv(&self.fd, buf),
+            Kind::Dev(_) => rx::RxBatch::new(packet::RECV_SLOTS, MAX_FRAME + 1),
+            Kind::Tap(_) => rx::RxBatch::new(1, TAP_BUFFER),
+        }
+    }
+
+    /// Reads what is queued into `batch` (at least one frame, or an error).
+    fn recv(&self, batch: &mut rx::RxBatch) -> std::io::Result<()> {
+        match self.config.kind {
+            Kind::Dev(_) => packet::recv(&self.fd, batch),
             Kind::Tap(_) => {
+                batch.clear();
+                let buf = batch.slot_mut(0);
                 // SAFETY: `buf` is writable for its length; the fd is ours and open.
                 let n =
                     unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
                 if n < 0 {
-                    Err(std::io::Error::last_os_error())
-                } else {
-                    Ok(Some(n as usize))
+                    return Err(std::io::Error::last_os_error());
                 }
+                batch.push(Some(n as usize));
+                Ok(())
             }
         }
     }
 
     /// The thread: read, deliver, release held frames, until stopped.
     fn run(&self, ingress: &dyn Ingress) {
-        let mut buf = vec![0u8; RX_BUFFER];
+        let mut batch = self.rx_batch();
         let mut resting = false;
         // Logged once per run of failed reads (a deleted tap fails every time).
         let mut failing = false;
@@ -327,22 +340,30 @@ impl Uplink {
             if fds[1].revents == 0 {
                 continue;
             }
-            for _ in 0..RX_BATCH {
-                match self.recv(&mut buf) {
-                    Ok(None) => {}
-                    Ok(Some(n)) if n > MAX_FRAME => bump(&self.counters.rx_too_long, 1),
-                    Ok(Some(n)) => {
+            let mut taken = 0;
+            while taken < RX_BATCH {
+                match self.recv(&mut batch) {
+                    Ok(()) => {
                         if std::mem::take(&mut failing) {
                             log::info!("{who}: reading again");
                         }
-                        bump(&self.counters.rx_frames, 1);
-                        bump(&self.counters.rx_bytes, n as u64);
-                        let frame = &buf[..n];
-                        if self.impair.is_on() {
-                            self.impair
-                                .ingress(frame, Instant::now(), &mut |f| deliver(f));
-                        } else {
-                            deliver(frame);
+                        taken += batch.len();
+                        for (n, frame) in batch.frames().flatten() {
+                            if n > MAX_FRAME {
+                                bump(&self.counters.rx_too_long, 1);
+                                continue;
+                            }
+                            bump(&self.counters.rx_frames, 1);
+                            bump(&self.counters.rx_bytes, n as u64);
+                            if self.impair.is_on() {
+                                self.impair
+                                    .ingress(frame, Instant::now(), &mut |f| deliver(f));
+                            } else {
+                                deliver(frame);
+                            }
+                        }
+                        if batch.len() < batch.slots() {
+                            break; // the queue is empty: no read just to hear EAGAIN
                         }
                     }
                     Err(e) if e.kind() == ErrorKind::WouldBlock => break,

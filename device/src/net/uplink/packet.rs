@@ -11,6 +11,7 @@
 //! sending end), or use a tap. The host's own traffic through this interface does not
 //! reach the guests (as with macvlan): it leaves by the wire, vrnic sees only what comes in.
 
+use super::rx::RxBatch;
 use super::UplinkError;
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -118,31 +119,57 @@ pub fn open(ifname: &str) -> Result<(OwnedFd, libc::c_int), UplinkError> {
     Ok((fd, index))
 }
 
-/// One received frame into `buf`: its length (larger than `buf` when it was truncated),
-/// or None when it was one of ours going out or one for the host (its own MAC). `Err(WouldBlock)` when nothing is queued.
-pub fn recv(fd: &OwnedFd, buf: &mut [u8]) -> std::io::Result<Option<usize>> {
-    // SAFETY: sockaddr_ll is plain data; all-zero is a valid value.
-    let mut from: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
-    // SAFETY: `buf` and `from` are writable for the sizes passed; MSG_TRUNC makes the
-    // kernel return the frame's real length but still write at most buf.len() bytes.
+/// The most frames one `recv` takes.
+pub const RECV_SLOTS: usize = 32;
+
+/// Reads the frames queued, up to one per slot of `batch`, with one `recvmmsg`: each
+/// frame's real length (larger than its slot when it was cut), or None when it was one of
+/// ours going out or one for the host (its own MAC). `Err(WouldBlock)` when nothing is
+/// queued.
+pub fn recv(fd: &OwnedFd, batch: &mut RxBatch) -> std::io::Result<()> {
+    batch.clear();
+    let slots = batch.slots().min(RECV_SLOTS);
+    let slot_len = batch.slot_len();
+    // SAFETY: sockaddr_ll, iovec and mmsghdr (below) are plain data; all-zero is a valid
+    // value of each (null pointers, zero lengths).
+    let mut from: [libc::sockaddr_ll; RECV_SLOTS] = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let mut iov: [libc::iovec; RECV_SLOTS] = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let mut hdrs: [libc::mmsghdr; RECV_SLOTS] = unsafe { std::mem::zeroed() };
+    for i in 0..slots {
+        iov[i] = libc::iovec {
+            iov_base: batch.slot_mut(i).as_mut_ptr().cast(),
+            iov_len: slot_len,
+        };
+        let h = &mut hdrs[i].msg_hdr;
+        h.msg_name = (&mut from[i] as *mut libc::sockaddr_ll).cast();
+        h.msg_namelen = std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+        h.msg_iov = &mut iov[i];
+        h.msg_iovlen = 1;
+    }
+    // SAFETY: each of the `slots` headers names its own iovec, which points into its own
+    // slot of `batch` (writable for `slot_len` bytes, not otherwise borrowed until this
+    // returns), and its own sockaddr_ll; MSG_TRUNC makes each msg_len the frame's real
+    // length while the kernel still writes at most `slot_len` bytes.
     let n = unsafe {
-        libc::recvfrom(
+        libc::recvmmsg(
             fd.as_raw_fd(),
-            buf.as_mut_ptr().cast(),
-            buf.len(),
+            hdrs.as_mut_ptr(),
+            slots as libc::c_uint,
             libc::MSG_TRUNC | libc::MSG_DONTWAIT,
-            (&mut from as *mut libc::sockaddr_ll).cast(),
-            &mut len,
+            std::ptr::null_mut(),
         )
     };
     if n < 0 {
         return Err(std::io::Error::last_os_error());
     }
-    // Ours going out, or for the interface's own MAC: the host's, never a guest's (so the
-    // switch never floods the host's unicast traffic to the guests).
-    if from.sll_pkttype == libc::PACKET_OUTGOING || from.sll_pkttype == libc::PACKET_HOST {
-        return Ok(None);
+    for (h, from) in hdrs.iter().zip(&from).take(n as usize) {
+        // Ours going out, or for the interface's own MAC: the host's, never a guest's (so
+        // the switch never floods the host's unicast traffic to the guests).
+        let skip =
+            from.sll_pkttype == libc::PACKET_OUTGOING || from.sll_pkttype == libc::PACKET_HOST;
+        batch.push((!skip).then_some(h.msg_len as usize));
     }
-    Ok(Some(n as usize))
+    Ok(())
 }
