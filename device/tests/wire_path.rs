@@ -422,6 +422,16 @@ fn frames_with_a_bad_icrc_for_an_unknown_qp_or_undecodable_are_dropped_and_count
     );
     assert!(c.tx_frames > 0 && c.rx_frames > 3, "{view:?}");
     assert_eq!(view.mac, mac_of(0).to_string());
+    // A destroyed QP's engines go at the device's next pass (a frame for it wakes one).
+    h.da.destroy_qp(&h.a.qp).ok();
+    h.wire.switches[0].receive(cable_port, &stray_frame(h.a.qp.qpn));
+    wait_for(
+        "A's QP gone from the wire, the frame for it dropped",
+        || {
+            let unknown = wire.port.counters.rx_unknown_qp.load(Relaxed);
+            (wire.qp_count() == 0 && unknown == 2).then_some(())
+        },
+    );
 }
 
 const ATOMIC_ACCESS: u32 = ACCESS_ALL | REMOTE_ATOMIC;

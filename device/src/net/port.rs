@@ -13,6 +13,11 @@ pub trait Port: Send + Sync {
     /// Never blocks: a port with no room for it now drops it and counts the drop, as a
     /// NIC with a full ring does.
     fn transmit(&self, frame: &[u8]);
+    /// Whether the switch floods broadcast, multicast and unknown unicast here. An RDMA
+    /// device's wire engine takes only the RoCEv2 frames steered to it.
+    fn takes_floods(&self) -> bool {
+        true
+    }
 }
 
 /// Where a port hands the frames it receives (the switch).

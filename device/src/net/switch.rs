@@ -67,6 +67,8 @@ impl PortCounters {
 
 struct Slot {
     port: Arc<dyn Port>,
+    /// `Port::takes_floods`, asked once.
+    floods: bool,
     counters: PortCounters,
 }
 
@@ -119,6 +121,7 @@ impl Switch {
         let id = ports.len();
         let port = make(id);
         ports.push(Slot {
+            floods: port.takes_floods(),
             port: port.clone(),
             counters: PortCounters::default(),
         });
@@ -292,7 +295,7 @@ impl Ingress for Switch {
             }
             None => {
                 for (id, slot) in ports.iter().enumerate() {
-                    if id != from {
+                    if id != from && slot.floods {
                         deliver(slot, frame);
                     }
                 }

@@ -106,8 +106,14 @@ pub struct QpEngines {
 #[derive(Default)]
 pub struct WireQps {
     qps: HashMap<u32, QpEngines>,
-    /// QPs found not to be wire QPs, with their epoch (each is looked at once per epoch).
-    local: HashMap<u32, u32>,
+    /// QPs found not to be wire QPs (each is looked at once per epoch): by QP table
+    /// index, so QPs that come and go cannot grow it, the QPN and epoch found there.
+    local: HashMap<u32, (u32, u32)>,
+}
+
+/// Where QP `qpn` lives in the device's QP table.
+fn table_index(qpn: u32) -> u32 {
+    qpn & ((1 << crate::objects::QPN_INDEX_BITS) - 1)
 }
 
 impl WireQps {
@@ -121,12 +127,24 @@ impl WireQps {
 
     /// Whether QP `qpn` at `epoch` was found to be an in-process QP.
     pub fn is_local(&self, qpn: u32, epoch: u32) -> bool {
-        self.local.get(&qpn) == Some(&epoch)
+        self.local.get(&table_index(qpn)) == Some(&(qpn, epoch))
     }
 
     /// QP `qpn` at `epoch` is an in-process QP.
     pub fn set_local(&mut self, qpn: u32, epoch: u32) {
-        self.local.insert(qpn, epoch);
+        self.local.insert(table_index(qpn), (qpn, epoch));
+    }
+
+    /// QP `qpn` is gone: its engines, or that it was in-process.
+    pub fn forget(&mut self, qpn: u32) {
+        self.qps.remove(&qpn);
+        if self
+            .local
+            .get(&table_index(qpn))
+            .is_some_and(|&(q, _)| q == qpn)
+        {
+            self.local.remove(&table_index(qpn));
+        }
     }
 
     /// The engines of QP `qpn`, whatever its epoch.
@@ -211,6 +229,25 @@ mod tests {
             max_dest_rd_atomic: 2,
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn in_process_qps_are_kept_per_table_index_and_forgotten_when_gone() {
+        let mut q = WireQps::default();
+        let (old, new) = (5, 1 << crate::objects::QPN_INDEX_BITS | 5); // one index, two generations
+        q.set_local(old, 1);
+        assert!(q.is_local(old, 1) && !q.is_local(old, 2));
+        q.set_local(new, 1);
+        assert!(q.is_local(new, 1) && !q.is_local(old, 1));
+        assert_eq!(
+            q.local.len(),
+            1,
+            "a QP of the same index takes the old one's place"
+        );
+        q.forget(old); // not the QP the index holds now
+        assert!(q.is_local(new, 1));
+        q.forget(new);
+        assert!(q.local.is_empty());
     }
 
     #[test]

@@ -192,7 +192,11 @@ fn engines_for<'q>(
     qps: &'q mut WireQps,
     qpn: u32,
 ) -> Option<&'q mut QpEngines> {
-    let qp = st.objects.qp(qpn)?;
+    let Some(qp) = st.objects.qp(qpn) else {
+        // Destroyed: the timer pass over the wire QPs forgets its engines here.
+        qps.forget(qpn);
+        return None;
+    };
     let live = matches!(qp.state, QpState::Rtr | QpState::Rts | QpState::Sqd);
     if !live {
         qps.drop_qp(qpn);
@@ -424,8 +428,17 @@ pub fn poll(peers: &dyn Peers, rnic: &Arc<Rnic>, now: Instant) -> Progress {
                     false => incoming.push(p),
                 }
             }
-            Err(Dropped::Icrc(_)) => _ = counters.rx_bad_icrc.fetch_add(1, Relaxed),
-            Err(_) => _ = counters.rx_bad.fetch_add(1, Relaxed),
+            Err(why) => {
+                log::debug!(
+                    "{}: wire frame of {} bytes dropped: {why}",
+                    rnic.name(),
+                    f.len()
+                );
+                match why {
+                    Dropped::Icrc(_) => counters.rx_bad_icrc.fetch_add(1, Relaxed),
+                    _ => counters.rx_bad.fetch_add(1, Relaxed),
+                };
+            }
         }
     }
     if !tapped.is_empty() {

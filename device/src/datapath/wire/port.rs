@@ -128,6 +128,12 @@ impl Port for WirePort {
         &self.name
     }
 
+    /// Only the RoCEv2 frames steered to the device's MAC: ARP, neighbour discovery and
+    /// the like are its paired interface's, never the engine's.
+    fn takes_floods(&self) -> bool {
+        false
+    }
+
     fn transmit(&self, frame: &[u8]) {
         self.counters.rx_frames.fetch_add(1, Relaxed);
         {
@@ -170,14 +176,15 @@ mod tests {
         assert!(!port.pending());
         let other = WirePort::attach(&sw, "dev1", Mac(B), Box::new(|| {})).unwrap();
         other.send(&udp4(A.0, B, 4791));
-        // not RoCEv2: not steered, but A is unknown to the switch, so it floods there too
+        // Not RoCEv2: not steered; A is unknown to the switch, so it floods, but a wire
+        // port takes no floods (nor broadcasts).
         other.send(&udp4(A.0, B, 4790));
-        assert_eq!(woken.load(Relaxed), 2);
+        other.send(&udp4([0xff; 6], B, 4791));
+        assert_eq!(woken.load(Relaxed), 1);
         let got = port.take(10);
-        assert_eq!(got.len(), 2);
-        assert_eq!(got[0], udp4(A.0, B, 4791));
-        assert_eq!(other.counters.tx_frames.load(Relaxed), 2);
-        assert_eq!(port.counters.rx_frames.load(Relaxed), 2);
+        assert_eq!(got, [udp4(A.0, B, 4791)]);
+        assert_eq!(other.counters.tx_frames.load(Relaxed), 3);
+        assert_eq!(port.counters.rx_frames.load(Relaxed), 1);
     }
 
     #[test]
