@@ -446,7 +446,7 @@ fn garbage_and_unknown_requests_get_clear_errors_and_the_connection_keeps_servin
     assert!(ctl.error_for("[1,2,3]").contains("\"cmd\" string"));
     assert_eq!(
         ctl.error_for(r#"{"cmd":"reboot"}"#),
-        "unknown command `reboot` (commands: devices, objects, counters, trace, pcap, contract, fault, faults, fault_clear, hostile, uplinks, impair)"
+        "unknown command `reboot` (commands: devices, objects, counters, trace, pcap, contract, fault, faults, fault_clear, hostile, uplinks, impair, wire)"
     );
     assert!(ctl.error_for(r#"{"cmd":"objects"}"#).contains("device"));
     assert!(ctl
