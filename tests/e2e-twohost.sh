@@ -14,8 +14,9 @@
 # RoCEv2 frames ($IMPAIR: loss, reordering, duplication; guest a asks for it through its
 # job directory), with the rules' counts, both devices' `vrnic ctl counters` (the
 # retransmissions counted) and `vrnic ctl wire` (nothing undecodable); each uplink's
-# counters (frames both ways, nothing dropped), no oops, both guests powered off. UD is left out of the impaired round: a lost datagram is gone, and
-# perftest's server would wait for it.
+# counters (frames both ways, nothing dropped), no oops, both guests powered off. UD is
+# left out of the impaired round: a lost datagram is gone, and perftest's server would
+# wait for it.
 # Usage: tests/e2e-twohost.sh [--ready | --except REGEX]
 #   --ready         leave out the tests that need what vrnic's wire lacks yet (INTEROP_PENDING)
 #   --except REGEX  leave out the tests of the set whose name matches

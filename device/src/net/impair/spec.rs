@@ -152,7 +152,11 @@ impl Match {
 /// The UDP destination port of an IPv4 (unfragmented or first fragment) or IPv6 (no
 /// extension header) frame, with at most one VLAN tag.
 pub fn udp_dst_port(frame: &[u8]) -> Option<u16> {
-    let l4 = udp_offset(frame)?;
+    dst_port_at(frame, udp_offset(frame)?)
+}
+
+/// The destination port of the UDP header at `l4`.
+fn dst_port_at(frame: &[u8], l4: usize) -> Option<u16> {
     Some(u16::from_be_bytes([
         *frame.get(l4 + 2)?,
         *frame.get(l4 + 3)?,
@@ -162,10 +166,11 @@ pub fn udp_dst_port(frame: &[u8]) -> Option<u16> {
 /// The destination QP in the BTH of a RoCEv2 frame (its 24 bits at BTH bytes 5..8, the
 /// BTH right after the 8-byte UDP header).
 fn roce_dest_qp(frame: &[u8]) -> Option<u32> {
-    if udp_dst_port(frame)? != ROCE_PORT {
+    let l4 = udp_offset(frame)?;
+    if dst_port_at(frame, l4)? != ROCE_PORT {
         return None;
     }
-    let qp = udp_offset(frame)? + 8 + 5;
+    let qp = l4 + 8 + 5;
     let b = frame.get(qp..qp + 3)?;
     Some(u32::from_be_bytes([0, b[0], b[1], b[2]]))
 }
