@@ -144,7 +144,13 @@ guest_start p --dev pv-ib --dev pv-roce --ip "$PV_IP/24" --timeout 5400 -- \
 guests_wait || true
 say "guest done after $((SECONDS - t0)) s"
 rc=0
-report "$job/results" || rc=1
-((rc == 0)) || show_tails
+report "$job/results" | tee "$WORK/report" || rc=1
+if ((rc != 0)); then
+	show_tails
+	# Once more after the tails, so the end of the output (all a CI summary may show) says
+	# what failed.
+	sed -n '/^failures, errors and crashes:/,/^$/p' "$WORK/report"
+	grep 'NOT IN README' "$WORK/report" || true
+fi
 echo "pyverbs: $([[ $rc == 0 ]] && echo passed || echo FAILED)"
 exit $rc

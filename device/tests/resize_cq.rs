@@ -13,6 +13,7 @@ on_both_topologies!(
     shrinking_keeps_the_outstanding_cqes_and_wraps_the_small_ring_with_the_right_phases,
     cqes_of_a_later_pass_move_with_the_first_pass_phase_of_the_new_ring,
     an_armed_cq_fires_its_event_from_the_new_ring,
+    sends_posted_before_the_command_complete_into_the_old_ring_and_move,
 );
 
 /// Posts `n` signaled RDMA WRITEs (wr_id first..first+n) from a to b and waits until the
@@ -150,6 +151,28 @@ fn an_armed_cq_fires_its_event_from_the_new_ring(t: Topology) {
     let (d, _) = p.side(Which::A);
     std::thread::sleep(std::time::Duration::from_millis(20));
     assert_eq!(d.poll_comp_event(), None);
+}
+
+/// The sends are posted while the poller sleeps, with the producer index stored but no flag
+/// and no kick: only RESIZE_CQ's look at the QPs using the CQ finds them, and it waits
+/// until their CQEs are written, so they move (pyverbs' test_resize_cq posts and resizes at
+/// once; a resize that ran first would shrink the ring under them and overflow it).
+fn sends_posted_before_the_command_complete_into_the_old_ring_and_move(t: Topology) {
+    let mut p = Pair::new(t);
+    let src = p.mr(Which::A, 64, ACCESS_ALL);
+    let dst = p.mr(Which::B, 64, ACCESS_ALL);
+    let (d, side) = p.side(Which::A);
+    d.wait_poller_asleep(side.qp.page);
+    for id in 1..=3 {
+        let wr = SendWr::write(id, vec![src.sge(0, 64)], &dst, 0).signaled();
+        d.write_send_wqe(&mut side.qp, &wr.encode());
+    }
+    d.db_store(side.qp.page, side.qp.slot, 0, side.qp.sq_pi);
+
+    assert_eq!(d.resize_cq(&mut side.send_cq, 2), 3);
+
+    assert_eq!(wr_ids(&d.wait_cqes(&mut side.send_cq, 3)), vec![1, 2, 3]);
+    assert_eq!(d.poll_cq(&mut side.send_cq), None);
 }
 
 #[test]

@@ -25,8 +25,8 @@ use crate::rnic::contract::report;
 use crate::rnic::notify::publish;
 use crate::rnic::{AdminQueue, Rnic, RnicState};
 use vrnic_hw::{
-    bar0, AqCompletion, AqStatus, ContractRule, FatalCode, ACQ_ENTRY_SIZE, AQ_DEPTH_LOG2_MAX,
-    AQ_ENTRY_SIZE, KERNEL_UCTX,
+    bar0, AqCompletion, AqHeader, AqOpcode, AqStatus, ContractRule, FatalCode, ACQ_ENTRY_SIZE,
+    AQ_DEPTH_LOG2_MAX, AQ_ENTRY_SIZE, KERNEL_UCTX,
 };
 
 pub use commands::execute;
@@ -164,6 +164,7 @@ pub fn doorbell(rnic: &Rnic, pi: u32) {
             Some(AdminAct::Fail(_)) => break,
             None => {}
         }
+        before_execute(rnic, &fetched.cmd);
         let mut reads = PageListReads::prefetch(&mem, &fetched.cmd);
         let (completion, wait_for_dma) = {
             let mut st = rnic.lock();
@@ -183,6 +184,14 @@ pub fn doorbell(rnic: &Rnic, pi: u32) {
         rnic.trace.admin(started, &fetched.cmd, &completion);
     }
     rnic.lock().pending_irqs.raise(0);
+}
+
+/// What a command waits for before it runs, without the device lock.
+fn before_execute(rnic: &Rnic, cmd: &[u8]) {
+    let hdr: AqHeader = commands::parse(cmd);
+    if AqOpcode::try_from(hdr.opcode) == Ok(AqOpcode::ResizeCq) {
+        queues::take_up_posted_sends(rnic, &commands::parse(cmd));
+    }
 }
 
 /// Publishes a command's completion and consumes the command. False if the device failed.

@@ -6,12 +6,13 @@ use super::error::{
 };
 use super::prefetch::PageListReads;
 use crate::guest_memory::RamSnapshot;
-use crate::objects::{Cq, Eq, Ring};
+use crate::objects::{Cq, Eq, Qp, Ring};
 use crate::rnic::notify::publish;
 use crate::rnic::{Rnic, RnicState};
+use std::time::{Duration, Instant};
 use vrnic_hw::{
     bar0, AqStatus, CmdCreateCq, CmdCreateEq, CmdHandle, CmdResizeCq, ContractRule, Cqe, DbCqSlot,
-    Eqe, PageList, EQ_FLAG_ASYNC, KERNEL_UCTX, MSIX_VECTORS,
+    DbQpSlot, Eqe, PageList, QpState, EQ_FLAG_ASYNC, KERNEL_UCTX, MSIX_VECTORS,
 };
 
 /// Largest log2 depth of a CQ or EQ (also bounds QP rings: MAX_QP_WR is smaller).
@@ -131,6 +132,68 @@ pub fn destroy_cq(_rnic: &Rnic, st: &mut RnicState, cmd: &CmdHandle) -> CmdResul
     st.objects.cqs.remove(cqn);
     release_slot(st, uctx, page, slot);
     Ok([0; 4])
+}
+
+/// How long RESIZE_CQ waits for the sends posted before it (`take_up_posted_sends`).
+const TAKE_UP_LIMIT: Duration = Duration::from_secs(1);
+/// The pause between looks while it waits.
+const TAKE_UP_NAP: Duration = Duration::from_micros(100);
+
+/// Before RESIZE_CQ (SPEC "Resizing a CQ"): lets the data path take up the send WQEs that
+/// the QPs using the CQ had posted when the command came, so their CQEs are in the old ring
+/// and move (hardware would have run them long before its admin queue got to the command;
+/// here the poller may not have had a core yet). Waits, without the device lock, until each
+/// such QP's consumer index reaches the producer index its doorbell showed at the start, the
+/// QP leaves RTS and ERR, or waits on a timer (RNR, retry), or `TAKE_UP_LIMIT` passes. The
+/// QPs are marked active, so a doorbell whose flag the poller has not seen is found too.
+pub fn take_up_posted_sends(rnic: &Rnic, cmd: &CmdResizeCq) {
+    let cqn = cmd.cqn.to_native();
+    // (QP, its sq_pi when the command came)
+    let mut targets: Vec<(u32, u32)> = {
+        let st = rnic.lock();
+        let o = &st.objects;
+        o.qps
+            .iter()
+            .filter(|(_, qp)| qp.uses_cq(cqn) && qp.has_doorbell())
+            .map(|(_, qp)| {
+                let pi = rnic
+                    .doorbells
+                    .slot_word(qp.db_page, qp.db_slot, DbQpSlot::SQ_PI_OFF);
+                (qp.qpn, pi)
+            })
+            .collect()
+    };
+    let deadline = Instant::now() + TAKE_UP_LIMIT;
+    loop {
+        {
+            let mut st = rnic.lock();
+            targets.retain(|&(qpn, pi)| st.objects.qp(qpn).is_some_and(|qp| sends_due(qp, pi)));
+            if targets.is_empty() {
+                return;
+            }
+            for &(qpn, _) in &targets {
+                st.objects.mark_active(qpn);
+            }
+        }
+        if Instant::now() >= deadline {
+            log::debug!(
+                "{}: RESIZE_CQ of CQ {cqn} goes on with {} QP(s) still holding posted sends",
+                rnic.name(),
+                targets.len()
+            );
+            return;
+        }
+        rnic.wake();
+        std::thread::sleep(TAKE_UP_NAP);
+    }
+}
+
+/// Whether the data path still has to take up WQEs of `qp` before `pi`, and will without
+/// the driver's help: the QP is in RTS (sending) or ERR (flushing) and waits on no timer.
+fn sends_due(qp: &Qp, pi: u32) -> bool {
+    let left = pi.wrapping_sub(qp.sq.ci);
+    let runs = matches!(qp.state, QpState::Rts | QpState::Err);
+    runs && qp.waiting.is_none() && left != 0 && left <= qp.sq.ring.depth()
 }
 
 /// RESIZE_CQ (SPEC "Resizing a CQ"): the CQEs from the driver's `ci` to the producer index
