@@ -21,6 +21,7 @@ build_all release "$WORK/guest.cpio" "$WORK/overlay"
 job=$WORK/a
 mkdir -p "$job"
 cp "$REPO/tests/guest/hostile.sh" "$job/run.sh"
+cp "$REPO/tests/guest/loopback.sh" "$job/"
 start_vrnic "hostile0,lid=1" "clean0,lid=2"
 
 # The guest asks (want-data, want-admin, want-off) and the host answers (done-NAME) with

@@ -18,22 +18,13 @@ ask() { # ask NAME: ask the host to do NAME, wait up to 60 s for its answer
   while [ ! -e "/job/done-$1" ] && [ $n -lt 600 ]; do sleep 0.1; n=$((n + 1)); done
   echo "host $1: $(cat "/job/done-$1" 2>/dev/null || echo 'no answer')"
 }
-# loop NAME SECS TOOL ARGS...: server and client on 127.0.0.1; once more, noted, when
-# perftest's own clock calibration failed (r^2 < 0.9 on a busy TCG host: nothing measured).
-loop() {
+# shellcheck source=loopback.sh # copied to /job by tests/e2e-hostile.sh
+. /job/loopback.sh
+loop() { # loop NAME SECS TOOL ARGS...: server and client on 127.0.0.1 (loopback_pair)
   name=$1 secs=$2
   shift 2
-  for attempt in 1 2; do
-    timeout -s KILL "$secs" "$@" >/tmp/server.log 2>&1 &
-    sleep 2
-    timeout -s KILL "$secs" "$@" 127.0.0.1 >/tmp/client.log 2>&1
-    rc=$?
-    wait
-    if [ $attempt = 2 ] || ! grep -q '^Correlation coefficient r^2' /tmp/client.log /tmp/server.log; then
-      break
-    fi
-    echo "note $name: perftest's clock calibration failed (r^2 < 0.9): ran again"
-  done
+  loopback_pair "$secs" "$@"
+  rc=$?
   echo "result $name $rc"
   tail -n 3 /tmp/client.log | sed "s/^/  $name: /"
   cat /tmp/server.log /tmp/client.log >>/tmp/tools.log

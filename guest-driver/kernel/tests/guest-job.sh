@@ -2,24 +2,13 @@
 # The guest half of guest-smoke.sh, run in the guest as /job/run.sh: prints one line per
 # step ("result NAME STATUS" and the facts the host checks); guest-smoke.sh judges them.
 # Near the end it writes /job/kill-device and waits for the host's /job/device-killed.
-# loop NAME TOOL ARGS...: server and client on 127.0.0.1. A perftest whose own clock
-# calibration failed ("Correlation coefficient r^2: ... < 0.9": it fits the TSC against
-# gettimeofday, which a busy TCG host can bend) measured nothing, for no fault of the
-# device: it runs once more, with a note (as tests/guest/suite.sh does).
-loop() {
+# shellcheck source=../../../tests/guest/loopback.sh # copied to /job by guest-smoke.sh
+. /job/loopback.sh
+loop() { # loop NAME TOOL ARGS...: server and client on 127.0.0.1 (loopback_pair)
   name=$1
   shift
-  for attempt in 1 2; do
-    timeout 300 "$@" >/tmp/server.log 2>&1 &
-    sleep 2
-    timeout 300 "$@" 127.0.0.1 >/tmp/client.log 2>&1
-    rc=$?
-    wait
-    if [ $attempt = 2 ] || ! grep -q '^Correlation coefficient r^2' /tmp/client.log /tmp/server.log; then
-      break
-    fi
-    echo "note $name: perftest's clock calibration failed (r^2 < 0.9): ran again"
-  done
+  loopback_pair 300 "$@"
+  rc=$?
   echo "result $name $rc"
   tail -n 4 /tmp/client.log
 }

@@ -25,6 +25,7 @@ build_all debug "$WORK/guest.cpio" "$WORK/overlay"
 job=$WORK/a
 mkdir -p "$job"
 cp "$REPO/guest-driver/kernel/tests/guest-job.sh" "$job/run.sh"
+cp "$REPO/tests/guest/loopback.sh" "$job/"
 start_vrnic "guest0,lid=7"
 
 # The host watches the job directory for the guest's "kill-device" marker, kills the
