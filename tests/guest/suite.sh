@@ -114,6 +114,13 @@ end_server() {
 	finish "$1" server "$2"
 }
 
+# drop_server NAME PID: ends at once the server of a test that runs again (its client
+# measured nothing, and the server may wait for it forever).
+drop_server() {
+	kill "$2" 2>/dev/null
+	finish "$1" server "$2"
+}
+
 # again NAME: the client of test NAME must run once more (see the top), noted; run once.
 again() {
 	[ "$attempt" = 1 ] || return 1
@@ -158,8 +165,7 @@ while IFS='|' read -r name where server cmd; do
 			signal "$other" "$ctrl" || echo "the client's guest never took the ready signal" >>"/job/results/$name.note"
 			await "$ctrl" || echo "the client's guest never said its client ended" >>"/job/results/$name.note"
 			if [ $attempt = 1 ] && busybox nc -w 5 "$other" $((port + 30000)) </dev/null >/dev/null 2>&1; then
-				kill "$spid" 2>/dev/null # measured nothing; it may wait for the client forever
-				finish "$name" server "$spid"
+				drop_server "$name" "$spid"
 				continue
 			fi
 			end_server "$name" "$spid"
@@ -190,8 +196,7 @@ while IFS='|' read -r name where server cmd; do
 			wait_listen "$name" "$lport" "$spid"
 			PEER=127.0.0.1 run "$name" client "$cmd"
 			if again "$name"; then
-				kill "$spid" 2>/dev/null # as in a pair test
-				finish "$name" server "$spid"
+				drop_server "$name" "$spid"
 				continue
 			fi
 			end_server "$name" "$spid"
