@@ -115,13 +115,14 @@ fn find_rung_doorbells(rnic: &Rnic, st: &mut RnicState) {
 /// to flush, a retry due); only those are served, and the idle ones leave the set.
 pub fn poll_device(peers: &dyn Peers, rnic: &Arc<Rnic>, now: Instant) -> Progress {
     let mut progress = Progress::default();
-    if let Some(until) = rnic.faults.stalled(now) {
-        progress.retry_at = Some(until);
-        return progress;
-    }
     let (busy, start) = {
         let mut st = rnic.lock();
         if !st.serving() {
+            return progress;
+        }
+        // Under the device lock, as a stall is recorded (`faults::act::apply`).
+        if let Some(until) = rnic.faults.stalled(now) {
+            progress.retry_at = Some(until);
             return progress;
         }
         if let Some(mem) = st.mem() {

@@ -40,8 +40,15 @@ pub fn apply(rnic: &Rnic, rule: Rule) -> Result<Applied, FaultError> {
         Rule::Event(event) => raise(rnic, rule, event)?,
         Rule::Stall(d) => {
             let what = format!("data path stalled for {} ms", d.as_millis());
-            let firing = rnic.faults.lock().record(rule, what, Instant::now())?;
-            // The poller sleeps until the stall ends (it looks at `stalled` first).
+            // Recorded under the device lock, under which a pass looks at `stalled` before
+            // it looks for rung doorbells: each pass either found its work before this or
+            // sees the stall, so no doorbell rung after this reply is served until the
+            // stall ends (work a pass had already found still runs).
+            let firing = {
+                let _st = rnic.lock();
+                rnic.faults.lock().record(rule, what, Instant::now())?
+            };
+            // The poller sleeps until the stall ends.
             rnic.wake();
             firing
         }

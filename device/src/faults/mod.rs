@@ -142,7 +142,8 @@ impl Faults {
         }
     }
 
-    /// Hook (data path, before a pass over the device): the instant a stall ends.
+    /// Hook (data path, at the start of a pass, under the device lock): the instant a
+    /// stall ends.
     pub fn stalled(&self, now: Instant) -> Option<Instant> {
         if !self.hot(STALL) {
             return None;
