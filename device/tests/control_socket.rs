@@ -637,12 +637,13 @@ fn another_user_can_neither_connect_nor_be_served_once_the_mode_is_opened() {
         return;
     }
     let dir = temp_dir("uid");
+    let vrnic = copy_reachable_by_others(&dir);
     let path = dir.join("control.sock");
     let service = Service::start_with_control(vec![config(&dir, "r0")], poller(), Some(&path))
         .expect("service");
     let as_nobody = || {
         use std::os::unix::process::CommandExt;
-        Command::new(env!("CARGO_BIN_EXE_vrnic"))
+        Command::new(&vrnic)
             .args(["ctl", "--control"])
             .arg(&path)
             .arg("devices")
@@ -665,6 +666,28 @@ fn another_user_can_neither_connect_nor_be_served_once_the_mode_is_opened() {
     assert_eq!(devices(&mut Ctl::connect(&path)).len(), 1, "root still is");
     with_hang_guard(move || service.stop());
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Opens `dir` to other users (whatever the umask) and copies the `vrnic` binary into it,
+/// so another user can run it: the build's own copy may lie under a private directory, as
+/// a clone in root's 0700 home does. The parents of `dir` must be searchable by others.
+fn copy_reachable_by_others(dir: &Path) -> PathBuf {
+    let open = |path: &Path, mode| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    for parent in dir.ancestors().skip(1) {
+        let mode = std::fs::metadata(parent).unwrap().permissions().mode();
+        assert!(
+            mode & 0o001 != 0,
+            "{} is not searchable by other users: set TMPDIR to a directory that is",
+            parent.display()
+        );
+    }
+    open(dir, 0o755);
+    let copy = dir.join("vrnic");
+    std::fs::copy(env!("CARGO_BIN_EXE_vrnic"), &copy).expect("copy the vrnic binary");
+    open(&copy, 0o755);
+    copy
 }
 
 /// `vrnic ctl` as a process against `vrnic serve --control` as a process.
