@@ -111,6 +111,7 @@ mod tests {
                     rx_bad_icrc: 3,
                     rx_unknown_qp: 4,
                     tx_frames: 20,
+                    tx_burst_max: 5,
                 },
             }],
         };

@@ -327,7 +327,7 @@ pub(crate) fn complete(
                     0,
                 );
             }
-            return target_memory_fault(rnic, st, req);
+            return target_memory_fault(rnic, st, req.dest_qpn);
         }
     }
     qp.expected_psn = psn_add(qp.expected_psn, req.packets);
@@ -418,9 +418,25 @@ fn remote_range(
     access: Access,
     pdn: u32,
 ) -> Result<Pieces, VendorErr> {
-    let qp = st.objects.qp(req.dest_qpn).ok_or(VendorErr::Unreachable)?;
+    let message = (req.remote_addr, req.len);
+    let chunk = (req.remote_addr + req.offset, req.chunk);
+    key_range(st, req.dest_qpn, req.rkey, access, pdn, message, chunk)
+}
+
+/// The pieces of `chunk` (address, length) of a message at `message` (address, length)
+/// under `rkey` at QP `qpn`, checked for `access` as `remote_range` checks a request.
+fn key_range(
+    st: &RnicState,
+    qpn: u32,
+    rkey: u32,
+    access: Access,
+    pdn: u32,
+    (addr, len): (u64, u64),
+    (start, chunk): (u64, u64),
+) -> Result<Pieces, VendorErr> {
+    let qp = st.objects.qp(qpn).ok_or(VendorErr::Unreachable)?;
     let bit = u32::from(access);
-    if req.len == 0 {
+    if len == 0 {
         // IBTA C9-88: a zero-length RDMA WRITE or READ touches no memory, so its R_Key and
         // VA are not checked (rsockets sends its control messages as zero-length
         // WRITE_WITH_IMM with neither set); the QP's access flags still apply.
@@ -430,7 +446,7 @@ fn remote_range(
         return Ok(Pieces::new());
     }
     // An MR, a VALID fast-registration MR or a bound window (objects::keys).
-    let key = st.objects.remote_key(req.rkey, req.dest_qpn)?;
+    let key = st.objects.remote_key(rkey, qpn)?;
     if key.pdn() != pdn {
         return Err(VendorErr::PdMismatch);
     }
@@ -438,22 +454,46 @@ fn remote_range(
         return Err(VendorErr::RemoteAccess);
     }
     // The whole message must fit, whichever chunk this is.
-    key.range(req.remote_addr, req.len)
-        .ok_or(VendorErr::RemoteBounds)?;
-    let start = req.remote_addr + req.offset;
+    key.range(addr, len).ok_or(VendorErr::RemoteBounds)?;
     Ok(key
-        .range(start, req.chunk)
+        .range(start, chunk)
         .ok_or(VendorErr::RemoteBounds)?
         .collect())
 }
 
+/// The pieces of one READ response (`len` bytes at `va` under `rkey`) of RC QP `qpn`,
+/// checked again as the READ was when accepted (key and its state, PD, REMOTE_READ of
+/// the key and the QP, bounds), since a key may be revoked or changed while its
+/// responses go out, and a duplicate READ asks for them again later. Refused: the QP
+/// moves to ERR with QP_ACCESS_ERR, as at the READ's acceptance.
+pub(crate) fn read_response(
+    rnic: &Rnic,
+    st: &mut RnicState,
+    qpn: u32,
+    va: u64,
+    rkey: u32,
+    len: u64,
+) -> Result<Pieces, Response> {
+    let pdn = st.objects.qp(qpn).map_or(0, |qp| qp.pdn);
+    key_range(st, qpn, rkey, Access::RemoteRead, pdn, (va, len), (va, len)).map_err(|why| {
+        fail(
+            rnic,
+            st,
+            qpn,
+            EventType::QpAccessErr,
+            WcStatus::RemAccessErr,
+            why,
+        )
+    })
+}
+
 /// The target's own memory could not be reached: its QP fails (QP_FATAL), the requester
 /// gets REM_OP_ERR.
-fn target_memory_fault(rnic: &Rnic, st: &mut RnicState, req: &Request) -> Response {
+pub(crate) fn target_memory_fault(rnic: &Rnic, st: &mut RnicState, qpn: u32) -> Response {
     fail(
         rnic,
         st,
-        req.dest_qpn,
+        qpn,
         EventType::QpFatal,
         WcStatus::RemOpErr,
         VendorErr::RemoteDmaFault,

@@ -63,10 +63,10 @@
 //!   RTS->RTS and SQD->SQD; drop both on ERR and RESET (the data path's flush completes
 //!   the WQEs, as today). `Requester::next_psn` and `Responder::expected_psn` are
 //!   QUERY_QP's sq_psn and rq_psn.
-//! - Requester: read each new send WQE as `plan` does now (checks, local pieces), then
+//! - Requester: read each new send WQE as `plan` does now (checks, local buffers), then
 //!   `post` it (`WqeId` = its free-running SQ index; memory operations: `post_local`, and
-//!   execute them at `Action::Local`), keeping its resolved local pieces until its
-//!   `Complete`: `Payload::Wqe { offset, len }` names bytes of those pieces, `Place` and
+//!   execute them at `Action::Local`), keeping its local buffers (by key) until its
+//!   `Complete`: `Payload::Wqe { offset, len }` names bytes of those buffers, `Place` and
 //!   `AtomicResult` write into them. `Complete` maps onto `complete_send` (in order; the
 //!   CQE's opcode from the WQE); an error status moves the QP to ERR. `RnrWait` fills
 //!   `Qp::waiting` (reason RNR); `next_timer` is the poller's `retry_at`.

@@ -176,6 +176,9 @@ struct Entry {
     progress: u32,
     /// A memory operation the data path executes (no packet; `msg` is a placeholder).
     local: bool,
+    /// The data path could not reach its local buffers: nothing more of it (or after it)
+    /// is sent, and it completes with this once every WQE before it has.
+    aborted: Option<(WcStatus, VendorErr)>,
 }
 
 impl Entry {
@@ -268,6 +271,7 @@ impl Requester {
             started: false,
             progress: 0,
             local: false,
+            aborted: None,
         });
         Ok(())
     }
@@ -287,6 +291,7 @@ impl Requester {
             started: false,
             progress: 0,
             local: true,
+            aborted: None,
         });
         Ok(())
     }
@@ -315,6 +320,24 @@ impl Requester {
         }
         self.advanced(before, now, out);
         Ok(())
+    }
+
+    /// WQE `id` cannot go on: its local buffers are gone (deregistered, unmapped). Nothing
+    /// more of it or of the WQEs after it is sent; it completes with `status` once every
+    /// WQE before it has, and the QP fails then (an unknown `id`: nothing happens).
+    pub fn abort(
+        &mut self,
+        id: WqeId,
+        status: WcStatus,
+        why: VendorErr,
+        now: Instant,
+        out: &mut Vec<Action>,
+    ) {
+        if let Some(e) = self.entries.iter_mut().find(|e| e.id == id) {
+            e.aborted.get_or_insert((status, why));
+            let before = self.una();
+            self.advanced(before, now, out);
+        }
     }
 
     /// MODIFY_QP of a QP already sending (RTS to RTS, SQD to SQD): the retry attributes,
@@ -407,6 +430,9 @@ impl Requester {
         }
         let (index, k) = loop {
             let e = self.entries.get(self.cursor)?;
+            if e.aborted.is_some() {
+                return None;
+            }
             if e.local {
                 // A memory operation runs once all before it completed; all after wait.
                 if self.cursor == 0 && !e.started {
@@ -426,7 +452,18 @@ impl Requester {
             self.cursor += 1;
             self.cursor_pkt = 0;
         };
-        if !self.entries[index].started {
+        if self.entries[index].started {
+            // Within a long message too, at most `window` PSNs are outstanding (UC has no
+            // acknowledgement: its packets are paced by the data path's budget alone).
+            let psn = self.entries[index].first.add(k);
+            let limit = self.cfg.window.clamp(1, HALF - 1);
+            if self.cfg.transport != Transport::Uc
+                && !self.entries[index].msg.op.is_read_or_atomic()
+                && psn.since(self.una()) >= limit
+            {
+                return None;
+            }
+        } else {
             if !self.may_start(index) {
                 return None;
             }
@@ -819,7 +856,19 @@ impl Requester {
     /// Retires the finished WQEs at the head; progress since `before` restarts the timer
     /// and the retry counts (they count retries without progress).
     fn advanced(&mut self, before: Psn, now: Instant, out: &mut Vec<Action>) {
-        while self.entries.front().is_some_and(Entry::done) {
+        loop {
+            match self.entries.front() {
+                Some(Entry {
+                    aborted: Some((status, why)),
+                    ..
+                }) => {
+                    let (status, why) = (*status, *why);
+                    self.fail(status, why, out);
+                    return;
+                }
+                Some(e) if e.done() => {}
+                _ => break,
+            }
             let Some(e) = self.entries.pop_front() else {
                 break;
             };

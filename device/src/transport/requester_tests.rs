@@ -593,6 +593,45 @@ fn a_fenced_wqe_waits_for_the_reads_before_it() {
 }
 
 #[test]
+fn an_aborted_wqe_sends_nothing_more_and_fails_once_those_before_it_completed() {
+    let mut rq = Requester::new(rc(0)).unwrap();
+    rq.post(WqeId(0), send(1)).unwrap();
+    rq.post(WqeId(1), send(3000)).unwrap();
+    rq.post(WqeId(2), send(1)).unwrap();
+    let mut actions = Vec::new();
+    let first = std::iter::from_fn(|| rq.poll_transmit(t0(), &mut actions))
+        .take(2)
+        .collect::<Vec<_>>();
+    assert_eq!(psns(&first), [0, 1]);
+    rq.abort(
+        WqeId(1),
+        WcStatus::LocProtErr,
+        VendorErr::DmaFault,
+        t0(),
+        &mut actions,
+    );
+    assert!(actions.is_empty(), "WQE 0 is not acknowledged yet");
+    assert!(sent(&mut rq, t0(), &mut actions).is_empty());
+    assert_eq!(
+        handle(&mut rq, ack(0), t0()),
+        [
+            success(0, 1),
+            failure(1, WcStatus::LocProtErr, VendorErr::DmaFault)
+        ]
+    );
+    assert!(rq.is_failed());
+}
+
+#[test]
+fn within_one_long_message_the_window_bounds_the_psns_outstanding() {
+    let mut rq = Requester::new(RequesterConfig { window: 4, ..rc(0) }).unwrap();
+    rq.post(WqeId(0), send(10 * 1024)).unwrap();
+    assert_eq!(psns(&sent(&mut rq, t0(), &mut Vec::new())), [0, 1, 2, 3]);
+    handle(&mut rq, ack(1), t0());
+    assert_eq!(psns(&sent(&mut rq, t0(), &mut Vec::new())), [4, 5]);
+}
+
+#[test]
 fn the_window_bounds_the_psns_outstanding() {
     let mut rq = Requester::new(RequesterConfig { window: 3, ..rc(0) }).unwrap();
     for i in 0..5 {

@@ -124,6 +124,16 @@ pub enum Refusal {
     RemoteOperational,
 }
 
+impl Refusal {
+    fn nak_code(self) -> u8 {
+        match self {
+            Refusal::InvalidRequest => NAK_INVALID_REQUEST,
+            Refusal::RemoteAccess => NAK_REMOTE_ACCESS,
+            Refusal::RemoteOperational => NAK_REMOTE_OPERATIONAL,
+        }
+    }
+}
+
 /// What `on_packet` found.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Received {
@@ -462,12 +472,7 @@ impl Responder {
                 self.replies.push_back(Reply::Ack { psn: ex.psn, aeth });
             }
             Outcome::Refused(why) => {
-                let code = match why {
-                    Refusal::InvalidRequest => NAK_INVALID_REQUEST,
-                    Refusal::RemoteAccess => NAK_REMOTE_ACCESS,
-                    Refusal::RemoteOperational => NAK_REMOTE_OPERATIONAL,
-                };
-                self.nak(ex.psn, code);
+                self.nak(ex.psn, why.nak_code());
                 self.failed = true;
             }
         }
@@ -580,14 +585,7 @@ impl Responder {
                             && u64::from(r.dma_len) + skip == u64::from(*len)
                     });
                 match replay {
-                    Some(((_, _, _, _, msn), r)) => self.replies.push_back(Reply::Read {
-                        psn,
-                        va: r.va,
-                        rkey: r.rkey,
-                        remaining: r.dma_len,
-                        started: false,
-                        msn,
-                    }),
+                    Some(((_, _, _, _, msn), r)) => self.replay_read(psn, r, msn),
                     // Not a READ of ours (or long forgotten): dropped, the requester
                     // times out.
                     None => self.stats.ignored += 1,
@@ -613,6 +611,50 @@ impl Responder {
             }
         }
         Received::Handled
+    }
+
+    /// Answers a duplicate READ from `psn` on, as `r` names it. A response to the same
+    /// READ still queued is resumed there instead of a second one queued (rxe does the
+    /// same): a peer repeating one READ gets one stream of responses, not one per copy.
+    fn replay_read(&mut self, psn: Psn, r: Reth, msn: u32) {
+        let queued = self.replies.iter_mut().find_map(|reply| match reply {
+            Reply::Read {
+                psn: at,
+                va,
+                remaining,
+                started,
+                msn: m,
+                ..
+            } if *m == msn => Some((at, va, remaining, started)),
+            _ => None,
+        });
+        match queued {
+            // Not sent that far yet: the stream reaches `psn` anyway.
+            Some((at, ..)) if !psn.before(*at) => {}
+            Some((at, va, remaining, started)) => {
+                *at = psn;
+                *va = r.va;
+                *remaining = r.dma_len;
+                *started = false;
+            }
+            None => self.replies.push_back(Reply::Read {
+                psn,
+                va: r.va,
+                rkey: r.rkey,
+                remaining: r.dma_len,
+                started: false,
+                msn,
+            }),
+        }
+    }
+
+    /// The data path could not read the response at `psn` (the key was revoked, its
+    /// access or memory changed since the READ was accepted, or a duplicate names what
+    /// it no longer may): the NAK `why` names goes there instead; the QP fails.
+    pub fn refuse_read(&mut self, psn: Psn, why: Refusal) {
+        self.replies.clear();
+        self.nak(psn, why.nak_code());
+        self.failed = true;
     }
 
     /// Queues an ACK of `psn`, replacing an ACK still waiting (coalescing).

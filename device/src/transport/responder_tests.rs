@@ -94,6 +94,10 @@ fn replies(rs: &mut Responder) -> Vec<Outgoing> {
     std::iter::from_fn(|| rs.poll_transmit()).collect()
 }
 
+fn psns(out: &[Outgoing]) -> Vec<u32> {
+    out.iter().map(|o| o.bth.psn).collect()
+}
+
 /// (opcode, PSN, AETH kind) of each reply.
 fn summary(out: &[Outgoing]) -> Vec<(Op, u32, Option<AethKind>)> {
     out.iter()
@@ -529,11 +533,47 @@ fn uc_a_new_first_inside_a_message_restarts_and_refusals_only_drop() {
 }
 
 #[test]
+fn copies_of_a_read_resume_its_one_response_stream_instead_of_queueing_more() {
+    let mut rs = Responder::new(rc(0)).unwrap();
+    run(&mut rs, &read(0, 0x9000, 8192), Outcome::Done);
+    let first = std::iter::from_fn(|| rs.poll_transmit())
+        .take(3)
+        .collect::<Vec<_>>();
+    assert_eq!(psns(&first), [0, 1, 2]);
+    // 64 copies of the READ while its responses go out: the stream starts again from
+    // the copy's PSN, once; a copy asking for what is still to come changes nothing.
+    for _ in 0..64 {
+        assert_eq!(rs.on_packet(&read(0, 0x9000, 8192)), Received::Handled);
+    }
+    rs.on_packet(&read(5, 0x9000 + 5 * 1024, 3072));
+    let rest = replies(&mut rs);
+    assert_eq!(psns(&rest), [0, 1, 2, 3, 4, 5, 6, 7]);
+    assert_eq!(rest[0].bth.opcode.op, Op::ReadResponseFirst);
+    assert_eq!(rs.stats().duplicates, 65);
+    // Once the stream has ended, a copy gets one more stream.
+    rs.on_packet(&read(6, 0x9000 + 6 * 1024, 2048));
+    assert_eq!(psns(&replies(&mut rs)), [6, 7]);
+}
+
+#[test]
+fn a_read_response_refused_at_its_turn_becomes_a_nak_and_the_qp_fails() {
+    let mut rs = Responder::new(rc(0)).unwrap();
+    run(&mut rs, &read(0, 0x9000, 4096), Outcome::Done);
+    let out = rs.poll_transmit().unwrap();
+    rs.refuse_read(out.psn().add(1), Refusal::RemoteAccess);
+    assert_eq!(
+        summary(&replies(&mut rs)),
+        [(Op::Acknowledge, 1, nak(NAK_REMOTE_ACCESS))]
+    );
+    assert!(rs.is_failed());
+}
+
+#[test]
 fn duplicates_stop_being_answered_when_the_reply_queue_is_full() {
     let mut rs = Responder::new(rc(0)).unwrap();
-    run(&mut rs, &read(0, 0, 1), Outcome::Done);
+    run(&mut rs, &fetch_add(0), Outcome::Atomic(1));
     for _ in 0..MAX_QUEUED_REPLIES + 10 {
-        rs.on_packet(&read(0, 0, 1));
+        rs.on_packet(&fetch_add(0));
     }
     assert_eq!(replies(&mut rs).len(), MAX_QUEUED_REPLIES);
     // New requests are still answered.

@@ -56,6 +56,17 @@ pub struct LinkState {
     rng: u64,
     held: Option<Vec<u8>>,
     pub lost: u64,
+    /// Set by `cut` or `hold`: what the end does with every frame until `release`.
+    stopped: Option<Stop>,
+    /// Frames kept by `hold`, delivered at `release`.
+    kept: Vec<Vec<u8>>,
+}
+
+/// A cable end that stops passing frames: losing them, or keeping them for later.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    Cut,
+    Hold,
 }
 
 /// One end of the cable: frames the switch gives it come out of the other end.
@@ -67,6 +78,34 @@ pub struct LinkEnd {
 }
 
 impl LinkEnd {
+    /// From now on every frame into this end is lost, until `release`.
+    pub fn cut(&self) {
+        self.state.lock().unwrap().stopped = Some(Stop::Cut);
+    }
+
+    /// From now on every frame into this end is kept, until `release` delivers them.
+    pub fn hold(&self) {
+        self.state.lock().unwrap().stopped = Some(Stop::Hold);
+    }
+
+    /// Frames kept by `hold` so far.
+    pub fn kept(&self) -> usize {
+        self.state.lock().unwrap().kept.len()
+    }
+
+    /// Passes frames again, after delivering those kept by `hold`.
+    pub fn release(&self) {
+        let kept = {
+            let mut st = self.state.lock().unwrap();
+            st.stopped = None;
+            std::mem::take(&mut st.kept)
+        };
+        let (switch, port) = self.peer.get().expect("joined");
+        for f in kept {
+            switch.receive(*port, &f);
+        }
+    }
+
     fn roll(st: &mut LinkState, per_mille: u64) -> bool {
         // xorshift64*
         st.rng ^= st.rng >> 12;
@@ -86,17 +125,22 @@ impl Port for LinkEnd {
             let mut st = self.state.lock().unwrap();
             let i = self.impair;
             let mut out = Vec::new();
-            if Self::roll(&mut st, i.loss) {
-                st.lost += 1;
-            } else if Self::roll(&mut st, i.reorder) && st.held.is_none() {
+            let stopped = st.stopped;
+            match stopped {
+                Some(Stop::Cut) => st.lost += 1,
+                Some(Stop::Hold) => st.kept.push(frame.to_vec()),
+                None if Self::roll(&mut st, i.loss) => st.lost += 1,
                 // This frame overtakes nothing now: the next one goes first.
-                st.held = Some(frame.to_vec());
-            } else {
-                out.push(frame.to_vec());
-                if Self::roll(&mut st, i.dup) {
-                    out.push(frame.to_vec());
+                None if Self::roll(&mut st, i.reorder) && st.held.is_none() => {
+                    st.held = Some(frame.to_vec())
                 }
-                out.extend(st.held.take());
+                None => {
+                    out.push(frame.to_vec());
+                    if Self::roll(&mut st, i.dup) {
+                        out.push(frame.to_vec());
+                    }
+                    out.extend(st.held.take());
+                }
             }
             out
         };
@@ -117,6 +161,8 @@ pub fn join(a: &Arc<Switch>, b: &Arc<Switch>, impair: Impairment) -> [Arc<LinkEn
             rng: seed | 1,
             held: None,
             lost: 0,
+            stopped: None,
+            kept: Vec::new(),
         }),
     };
     let ea = a.attach(|_| Arc::new(end("cable-a", impair.seed)));

@@ -510,10 +510,11 @@ impl FakeDriver {
     }
 
     /// An MR of `len` bytes on the given 4 KiB pages (anywhere in guest-physical space,
-    /// mapped or not: REG_MR only reads the page list), described DIRECT.
+    /// mapped or not: REG_MR only reads the page list), described DIRECT, or INDIRECT past
+    /// what a direct list holds.
     pub fn reg_mr_on_pages(&mut self, uctx: u32, pd: u32, pages: Vec<u64>, access: u32) -> Mr {
         let len = pages.len() as u64 * PAGE;
-        let page_list = self.page_list(&pages, 12, Layout::Direct);
+        let page_list = self.page_list(&pages, 12, Layout::Scattered);
         let iova = self.next_iova;
         self.next_iova += len.next_multiple_of(1 << 30);
         let cmd = CmdRegMr {

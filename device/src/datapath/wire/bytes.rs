@@ -1,73 +1,39 @@
-//! A packet's payload out of (and into) a message's guest-memory pieces, at a message offset.
+//! A packet's payload out of (and into) guest-memory pieces resolved for that packet.
 
 use crate::guest_memory::{DmaError, RamSnapshot};
 
-/// The parts of `pieces` holding message bytes `[offset, offset + len)`: (address, length).
-fn window(pieces: &[(u64, u64)], offset: u64, len: u64) -> Vec<(u64, u64)> {
-    let mut out = Vec::new();
-    let (mut skip, mut left) = (offset, len);
-    for &(addr, n) in pieces {
-        if left == 0 {
-            break;
-        }
-        if skip >= n {
-            skip -= n;
-            continue;
-        }
-        let take = (n - skip).min(left);
-        out.push((addr + skip, take));
-        left -= take;
-        skip = 0;
-    }
-    out
-}
-
-/// Message bytes `[offset, offset + len)` read from `pieces`; None if the pieces are
-/// shorter or the memory cannot be read.
-pub fn gather(mem: &RamSnapshot, pieces: &[(u64, u64)], offset: u64, len: u32) -> Option<Vec<u8>> {
+/// The bytes of `pieces`, in order; None if they do not add up to `len` or the memory
+/// cannot be read.
+pub fn gather(mem: &RamSnapshot, pieces: &[(u64, u64)], len: u32) -> Option<Vec<u8>> {
     let mut out = vec![0u8; len as usize];
     let mut at = 0usize;
-    for (addr, n) in window(pieces, offset, u64::from(len)) {
-        let n = n as usize;
-        mem.read(addr, &mut out[at..at + n]).ok()?;
-        at += n;
+    for &(addr, n) in pieces {
+        let end = at.checked_add(usize::try_from(n).ok()?)?;
+        mem.read(addr, out.get_mut(at..end)?).ok()?;
+        at = end;
     }
     (at == out.len()).then_some(out)
 }
 
-/// Writes `bytes` into `pieces` from message offset `offset`.
+/// Writes `bytes` into `pieces` from their start; an error if they hold fewer bytes
+/// (None) or the memory cannot be written.
 pub fn scatter(
     mem: &RamSnapshot,
     pieces: &[(u64, u64)],
-    offset: u64,
     bytes: &[u8],
 ) -> Result<(), Option<DmaError>> {
-    let mut at = 0usize;
-    for (addr, n) in window(pieces, offset, bytes.len() as u64) {
-        let n = n as usize;
-        mem.write(addr, &bytes[at..at + n]).map_err(Some)?;
-        at += n;
+    let mut left = bytes;
+    for &(addr, n) in pieces {
+        if left.is_empty() {
+            break;
+        }
+        let (now, rest) =
+            left.split_at(usize::try_from(n).map_or(left.len(), |n| n.min(left.len())));
+        mem.write(addr, now).map_err(Some)?;
+        left = rest;
     }
-    match at == bytes.len() {
+    match left.is_empty() {
         true => Ok(()),
         false => Err(None),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::window;
-
-    #[test]
-    fn a_window_spans_pieces_from_any_offset() {
-        let pieces = [(0x1000, 10), (0x2000, 5), (0x3000, 100)];
-        assert_eq!(window(&pieces, 0, 4), vec![(0x1000, 4)]);
-        assert_eq!(
-            window(&pieces, 8, 10),
-            vec![(0x1008, 2), (0x2000, 5), (0x3000, 3)]
-        );
-        assert_eq!(window(&pieces, 15, 2), vec![(0x3000, 2)]);
-        assert_eq!(window(&pieces, 110, 10), vec![(0x305f, 5)]);
-        assert!(window(&pieces, 200, 1).is_empty());
     }
 }

@@ -3,13 +3,15 @@
 
 use super::frames::Path;
 use crate::datapath::copy::Pieces;
+use crate::datapath::sge::{self, Owner};
+use crate::objects::Objects;
 use crate::transport::{
     Requester, RequesterConfig, Responder, ResponderConfig, TransportError, WqeId,
 };
 use crate::wire::bth::DEFAULT_PKEY;
 use crate::wire::Transport;
 use std::collections::{HashMap, VecDeque};
-use vrnic_hw::{QpAttr, QpType, SendWqeHeader};
+use vrnic_hw::{QpAttr, QpType, SendWqeHeader, Sge};
 
 /// The transport a QP of type `kind` speaks on the wire (None: not a connected QP).
 pub fn transport_of(kind: QpType) -> Option<Transport> {
@@ -72,14 +74,56 @@ pub fn responder_config(
 }
 
 /// A send WQE posted to the requester engine, kept until it completes: its header (for
-/// the CQE) and its local buffers for the whole message (payload source, READ target).
+/// the CQE) and its local buffers (payload source, READ target, atomic result), named by
+/// keys and offsets and resolved at each use.
 pub struct Kept {
     pub index: u32,
     pub wqe: SendWqeHeader,
-    pub pieces: Pieces,
-    /// READ data or an atomic's result could not be written into `pieces`: the WQE
-    /// completes LOC_PROT_ERR whatever the peer answered.
+    pub local: LocalBuffers,
+    /// Its local buffers could not be reached at some use: nothing more is read from or
+    /// written to them, and the WQE completes LOC_PROT_ERR whatever the peer answered.
     pub fault: bool,
+}
+
+/// Where a kept WQE's message bytes are, as the guest named them: never guest addresses
+/// resolved once and kept, so memory revoked meanwhile (DEREG_MR, REREG_MR, DMA_UNMAP,
+/// invalidation) is never touched: the next use finds the key gone or changed.
+pub enum LocalBuffers {
+    /// None (memory operations, zero-length messages).
+    None,
+    /// The WQE's SGEs, checked for `access` (key, PD, rights, bounds) at every use.
+    Sges {
+        sges: Vec<Sge>,
+        owner: Owner,
+        access: u32,
+    },
+    /// Inline data in the WQE itself, in the send queue's ring.
+    Inline { addr: u64, len: u64 },
+}
+
+impl LocalBuffers {
+    /// The guest pieces of message bytes `[offset, offset + len)` as the keys name them
+    /// now; None if a key no longer allows it or the range is not the message's.
+    pub fn resolve(&self, objects: &Objects, offset: u64, len: u64) -> Option<Pieces> {
+        let end = offset.checked_add(len)?;
+        match self {
+            LocalBuffers::None => (len == 0).then(Pieces::new),
+            LocalBuffers::Inline { addr, len: n } => {
+                (end <= *n).then(|| vec![(addr + offset, len)])
+            }
+            LocalBuffers::Sges {
+                sges,
+                owner,
+                access,
+            } => {
+                let total = sge::check(objects, *owner, sges, *access).ok()?;
+                if end > total {
+                    return None;
+                }
+                Some(sge::pieces(objects, sges, offset, len))
+            }
+        }
+    }
 }
 
 /// One wire QP's engines, for the QP's `epoch`.

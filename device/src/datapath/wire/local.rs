@@ -113,7 +113,18 @@ pub fn after_fence(
         &mut actions,
     );
     let mut failed = send::apply(rnic, &mut st, &mem, e, qpn, &mut actions, None, now);
-    transmit(rnic, &st, &mem, e, qpn, now, &mut actions, &mut frames);
+    let budget = super::QP_PACKETS_PER_PASS;
+    transmit(
+        rnic,
+        &mut st,
+        &mem,
+        e,
+        qpn,
+        now,
+        &mut actions,
+        &mut frames,
+        budget,
+    );
     failed |= send::apply(rnic, &mut st, &mem, e, qpn, &mut actions, None, now);
     if failed {
         qps.drop_qp(qpn);

@@ -26,26 +26,36 @@
 //!   destroy) drops them: the data path's flush completes the WQEs, as today. RTS->RTS
 //!   calls `reconfigure`.
 //! - **Sending** (requester). A wire QP's send WQEs are read and checked as `plan`/
-//!   `resolve` do today, but their pieces are resolved for the whole message (the engine
-//!   segments by path MTU itself) and kept, by `WqeId` (the free-running SQ index), until
-//!   the engine completes the WQE. The device's poll drives `poll_transmit` (payload
-//!   gathered from the kept pieces, `Outgoing::packet`, encoded, `WirePort::send`),
-//!   `on_timer` at `next_timer`, which becomes `Progress.retry_at` so a sleeping poller
-//!   wakes for a retransmission. Atomics are posted with their atomic_seg operands and
-//!   their 8-byte result buffer kept (`AtomicResult` writes the original value there);
+//!   `resolve` do today and kept, by `WqeId` (the free-running SQ index), with their SGEs
+//!   (`engines::LocalBuffers`: keys, addresses, lengths, never guest addresses) until the
+//!   engine completes the WQE. The device's poll drives `poll_transmit` (each payload
+//!   resolved through the keys and gathered at that moment, `Outgoing::packet`, encoded,
+//!   `WirePort::send`), `on_timer` at `next_timer`, which becomes `Progress.retry_at` so a
+//!   sleeping poller wakes for a retransmission. A payload whose keys no longer allow it
+//!   (DEREG_MR, REREG_MR, DMA_UNMAP, invalidation since) is not read: the engine aborts
+//!   the WQE (`Requester::abort`), which ends LOC_PROT_ERR after those before it. Atomics
+//!   are posted with their atomic_seg operands and their 8-byte result buffer kept
+//!   (`AtomicResult` writes the original value there);
 //!   SEND with invalidate carries its R_Key in an IETH; the memory operations (REG_MR,
 //!   LOCAL_INV, BIND_MW) are posted as local work (`post_local`) and executed by the
 //!   in-process `memory_ops` at `Action::Local`, in queue order (`local`).
+//! - **Budgets**. A QP sends at most `QP_PACKETS_PER_PASS` packets in a pass and a device
+//!   `DEVICE_PACKETS_PER_PASS` (the QPs take turns), so the device lock is held, and the
+//!   frames of a pass take memory, in proportion to those and not to a length a guest or
+//!   a peer chose; the rest goes in the next passes (`Progress::worked`).
 //! - **Receiving**. The poll drains the port's queue: `wire::Packet::decode` (a bad ICRC
 //!   or any malformed frame is dropped and counted), the destination QPN names the QP (an
 //!   unknown QP, or one that is not a wire QP of that peer: dropped and counted). A
-//!   response goes to the requester engine: `Place` writes READ data into the kept pieces,
-//!   `Complete` becomes `complete_send` (in order; an error status moves the QP to ERR),
+//!   response goes to the requester engine: `Place` writes READ data into the kept
+//!   buffers (resolved now), `Complete` becomes `complete_send` (in order; an error status moves the QP to ERR),
 //!   `RnrWait` fills `Qp::waiting`. A request goes to the responder engine; its `Execute`
 //!   is one packet accepted, placed and completed by today's responder helpers (rkey check
 //!   at the first packet, receive WQE claimed at a SEND's first packet, CQE at the last,
 //!   COMM_EST in RTR), with the payload taken from the frame instead of the requester's
-//!   guest memory; READ responses (`Payload::Memory`) are read from the responder's MR.
+//!   guest memory; READ responses (`Payload::Memory`) are checked again as the READ was
+//!   (`responder::read_response`: key state, PD, REMOTE_READ, bounds) and read from the
+//!   responder's MR as each goes out, a duplicate's too; refused, the engine sends a NAK
+//!   instead (`Responder::refuse_read`) and the QP moves to ERR.
 //!   An atomic is checked by the same steps and executed once on the word
 //!   (`atomic::read_modify_write`); its duplicates are answered from the engine's
 //!   resources (`Outcome::Atomic`). A SEND with invalidate invalidates its R_Key and
@@ -85,9 +95,6 @@
 //! # Not yet on the wire
 //!
 //! - XRC.
-//! - The DMA fence does not cover a wire WQE's kept local buffers: an unmap while one is
-//!   outstanding ends that WQE in RETRY_EXC_ERR (its payload can no longer be read)
-//!   instead of LOC_PROT_ERR.
 
 pub mod bytes;
 pub mod count;
@@ -111,10 +118,10 @@ use crate::transport::{Payload, Requester};
 use engines::{requester_config, responder_config, QpEngines, WireQps};
 use frames::{classify, Dropped, Path};
 use port::WirePort;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Instant;
-use vrnic_hw::{DbQpSlot, QpState, QpType, WcStatus};
+use vrnic_hw::{DbQpSlot, QpState, QpType, VendorErr, WcStatus};
 
 /// Frames the receive path takes from the port per pass.
 const RX_BATCH: usize = 256;
@@ -136,6 +143,8 @@ fn set_on() {
 pub struct WireDevice {
     pub port: Arc<WirePort>,
     qps: Mutex<WireQps>,
+    /// Which wire QP goes first in the next pass.
+    turn: AtomicUsize,
 }
 
 impl WireDevice {
@@ -155,6 +164,7 @@ impl WireDevice {
         Ok(Arc::new(WireDevice {
             port,
             qps: Mutex::default(),
+            turn: AtomicUsize::new(0),
         }))
     }
 
@@ -238,59 +248,107 @@ fn engines_for<'q>(
     Some(e)
 }
 
-/// The frames of everything QP `qpn`'s engines have to send now (ACKs, NAKs, READ
-/// responses, requests and retransmissions).
+/// Packets one wire QP sends at most in one pass (responses and requests together): a
+/// long message, a long READ response or a peer's duplicates go out over several passes,
+/// so the device lock is held, and the frames of a pass take memory, in proportion to
+/// this and not to a length the guest or the peer chose.
+pub const QP_PACKETS_PER_PASS: usize = 64;
+
+/// Packets all wire QPs of a device send at most in one pass (the QPs take turns first).
+pub const DEVICE_PACKETS_PER_PASS: usize = 512;
+
+/// The frames of what QP `qpn`'s engines have to send now (ACKs, NAKs, READ responses,
+/// requests and retransmissions), at most `budget` of them; returns how many. Every
+/// payload is read from guest memory through its key at this moment: a key revoked since
+/// fails the READ response (NAK) or the send WQE (LOC_PROT_ERR), and nothing is read.
 #[allow(clippy::too_many_arguments)]
 fn transmit(
     rnic: &Rnic,
-    st: &RnicState,
+    st: &mut RnicState,
     mem: &RamSnapshot,
     e: &mut QpEngines,
     qpn: u32,
     now: Instant,
     actions: &mut Vec<Action>,
     frames: &mut Vec<Vec<u8>>,
-) {
-    while let Some(out) = e.responder.poll_transmit() {
-        let payload = match out.payload {
-            Payload::Memory { va, rkey, len } => receive::read_memory(st, mem, qpn, va, rkey, len),
-            _ => Some(Vec::new()),
+    budget: usize,
+) -> usize {
+    let mut sent = 0;
+    while sent < budget {
+        let Some(out) = e.responder.poll_transmit() else {
+            break;
         };
-        let bytes = payload.as_ref().map_or(0, Vec::len);
-        if let Some(f) = payload.and_then(|p| e.path.frame(&out, p).ok()) {
+        sent += 1;
+        let payload = match out.payload {
+            Payload::Memory { va, rkey, len } => {
+                match receive::read_memory(rnic, st, mem, qpn, va, rkey, len) {
+                    Ok(bytes) => bytes,
+                    Err(why) => {
+                        e.responder.refuse_read(out.psn(), why);
+                        continue;
+                    }
+                }
+            }
+            _ => Vec::new(),
+        };
+        let bytes = payload.len();
+        if let Ok(f) = e.path.frame(&out, payload) {
             count::sent(rnic, st, qpn, &out, bytes, false);
             frames.push(f);
         }
     }
-    let Some(rq) = e.requester.as_mut() else {
-        return;
+    let QpEngines {
+        requester,
+        kept,
+        path,
+        ..
+    } = e;
+    let Some(rq) = requester.as_mut() else {
+        return sent;
     };
-    loop {
+    while sent < budget {
         let before = rq.stats().retransmitted;
         let Some(out) = rq.poll_transmit(now, actions) else {
             break;
         };
+        sent += 1;
         let resent = rq.stats().retransmitted != before;
         let payload = match out.payload {
-            Payload::Wqe { wqe, offset, len } => e
-                .kept
-                .iter()
-                .find(|k| k.index == wqe.0)
-                .and_then(|k| bytes::gather(mem, &k.pieces, offset, len)),
-            _ => Some(Vec::new()),
+            Payload::Wqe { wqe, offset, len } => {
+                let kept = kept.iter_mut().find(|k| k.index == wqe.0);
+                let bytes = kept.as_ref().filter(|k| !k.fault).and_then(|k| {
+                    let pieces = k.local.resolve(&st.objects, offset, u64::from(len))?;
+                    bytes::gather(mem, &pieces, len)
+                });
+                match bytes {
+                    Some(bytes) => bytes,
+                    None => {
+                        // Its local buffers are gone (deregistered, unmapped): nothing
+                        // of it leaves, and it ends LOC_PROT_ERR.
+                        if let Some(k) = kept {
+                            k.fault = true;
+                        }
+                        let why = VendorErr::DmaFault;
+                        rq.abort(wqe, WcStatus::LocProtErr, why, now, actions);
+                        continue;
+                    }
+                }
+            }
+            _ => Vec::new(),
         };
-        // A payload that cannot be read is not sent: the peer never ACKs it, and the
-        // retry count ends the WQE.
-        let bytes = payload.as_ref().map_or(0, Vec::len);
-        if let Some(f) = payload.and_then(|p| e.path.frame(&out, p).ok()) {
+        let bytes = payload.len();
+        if let Ok(f) = path.frame(&out, payload) {
             count::sent(rnic, st, qpn, &out, bytes, resent);
             frames.push(f);
         }
     }
+    sent
 }
 
 /// Sends the frames with no device lock held.
 fn send_all(wire: &WireDevice, rnic: &Rnic, frames: Vec<Vec<u8>>) {
+    let burst = &wire.port.counters.tx_burst_max;
+    burst.fetch_max(frames.len() as u64, Relaxed);
     for f in &frames {
         wire.port.send(f);
     }
@@ -331,7 +389,20 @@ pub fn service_qp(peers: &dyn Peers, rnic: &Arc<Rnic>, qpn: u32, now: Instant) -
         let e = engines_for(peers, rnic, &st, &mut qps, qpn)?;
         progress.worked |= send::post_new(rnic, &mut st, &mem, e, qpn, sq_pi, WQE_BUDGET);
         let mut actions = Vec::new();
-        transmit(rnic, &st, &mem, e, qpn, now, &mut actions, &mut frames);
+        let budget = QP_PACKETS_PER_PASS;
+        let sent = transmit(
+            rnic,
+            &mut st,
+            &mem,
+            e,
+            qpn,
+            now,
+            &mut actions,
+            &mut frames,
+            budget,
+        );
+        // Spent: more is ready, the poller comes back at once.
+        progress.worked |= sent == budget;
         let failed = send::apply(rnic, &mut st, &mem, e, qpn, &mut actions, None, now);
         progress.retry_at = e.requester.as_ref().and_then(|r| r.next_timer());
         fenced = e.fenced;
@@ -352,7 +423,9 @@ pub fn service_qp(peers: &dyn Peers, rnic: &Arc<Rnic>, qpn: u32, now: Instant) -
     Some(progress)
 }
 
-/// One packet for QP `qpn`.
+/// One packet for QP `qpn`. What it makes the engines send goes out in the QP's turn of
+/// the pass, within its budget; but a responder that failed sends its NAK now, as the QP
+/// leaves the wire with it.
 #[allow(clippy::too_many_arguments)]
 fn handle(
     rnic: &Rnic,
@@ -398,8 +471,12 @@ fn handle(
             now,
         );
     }
-    transmit(rnic, st, mem, e, qpn, now, &mut actions, frames);
-    failed | send::apply(rnic, st, mem, e, qpn, &mut actions, None, now)
+    if e.responder.is_failed() {
+        let budget = QP_PACKETS_PER_PASS;
+        transmit(rnic, st, mem, e, qpn, now, &mut actions, frames, budget);
+        failed |= send::apply(rnic, st, mem, e, qpn, &mut actions, None, now);
+    }
+    failed
 }
 
 /// The wire part of a device's pass: the frames that came in, then the timers of every
@@ -468,7 +545,14 @@ pub fn poll(peers: &dyn Peers, rnic: &Arc<Rnic>, now: Instant) -> Progress {
                 qps.drop_qp(qpn);
             }
         }
-        for qpn in qps.qpns() {
+        // The QPs take turns at the device's budget: a different one goes first each pass.
+        let mut qpns = qps.qpns();
+        if !qpns.is_empty() {
+            let first = wire.turn.fetch_add(1, Relaxed) % qpns.len();
+            qpns.rotate_left(first);
+        }
+        let mut left = DEVICE_PACKETS_PER_PASS;
+        for qpn in qpns {
             let Some(e) = engines_for(peers, rnic, &st, &mut qps, qpn) else {
                 continue;
             };
@@ -483,7 +567,20 @@ pub fn poll(peers: &dyn Peers, rnic: &Arc<Rnic>, now: Instant) -> Progress {
                     count::requester(rnic, &st, qpn, &before, rq.stats(), ended);
                 }
             }
-            transmit(rnic, &st, &mem, e, qpn, now, &mut actions, &mut frames);
+            let budget = QP_PACKETS_PER_PASS.min(left);
+            let sent = transmit(
+                rnic,
+                &mut st,
+                &mem,
+                e,
+                qpn,
+                now,
+                &mut actions,
+                &mut frames,
+                budget,
+            );
+            left -= sent;
+            progress.worked |= sent == budget;
             if send::apply(rnic, &mut st, &mem, e, qpn, &mut actions, None, now) {
                 qps.drop_qp(qpn);
                 continue;

@@ -24,6 +24,9 @@ pub struct WireCounters {
     pub rx_unknown_qp: AtomicU64,
     /// Frames the device sent.
     pub tx_frames: AtomicU64,
+    /// The most frames the device built in one hold of its lock (bounded by the data
+    /// path's budget per pass, whatever the messages and READs ask for).
+    pub tx_burst_max: AtomicU64,
 }
 
 /// `WireCounters` read (`vrnic ctl wire`), each exact, not read at one instant.
@@ -35,6 +38,8 @@ pub struct WirePortCounters {
     pub rx_bad_icrc: u64,
     pub rx_unknown_qp: u64,
     pub tx_frames: u64,
+    #[serde(default)]
+    pub tx_burst_max: u64,
 }
 
 impl WireCounters {
@@ -46,6 +51,7 @@ impl WireCounters {
             rx_bad_icrc: self.rx_bad_icrc.load(Relaxed),
             rx_unknown_qp: self.rx_unknown_qp.load(Relaxed),
             tx_frames: self.tx_frames.load(Relaxed),
+            tx_burst_max: self.tx_burst_max.load(Relaxed),
         }
     }
 }

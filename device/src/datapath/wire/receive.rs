@@ -7,7 +7,9 @@ use super::bytes::{gather, scatter};
 use crate::addr::Gid;
 use crate::datapath::atomic::{read_modify_write, ATOMIC_LEN};
 use crate::datapath::copy::{Fault, Pieces};
-use crate::datapath::responder::{accept, complete, Request, Response};
+use crate::datapath::responder::{
+    accept, complete, read_response, target_memory_fault, Request, Response,
+};
 use crate::guest_memory::RamSnapshot;
 use crate::objects::Qp;
 use crate::rnic::{Rnic, RnicState};
@@ -57,7 +59,8 @@ pub fn execute(
         Family::Atomic => return atomic(rnic, st, mem, qpn, ex),
     };
     let (offset, chunk) = match ex.family {
-        Family::Read => (0, rlen),
+        // Each response is checked and read when it goes (`read_memory`).
+        Family::Read => (0, 0),
         _ => (ex.offset, chunk),
     };
     let none = Pieces::new();
@@ -76,8 +79,9 @@ pub fn execute(
         Ok(acc) => {
             let placed = match opcode {
                 WrOpcode::RdmaRead => Ok(()),
-                _ => scatter(&acc.mem, &acc.pieces, 0, &packet.payload)
-                    .map_err(|_| Fault::Destination),
+                _ => {
+                    scatter(&acc.mem, &acc.pieces, &packet.payload).map_err(|_| Fault::Destination)
+                }
             };
             complete(rnic, st, &req, acc, placed)
         }
@@ -182,19 +186,23 @@ fn atomic(rnic: &Rnic, st: &mut RnicState, mem: &RamSnapshot, qpn: u32, ex: &Exe
     }
 }
 
-/// `len` bytes at `va` of the MR (or window) `rkey` names at QP `qpn`: a READ response.
+/// `len` bytes at `va` of the MR (or window) `rkey` names at QP `qpn`: a READ response,
+/// checked as the READ was (`responder::read_response`) and read now. Refused (the key
+/// no longer allows it, or its memory is gone): the QP has moved to ERR, and the NAK the
+/// responder owes the peer instead.
 pub fn read_memory(
-    st: &RnicState,
+    rnic: &Rnic,
+    st: &mut RnicState,
     mem: &RamSnapshot,
     qpn: u32,
     va: u64,
     rkey: u32,
     len: u32,
-) -> Option<Vec<u8>> {
-    if len == 0 {
-        return Some(Vec::new());
-    }
-    let key = st.objects.remote_key(rkey, qpn).ok()?;
-    let pieces: Pieces = key.range(va, u64::from(len))?.collect();
-    gather(mem, &pieces, 0, len)
+) -> Result<Vec<u8>, Refusal> {
+    let pieces = read_response(rnic, st, qpn, va, rkey, u64::from(len))
+        .map_err(|_| Refusal::RemoteAccess)?;
+    gather(mem, &pieces, len).ok_or_else(|| {
+        target_memory_fault(rnic, st, qpn);
+        Refusal::RemoteOperational
+    })
 }

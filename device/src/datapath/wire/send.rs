@@ -4,9 +4,8 @@
 //! operations) carried out.
 
 use super::bytes::scatter;
-use super::engines::{Kept, QpEngines};
+use super::engines::{Kept, LocalBuffers, QpEngines};
 use super::{local, state};
-use crate::datapath::copy::Pieces;
 use crate::datapath::requester::complete_send;
 use crate::datapath::{atomic, sge};
 use crate::guest_memory::RamSnapshot;
@@ -20,15 +19,15 @@ type Failure = (WcStatus, VendorErr);
 
 /// What a send WQE is for the requester engine.
 enum Resolved {
-    /// A message on the wire and its local pieces (payload source, READ target, atomic
-    /// result buffer).
-    Message(Message, Pieces),
+    /// A message on the wire and its local buffers (payload source, READ target, atomic
+    /// result buffer), resolved at each use.
+    Message(Message, LocalBuffers),
     /// A memory operation (REG_MR, LOCAL_INV, BIND_MW): checked and executed by the
     /// in-process helpers when the engine reaches it (`Action::Local`).
     Local,
 }
 
-/// The message of a send WQE and its local pieces, or why the WQE fails. XRC is not on
+/// The message of a send WQE and its local buffers, or why the WQE fails. XRC is not on
 /// the wire; UC has no READ or atomics (BAD_OPCODE, as in-process).
 fn resolve(
     st: &RnicState,
@@ -67,7 +66,8 @@ fn resolve(
     // READ data and atomic results are written into the local buffers.
     let reading = opcode == WrOpcode::RdmaRead || atomic::is_atomic(opcode);
     let mut op = op;
-    let (len, pieces) = if atomic::is_atomic(opcode) {
+    let owner = sge::Owner::of(qp);
+    let (len, local) = if atomic::is_atomic(opcode) {
         let at = SendWqeHeader::SIZE as u64;
         let (seg, sge) = atomic::read_wqe(mem, addr, at, wqe, stride)?;
         let (compare_add, swap) = (seg.compare_add.to_native(), seg.swap.to_native());
@@ -78,10 +78,15 @@ fn resolve(
             },
             _ => MsgOp::FetchAdd { add: compare_add },
         };
-        let sges = [sge];
+        let sges = vec![sge];
         let access = u32::from(Access::LocalWrite);
-        let len = sge::check(&st.objects, sge::Owner::of(qp), &sges, access)?;
-        (len, sge::pieces(&st.objects, &sges, 0, len))
+        let len = sge::check(&st.objects, owner, &sges, access)?;
+        let local = LocalBuffers::Sges {
+            sges,
+            owner,
+            access,
+        };
+        (len, local)
     } else if wqe.flags & u8::from(SendFlags::Inline) != 0 {
         let len = u64::from(wqe.inline_len.to_native());
         if wqe.num_sge != 0
@@ -91,7 +96,7 @@ fn resolve(
         {
             return Err(bad);
         }
-        (len, vec![(payload, len)])
+        (len, LocalBuffers::Inline { addr: payload, len })
     } else {
         let n = usize::from(wqe.num_sge);
         if wqe.inline_len.to_native() != 0
@@ -106,18 +111,14 @@ fn resolve(
             true => u32::from(Access::LocalWrite),
             false => 0,
         };
-        let len = sge::check(&st.objects, sge::Owner::of(qp), &sges, access)?;
-        (len, sge::pieces(&st.objects, &sges, 0, len))
+        let len = sge::check(&st.objects, owner, &sges, access)?;
+        let local = LocalBuffers::Sges {
+            sges,
+            owner,
+            access,
+        };
+        (len, local)
     };
-    let local_ok = pieces.iter().all(|&(a, n)| {
-        usize::try_from(n).is_ok_and(|n| match reading {
-            true => mem.check_write(a, n).is_ok(),
-            false => mem.check_read(a, n).is_ok(),
-        })
-    });
-    if !local_ok {
-        return Err((WcStatus::LocProtErr, VendorErr::DmaFault));
-    }
     let flag = |f: SendFlags| wqe.flags & u8::from(f) != 0;
     let msg = Message {
         op,
@@ -128,7 +129,7 @@ fn resolve(
         solicited: flag(SendFlags::Solicited),
         xrc_srqn: None,
     };
-    Ok(Resolved::Message(msg, pieces))
+    Ok(Resolved::Message(msg, local))
 }
 
 /// Posts QP `qpn`'s WQEs from `e.posted` up to the producer index `sq_pi` (at most
@@ -166,9 +167,9 @@ pub fn post_new(
                 let Some(rq) = e.requester.as_mut() else {
                     return worked;
                 };
-                let (posted, pieces) = match resolved {
-                    Resolved::Message(msg, pieces) => (rq.post(WqeId(index), msg), pieces),
-                    Resolved::Local => (rq.post_local(WqeId(index)), Pieces::new()),
+                let (posted, local) = match resolved {
+                    Resolved::Message(msg, local) => (rq.post(WqeId(index), msg), local),
+                    Resolved::Local => (rq.post_local(WqeId(index)), LocalBuffers::None),
                 };
                 if let Err(err) = posted {
                     if !head {
@@ -186,7 +187,7 @@ pub fn post_new(
                 e.kept.push_back(Kept {
                     index,
                     wqe,
-                    pieces,
+                    local,
                     fault: false,
                 });
                 e.posted = index.wrapping_add(1);
@@ -244,27 +245,15 @@ fn apply_one(
 ) -> bool {
     match action {
         Action::Place { wqe, offset, len } => {
-            let (Some(kept), Some(p)) = (e.kept.iter_mut().find(|k| k.index == wqe.0), payload)
-            else {
+            let Some(p) = payload else {
                 return false;
             };
             let bytes = p.get(..len as usize).unwrap_or(p);
-            if scatter(mem, &kept.pieces, offset, bytes).is_err() {
-                log::debug!(
-                    "{}: QP {qpn}: READ data not placed at {offset}",
-                    rnic.name()
-                );
-                kept.fault = true;
-            }
+            place(rnic, st, mem, e, qpn, wqe, offset, bytes, now, queued);
         }
         Action::AtomicResult { wqe, original } => {
-            let Some(kept) = e.kept.iter_mut().find(|k| k.index == wqe.0) else {
-                return false;
-            };
-            if scatter(mem, &kept.pieces, 0, &original.to_le_bytes()).is_err() {
-                log::debug!("{}: QP {qpn}: atomic result not placed", rnic.name());
-                kept.fault = true;
-            }
+            let bytes = original.to_le_bytes();
+            place(rnic, st, mem, e, qpn, wqe, 0, &bytes, now, queued);
         }
         Action::Complete {
             wqe,
@@ -303,4 +292,43 @@ fn apply_one(
         }
     }
     false
+}
+
+/// Writes `bytes` (READ data, an atomic's result) at message offset `offset` of WQE
+/// `wqe`'s local buffers, resolved through their keys now. Buffers that can no longer be
+/// reached are not touched again: the WQE ends LOC_PROT_ERR (`Requester::abort`).
+#[allow(clippy::too_many_arguments)]
+fn place(
+    rnic: &Rnic,
+    st: &RnicState,
+    mem: &RamSnapshot,
+    e: &mut QpEngines,
+    qpn: u32,
+    wqe: WqeId,
+    offset: u64,
+    bytes: &[u8],
+    now: Instant,
+    queued: &mut Vec<Action>,
+) {
+    let Some(kept) = e.kept.iter_mut().find(|k| k.index == wqe.0) else {
+        return;
+    };
+    if kept.fault {
+        return;
+    }
+    let placed = kept
+        .local
+        .resolve(&st.objects, offset, bytes.len() as u64)
+        .is_some_and(|pieces| scatter(mem, &pieces, bytes).is_ok());
+    if !placed {
+        log::debug!(
+            "{}: QP {qpn}: WQE {}: local buffer unreachable at {offset}",
+            rnic.name(),
+            wqe.0
+        );
+        kept.fault = true;
+        if let Some(rq) = e.requester.as_mut() {
+            rq.abort(wqe, WcStatus::LocProtErr, VendorErr::DmaFault, now, queued);
+        }
+    }
 }
