@@ -14,8 +14,8 @@ mod harness;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use harness::cable::{Impairment, LinkEnd, WireHosts};
-use harness::devices::{gid_of, mac_of};
+use harness::cable::{rc_packet, Impairment, LinkEnd, WireHosts};
+use harness::devices::gid_of;
 use harness::pair::{new_side, Side};
 use harness::*;
 use vrnic::datapath::wire::port::WireCounters;
@@ -104,30 +104,8 @@ fn tx(c: &WireCounters) -> u64 {
 
 /// An RC READ request from A's address to QP `qpn` at B.
 fn read_request(psn: u32, qpn: u32, va: u64, rkey: u32, len: u32) -> Vec<u8> {
-    use vrnic::wire::bth::{Bth, Op, Opcode, DEFAULT_PKEY};
-    use vrnic::wire::{Network, Packet, Reth, Transport};
-    let ip = |i: usize| -> [u8; 4] { gid_of(i)[12..].try_into().unwrap() };
-    let net = Network::V4 {
-        src: ip(0),
-        dst: ip(1),
-        tos: 0,
-        ttl: 64,
-        ident: 0,
-        dont_fragment: true,
-    };
-    let bth = Bth {
-        opcode: Opcode::new(Transport::Rc, Op::ReadRequest).unwrap(),
-        solicited: false,
-        migreq: true,
-        pkey: DEFAULT_PKEY,
-        fecn: false,
-        becn: false,
-        dest_qpn: qpn,
-        ack_req: false,
-        psn,
-    };
-    let mut p = Packet::new(mac_of(0), mac_of(1), net, 0xc001, bth);
-    p.reth = Some(Reth {
+    let mut p = rc_packet(0, 1, vrnic::wire::bth::Op::ReadRequest, qpn, psn);
+    p.reth = Some(vrnic::wire::Reth {
         va,
         rkey,
         dma_len: len,

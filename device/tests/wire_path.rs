@@ -10,7 +10,7 @@ mod harness;
 
 use std::sync::atomic::Ordering::Relaxed;
 
-use harness::cable::{Impairment, WireHosts};
+use harness::cable::{rc_packet, Impairment, WireHosts};
 use harness::devices::{gid_of, mac_of};
 use harness::pair::{new_side, transfer_and_verify, Ends, Side};
 use harness::*;
@@ -356,29 +356,8 @@ fn devices_of_one_process_keep_the_in_process_path_with_a_wire_attached() {
 
 /// A RoCEv2 SEND Only frame from B's GID to A's MAC and GID, for QP `qpn`.
 fn stray_frame(qpn: u32) -> Vec<u8> {
-    use vrnic::wire::bth::{Bth, Op, Opcode, DEFAULT_PKEY};
-    use vrnic::wire::{Network, Packet, Transport};
-    let ip = |i: usize| -> [u8; 4] { gid_of(i)[12..].try_into().unwrap() };
-    let net = Network::V4 {
-        src: ip(1),
-        dst: ip(0),
-        tos: 0,
-        ttl: 64,
-        ident: 0,
-        dont_fragment: true,
-    };
-    let bth = Bth {
-        opcode: Opcode::new(Transport::Rc, Op::SendOnly).unwrap(),
-        solicited: false,
-        migreq: true,
-        pkey: DEFAULT_PKEY,
-        fecn: false,
-        becn: false,
-        dest_qpn: qpn,
-        ack_req: true,
-        psn: 0,
-    };
-    let mut p = Packet::new(mac_of(1), mac_of(0), net, 0xc001, bth);
+    let mut p = rc_packet(1, 0, vrnic::wire::bth::Op::SendOnly, qpn, 0);
+    p.bth.ack_req = true;
     p.payload = vec![0x5a; 64];
     p.encode().unwrap()
 }

@@ -2,11 +2,13 @@
 //! switch): each end is a port of one switch whose frames come out of the other switch's
 //! port, dropped, duplicated or reordered by a seeded impairment. For the wire-path tests.
 
-use super::devices::{roce, TestDevices};
+use super::devices::{gid_of, mac_of, roce, TestDevices};
 use std::sync::{Arc, Mutex, OnceLock};
 use vrnic::net::port::{Ingress, Port, PortId};
 use vrnic::net::switch::Switch;
 use vrnic::rnic::link::LinkMode;
+use vrnic::wire::bth::{Bth, Op, Opcode, DEFAULT_PKEY};
+use vrnic::wire::{Network, Packet, Transport};
 
 /// Two test hosts: a RoCE device each (`roce(0)` and `roce(1)`), each in a service of its
 /// own (fabric, pollers, switch), the devices' wire ports attached to their switches and
@@ -171,4 +173,31 @@ pub fn join(a: &Arc<Switch>, b: &Arc<Switch>, impair: Impairment) -> [Arc<LinkEn
     ea.peer.set((b.clone(), ids.1)).ok();
     eb.peer.set((a.clone(), ids.0)).ok();
     [ea, eb]
+}
+
+/// An RC packet `op` with `psn` for QP `dest_qpn`, from test host `from`'s addresses (its
+/// MAC and the IPv4 address of its GID) to host `to`'s, as a peer would put it on the
+/// cable; callers add headers and payload and encode it.
+pub fn rc_packet(from: usize, to: usize, op: Op, dest_qpn: u32, psn: u32) -> Packet {
+    let ip = |i: usize| -> [u8; 4] { gid_of(i)[12..].try_into().unwrap() };
+    let net = Network::V4 {
+        src: ip(from),
+        dst: ip(to),
+        tos: 0,
+        ttl: 64,
+        ident: 0,
+        dont_fragment: true,
+    };
+    let bth = Bth {
+        opcode: Opcode::new(Transport::Rc, op).unwrap(),
+        solicited: false,
+        migreq: true,
+        pkey: DEFAULT_PKEY,
+        fecn: false,
+        becn: false,
+        dest_qpn,
+        ack_req: false,
+        psn,
+    };
+    Packet::new(mac_of(from), mac_of(to), net, 0xc001, bth)
 }

@@ -11,7 +11,7 @@ use crate::transport::{
 use crate::wire::bth::DEFAULT_PKEY;
 use crate::wire::Transport;
 use std::collections::{HashMap, VecDeque};
-use vrnic_hw::{QpAttr, QpType, SendWqeHeader, Sge};
+use vrnic_hw::{QpAttr, QpType, SendWqeHeader, Sge, VendorErr, WcStatus};
 
 /// The transport a QP of type `kind` speaks on the wire (None: not a connected QP).
 pub fn transport_of(kind: QpType) -> Option<Transport> {
@@ -102,6 +102,22 @@ pub enum LocalBuffers {
 }
 
 impl LocalBuffers {
+    /// `sges` checked for `access` now (as at every later use), with the message length.
+    pub fn checked(
+        objects: &Objects,
+        owner: Owner,
+        sges: Vec<Sge>,
+        access: u32,
+    ) -> Result<(u64, LocalBuffers), (WcStatus, VendorErr)> {
+        let len = sge::check(objects, owner, &sges, access)?;
+        let local = LocalBuffers::Sges {
+            sges,
+            owner,
+            access,
+        };
+        Ok((len, local))
+    }
+
     /// The guest pieces of message bytes `[offset, offset + len)` as the keys name them
     /// now; None if a key no longer allows it or the range is not the message's.
     pub fn resolve(&self, objects: &Objects, offset: u64, len: u64) -> Option<Pieces> {

@@ -6,7 +6,7 @@
 //! in-process requester does.
 
 use super::engines::QpEngines;
-use super::{engines_for, send, transmit, WireDevice};
+use super::{engines_for, send, take_turn, WireDevice};
 use crate::datapath::memory_ops::{self, Done};
 use crate::datapath::Peers;
 use crate::guest_memory::RamSnapshot;
@@ -114,7 +114,7 @@ pub fn after_fence(
     );
     let mut failed = send::apply(rnic, &mut st, &mem, e, qpn, &mut actions, None, now);
     let budget = super::QP_PACKETS_PER_PASS;
-    transmit(
+    let turn = take_turn(
         rnic,
         &mut st,
         &mem,
@@ -125,7 +125,7 @@ pub fn after_fence(
         &mut frames,
         budget,
     );
-    failed |= send::apply(rnic, &mut st, &mem, e, qpn, &mut actions, None, now);
+    failed |= turn.1;
     if failed {
         qps.drop_qp(qpn);
     }

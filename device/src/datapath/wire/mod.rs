@@ -345,6 +345,24 @@ fn transmit(
     sent
 }
 
+/// QP `qpn`'s turn: `transmit` within `budget`, then what the engines asked for meanwhile
+/// (`send::apply`). Returns the packets sent and whether the QP failed.
+#[allow(clippy::too_many_arguments)]
+fn take_turn(
+    rnic: &Rnic,
+    st: &mut RnicState,
+    mem: &RamSnapshot,
+    e: &mut QpEngines,
+    qpn: u32,
+    now: Instant,
+    actions: &mut Vec<Action>,
+    frames: &mut Vec<Vec<u8>>,
+    budget: usize,
+) -> (usize, bool) {
+    let sent = transmit(rnic, st, mem, e, qpn, now, actions, frames, budget);
+    (sent, send::apply(rnic, st, mem, e, qpn, actions, None, now))
+}
+
 /// Sends the frames with no device lock held.
 fn send_all(wire: &WireDevice, rnic: &Rnic, frames: Vec<Vec<u8>>) {
     let burst = &wire.port.counters.tx_burst_max;
@@ -390,7 +408,7 @@ pub fn service_qp(peers: &dyn Peers, rnic: &Arc<Rnic>, qpn: u32, now: Instant) -
         progress.worked |= send::post_new(rnic, &mut st, &mem, e, qpn, sq_pi, WQE_BUDGET);
         let mut actions = Vec::new();
         let budget = QP_PACKETS_PER_PASS;
-        let sent = transmit(
+        let (sent, failed) = take_turn(
             rnic,
             &mut st,
             &mem,
@@ -403,7 +421,6 @@ pub fn service_qp(peers: &dyn Peers, rnic: &Arc<Rnic>, qpn: u32, now: Instant) -
         );
         // Spent: more is ready, the poller comes back at once.
         progress.worked |= sent == budget;
-        let failed = send::apply(rnic, &mut st, &mem, e, qpn, &mut actions, None, now);
         progress.retry_at = e.requester.as_ref().and_then(|r| r.next_timer());
         fenced = e.fenced;
         if failed {
@@ -473,8 +490,7 @@ fn handle(
     }
     if e.responder.is_failed() {
         let budget = QP_PACKETS_PER_PASS;
-        transmit(rnic, st, mem, e, qpn, now, &mut actions, frames, budget);
-        failed |= send::apply(rnic, st, mem, e, qpn, &mut actions, None, now);
+        failed |= take_turn(rnic, st, mem, e, qpn, now, &mut actions, frames, budget).1;
     }
     failed
 }
@@ -568,7 +584,7 @@ pub fn poll(peers: &dyn Peers, rnic: &Arc<Rnic>, now: Instant) -> Progress {
                 }
             }
             let budget = QP_PACKETS_PER_PASS.min(left);
-            let sent = transmit(
+            let (sent, failed) = take_turn(
                 rnic,
                 &mut st,
                 &mem,
@@ -581,7 +597,7 @@ pub fn poll(peers: &dyn Peers, rnic: &Arc<Rnic>, now: Instant) -> Progress {
             );
             left -= sent;
             progress.worked |= sent == budget;
-            if send::apply(rnic, &mut st, &mem, e, qpn, &mut actions, None, now) {
+            if failed {
                 qps.drop_qp(qpn);
                 continue;
             }

@@ -78,15 +78,7 @@ fn resolve(
             },
             _ => MsgOp::FetchAdd { add: compare_add },
         };
-        let sges = vec![sge];
-        let access = u32::from(Access::LocalWrite);
-        let len = sge::check(&st.objects, owner, &sges, access)?;
-        let local = LocalBuffers::Sges {
-            sges,
-            owner,
-            access,
-        };
-        (len, local)
+        LocalBuffers::checked(&st.objects, owner, vec![sge], u32::from(Access::LocalWrite))?
     } else if wqe.flags & u8::from(SendFlags::Inline) != 0 {
         let len = u64::from(wqe.inline_len.to_native());
         if wqe.num_sge != 0
@@ -111,13 +103,7 @@ fn resolve(
             true => u32::from(Access::LocalWrite),
             false => 0,
         };
-        let len = sge::check(&st.objects, owner, &sges, access)?;
-        let local = LocalBuffers::Sges {
-            sges,
-            owner,
-            access,
-        };
-        (len, local)
+        LocalBuffers::checked(&st.objects, owner, sges, access)?
     };
     let flag = |f: SendFlags| wqe.flags & u8::from(f) != 0;
     let msg = Message {
