@@ -112,9 +112,11 @@ pub(super) fn run(fabric: &Fabric, shard: usize, config: PollerConfig) {
         set_polling(fabric, shard, false);
         // Pairs with the drivers' barrier between the doorbell store and the POLL_STATE load.
         fence(Ordering::SeqCst);
+        waker.arm();
         let progress = poll_shard(fabric, shard);
-        if !progress.worked {
-            waker.sleep(progress.retry_at);
+        match progress.worked {
+            true => waker.disarm(),
+            false => waker.sleep(progress.retry_at),
         }
         set_polling(fabric, shard, true);
         polling = true;

@@ -13,6 +13,11 @@ pub trait Port: Send + Sync {
     /// Never blocks: a port with no room for it now drops it and counts the drop, as a
     /// NIC with a full ring does.
     fn transmit(&self, frame: &[u8]);
+    /// `transmit` of a frame the switch gives away (the one destination of a unicast): a
+    /// port that keeps frames takes it without a copy.
+    fn transmit_owned(&self, frame: Vec<u8>) {
+        self.transmit(&frame);
+    }
     /// Whether the switch floods broadcast, multicast and unknown unicast here. An RDMA
     /// device's wire engine takes only the RoCEv2 frames steered to it.
     fn takes_floods(&self) -> bool {
@@ -24,4 +29,8 @@ pub trait Port: Send + Sync {
 pub trait Ingress: Send + Sync {
     /// Frame `frame` came in on port `from`. Never blocks on a slow destination.
     fn receive(&self, from: PortId, frame: &[u8]);
+    /// `receive` of a frame its sender gives away: a unicast reaches its port uncopied.
+    fn receive_owned(&self, from: PortId, frame: Vec<u8>) {
+        self.receive(from, &frame);
+    }
 }

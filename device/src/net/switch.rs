@@ -249,19 +249,30 @@ impl Switch {
     }
 }
 
-fn deliver(slot: &Slot, frame: &[u8]) {
+fn count_tx(slot: &Slot, frame: &[u8]) {
     slot.counters.tx_frames.fetch_add(1, Relaxed);
     slot.counters
         .tx_bytes
         .fetch_add(frame.len() as u64, Relaxed);
+}
+
+fn deliver(slot: &Slot, frame: &[u8]) {
+    count_tx(slot, frame);
     slot.port.transmit(frame);
 }
 
-impl Ingress for Switch {
-    fn receive(&self, from: PortId, frame: &[u8]) {
-        let ports = self.ports.read().unwrap_or_else(|e| e.into_inner());
+/// Where a received frame goes.
+enum Forward {
+    Drop,
+    To(PortId),
+    Flood,
+}
+
+impl Switch {
+    /// Counts, checks and learns frame `frame` from port `from`, and says where it goes.
+    fn forward(&self, ports: &[Slot], from: PortId, frame: &[u8]) -> Forward {
         let Some(source) = ports.get(from) else {
-            return;
+            return Forward::Drop;
         };
         source.counters.rx_frames.fetch_add(1, Relaxed);
         source
@@ -277,7 +288,7 @@ impl Ingress for Switch {
                 "dropped a {}-byte frame (shorter than an Ethernet header)",
                 frame.len()
             );
-            return;
+            return Forward::Drop;
         };
         self.learn(src, from);
         let to = match frame::is_group(&dst) {
@@ -287,19 +298,47 @@ impl Ingress for Switch {
         match to {
             Some(to) if to == from => {
                 source.counters.dropped.fetch_add(1, Relaxed);
+                Forward::Drop
             }
-            Some(to) => {
+            Some(to) => Forward::To(to),
+            None => Forward::Flood,
+        }
+    }
+
+    fn flood(ports: &[Slot], from: PortId, frame: &[u8]) {
+        for (id, slot) in ports.iter().enumerate() {
+            if id != from && slot.floods {
+                deliver(slot, frame);
+            }
+        }
+    }
+}
+
+impl Ingress for Switch {
+    fn receive(&self, from: PortId, frame: &[u8]) {
+        let ports = self.ports.read().unwrap_or_else(|e| e.into_inner());
+        match self.forward(&ports, from, frame) {
+            Forward::Drop => {}
+            Forward::To(to) => {
                 if let Some(slot) = ports.get(to) {
                     deliver(slot, frame);
                 }
             }
-            None => {
-                for (id, slot) in ports.iter().enumerate() {
-                    if id != from && slot.floods {
-                        deliver(slot, frame);
-                    }
+            Forward::Flood => Self::flood(&ports, from, frame),
+        }
+    }
+
+    fn receive_owned(&self, from: PortId, frame: Vec<u8>) {
+        let ports = self.ports.read().unwrap_or_else(|e| e.into_inner());
+        match self.forward(&ports, from, &frame) {
+            Forward::Drop => {}
+            Forward::To(to) => {
+                if let Some(slot) = ports.get(to) {
+                    count_tx(slot, &frame);
+                    slot.port.transmit_owned(frame);
                 }
             }
+            Forward::Flood => Self::flood(&ports, from, &frame),
         }
     }
 }

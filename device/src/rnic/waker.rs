@@ -1,12 +1,17 @@
 //! Wakes a sleeping poller: kicks, admin commands, trapped doorbell writes, shutdown.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::time::Instant;
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
+/// The poller arms it before its last look for work and sleeps only if that look found
+/// none; a wake-up writes the eventfd only while it is armed (the first one, once), so
+/// the work handed to a poller that is busy anyway (a frame, a kick) costs no system
+/// call: the poller finds it in its next pass.
 pub struct Waker {
     fd: EventFd,
     stopping: AtomicBool,
+    armed: AtomicBool,
 }
 
 impl Waker {
@@ -14,10 +19,22 @@ impl Waker {
         Ok(Waker {
             fd: EventFd::new(EFD_NONBLOCK)?,
             stopping: AtomicBool::new(false),
+            armed: AtomicBool::new(false),
         })
     }
 
+    /// Wakes the poller if it is asleep or about to sleep (call after the work is in
+    /// place, so that a poller not yet armed finds it in its last look).
     pub fn wake(&self) {
+        // With the fence in `arm`: either this sees the poller armed, or the poller's last
+        // look sees the work put in place before this call (Dekker's pattern).
+        fence(Ordering::SeqCst);
+        if self.armed.swap(false, Ordering::SeqCst) {
+            self.signal();
+        }
+    }
+
+    fn signal(&self) {
         // EAGAIN only means the counter is saturated: a wake-up is pending anyway.
         if let Err(e) = self.fd.write(1) {
             if e.kind() != std::io::ErrorKind::WouldBlock {
@@ -29,7 +46,19 @@ impl Waker {
     /// Asks the poller thread to exit.
     pub fn stop(&self) {
         self.stopping.store(true, Ordering::SeqCst);
-        self.wake();
+        self.signal();
+    }
+
+    /// The poller is about to look for work a last time and then sleep: from now on a
+    /// wake-up signals it.
+    pub fn arm(&self) {
+        self.armed.store(true, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+    }
+
+    /// The last look found work: the poller does not sleep.
+    pub fn disarm(&self) {
+        self.armed.store(false, Ordering::SeqCst);
     }
 
     pub fn stopping(&self) -> bool {
@@ -49,6 +78,7 @@ impl Waker {
         };
         // SAFETY: `pfd` is a valid pollfd for the duration of the call; the count is 1.
         unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+        self.disarm();
         let _ = self.fd.read();
     }
 }

@@ -601,7 +601,12 @@ impl Requester {
     }
 
     /// A response packet from the peer's responder.
-    pub fn on_packet(&mut self, pkt: &Packet, now: Instant, out: &mut Vec<Action>) {
+    pub fn on_packet<P: AsRef<[u8]>>(
+        &mut self,
+        pkt: &Packet<P>,
+        now: Instant,
+        out: &mut Vec<Action>,
+    ) {
         let code = pkt.bth.opcode;
         if self.failed
             || self.cfg.transport == Transport::Uc
@@ -631,10 +636,10 @@ impl Requester {
                 None => self.stats.ignored += 1,
             },
             (Op::ReadResponseMiddle, None) => {
-                self.on_read_response(psn, Position::Middle, pkt.payload.len(), now, out)
+                self.on_read_response(psn, Position::Middle, pkt.payload.as_ref().len(), now, out)
             }
             (op, Some(AethKind::Ack { .. })) => match segment::classify_read_response(op) {
-                Some(pos) => self.on_read_response(psn, pos, pkt.payload.len(), now, out),
+                Some(pos) => self.on_read_response(psn, pos, pkt.payload.as_ref().len(), now, out),
                 None => self.stats.ignored += 1,
             },
             _ => self.stats.ignored += 1,

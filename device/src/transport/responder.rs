@@ -291,7 +291,7 @@ impl Responder {
     /// A request packet from the peer's requester. After an `Execute`, call `finish`
     /// before the next packet: until then packets are dropped (counted as ignored), as a
     /// responder busy with one packet would drop what it cannot queue.
-    pub fn on_packet(&mut self, pkt: &Packet) -> Received {
+    pub fn on_packet<P: AsRef<[u8]>>(&mut self, pkt: &Packet<P>) -> Received {
         let code = pkt.bth.opcode;
         let class = segment::classify_request(code.op);
         let Some((family, pos)) =
@@ -340,7 +340,13 @@ impl Responder {
     }
 
     /// UC: no ACK and no NAK; whatever breaks a message drops it whole.
-    fn uc_packet(&mut self, pkt: &Packet, family: Family, pos: Position, psn: Psn) -> Received {
+    fn uc_packet<P: AsRef<[u8]>>(
+        &mut self,
+        pkt: &Packet<P>,
+        family: Family,
+        pos: Position,
+        psn: Psn,
+    ) -> Received {
         let mut restart = false;
         if pos.starts() {
             // A new message: it resynchronizes the PSN and ends one that lost its tail.
@@ -374,9 +380,15 @@ impl Responder {
     }
 
     /// The lengths and RETH of an in-sequence packet, and the `Execute` for it.
-    fn check(&self, pkt: &Packet, family: Family, pos: Position, psn: Psn) -> Option<Execute> {
+    fn check<P: AsRef<[u8]>>(
+        &self,
+        pkt: &Packet<P>,
+        family: Family,
+        pos: Position,
+        psn: Psn,
+    ) -> Option<Execute> {
         let mtu = self.cfg.mtu as usize;
-        let len = pkt.payload.len();
+        let len = pkt.payload.as_ref().len();
         let fits = match pos {
             Position::First | Position::Middle => len == mtu,
             Position::Last => (1..=mtu).contains(&len),
@@ -551,7 +563,7 @@ impl Responder {
     }
 
     /// A request behind ePSN: a duplicate.
-    fn duplicate(&mut self, pkt: &Packet, family: Family, psn: Psn) -> Received {
+    fn duplicate<P: AsRef<[u8]>>(&mut self, pkt: &Packet<P>, family: Family, psn: Psn) -> Received {
         self.stats.duplicates += 1;
         if self.replies.len() >= MAX_QUEUED_REPLIES {
             // A peer repeating requests faster than the answers leave gets no more

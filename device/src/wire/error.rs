@@ -54,4 +54,6 @@ pub enum WireError {
     Range { what: &'static str, value: u64 },
     #[error("a {0}-byte payload does not fit in one IP packet")]
     TooLong(usize),
+    #[error("the payload could not be read from where it lives")]
+    PayloadUnreadable,
 }

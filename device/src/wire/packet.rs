@@ -12,9 +12,12 @@ use super::WireError;
 use crate::addr::Mac;
 
 /// One packet, every header decoded. The optional headers present must be exactly those
-/// of the opcode (`encode` refuses others; `decode` yields exactly those).
+/// of the opcode (`encode` refuses others; `decode` yields exactly those). The payload is
+/// owned (`Packet`, what is built and kept) or borrowed from the frame it was parsed from
+/// (`Packet<&[u8]>`, what the receive path works on: a frame is parsed once and its
+/// payload never copied before placement).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Packet {
+pub struct Packet<P = Vec<u8>> {
     pub src_mac: Mac,
     pub dst_mac: Mac,
     pub net: Network,
@@ -32,7 +35,7 @@ pub struct Packet {
     pub imm: Option<[u8; 4]>,
     /// IETH: the R_Key to invalidate.
     pub ieth: Option<u32>,
-    pub payload: Vec<u8>,
+    pub payload: P,
 }
 
 impl Packet {
@@ -56,6 +59,33 @@ impl Packet {
         }
     }
 
+    /// The packet with its payload borrowed, as the receive path takes packets.
+    pub fn view(&self) -> Packet<&[u8]> {
+        Packet {
+            src_mac: self.src_mac,
+            dst_mac: self.dst_mac,
+            net: self.net,
+            udp_src_port: self.udp_src_port,
+            bth: self.bth,
+            deth: self.deth,
+            xrc_srqn: self.xrc_srqn,
+            reth: self.reth,
+            atomic_eth: self.atomic_eth,
+            aeth: self.aeth,
+            atomic_ack: self.atomic_ack,
+            imm: self.imm,
+            ieth: self.ieth,
+            payload: &self.payload,
+        }
+    }
+
+    /// The packet a frame holds, checked throughout (`parse`), its payload copied out.
+    pub fn decode(frame: &[u8]) -> Result<Packet, WireError> {
+        Packet::parse(frame).map(|p| p.owned())
+    }
+}
+
+impl<P: AsRef<[u8]>> Packet<P> {
     /// The frame, from the destination MAC to the ICRC.
     pub fn encode(&self) -> Result<Vec<u8>, WireError> {
         let mut out = Vec::new();
@@ -65,14 +95,30 @@ impl Packet {
 
     /// `encode` into `out` (cleared first), reusing its allocation.
     pub fn encode_into(&self, out: &mut Vec<u8>) -> Result<(), WireError> {
+        let payload = self.payload.as_ref();
+        self.encode_with(out, payload.len(), |room| {
+            room.copy_from_slice(payload);
+            Ok(())
+        })
+    }
+
+    /// The frame into `out` (cleared first) with a payload of `len` bytes that `fill`
+    /// writes into its place (`self.payload` is not used): a payload read straight from
+    /// where it lives into the frame. `fill`'s error is returned, and `out` is then
+    /// unusable.
+    pub fn encode_with(
+        &self,
+        out: &mut Vec<u8>,
+        len: usize,
+        fill: impl FnOnce(&mut [u8]) -> Result<(), WireError>,
+    ) -> Result<(), WireError> {
         out.clear();
         let layout = Layout::of(self.bth.opcode);
-        self.check_headers(&layout)?;
-        let pad = (4 - self.payload.len() % 4) % 4;
-        let transport = BTH_LEN + self.ext_len() + self.payload.len() + pad + ICRC_LEN;
+        self.check_headers(&layout, len)?;
+        let pad = (4 - len % 4) % 4;
+        let transport = BTH_LEN + self.ext_len() + len + pad + ICRC_LEN;
         let udp_len = UDP_LEN + transport;
-        let udp_len16 =
-            u16::try_from(udp_len).map_err(|_| WireError::TooLong(self.payload.len()))?;
+        let udp_len16 = u16::try_from(udp_len).map_err(|_| WireError::TooLong(len))?;
         out.reserve(ETH_LEN + self.net.header_len() + udp_len);
         let v6 = matches!(self.net, Network::V6 { .. });
         EthHeader {
@@ -114,16 +160,72 @@ impl Packet {
         if let Some(rkey) = self.ieth {
             out.extend_from_slice(&rkey.to_be_bytes());
         }
-        out.extend_from_slice(&self.payload);
-        out.resize(out.len() + pad, 0);
+        let at = out.len();
+        out.resize(at + len + pad, 0);
+        fill(&mut out[at..at + len])?;
         let crc = icrc(&out[ETH_LEN..], v6).ok_or(WireError::TooLong(0))?;
         out.extend_from_slice(&crc.to_le_bytes());
         Ok(())
     }
 
+    /// Bytes of the extended headers present.
+    fn ext_len(&self) -> usize {
+        let n = |present: bool, len: usize| if present { len } else { 0 };
+        n(self.deth.is_some(), ext::DETH_LEN)
+            + n(self.xrc_srqn.is_some(), ext::XRCETH_LEN)
+            + n(self.reth.is_some(), ext::RETH_LEN)
+            + n(self.atomic_eth.is_some(), ext::ATOMIC_ETH_LEN)
+            + n(self.aeth.is_some(), ext::AETH_LEN)
+            + n(self.atomic_ack.is_some(), ext::ATOMIC_ACK_ETH_LEN)
+            + n(self.imm.is_some(), ext::IMM_LEN)
+            + n(self.ieth.is_some(), ext::IETH_LEN)
+    }
+
+    /// The headers present are exactly the opcode's, and a payload (of `len` bytes) only
+    /// where it has one.
+    fn check_headers(&self, layout: &Layout, len: usize) -> Result<(), WireError> {
+        let opcode = self.bth.opcode.name();
+        let checks = [
+            ("DETH", layout.deth, self.deth.is_some()),
+            ("XRCETH", layout.xrceth, self.xrc_srqn.is_some()),
+            ("RETH", layout.reth, self.reth.is_some()),
+            ("AtomicETH", layout.atomic_eth, self.atomic_eth.is_some()),
+            ("AETH", layout.aeth, self.aeth.is_some()),
+            ("AtomicAckETH", layout.atomic_ack, self.atomic_ack.is_some()),
+            ("ImmDt", layout.imm, self.imm.is_some()),
+            ("IETH", layout.ieth, self.ieth.is_some()),
+        ];
+        for (header, wanted, present) in checks {
+            match (wanted, present) {
+                (true, false) => return Err(WireError::MissingHeader { opcode, header }),
+                (false, true) => return Err(WireError::ExtraHeader { opcode, header }),
+                _ => {}
+            }
+        }
+        if !layout.payload && len != 0 {
+            return Err(WireError::UnexpectedPayload { opcode, len });
+        }
+        for (what, v) in [
+            ("DETH source QPN", self.deth.map(|d| d.src_qpn)),
+            ("XRC SRQ number", self.xrc_srqn),
+            ("AETH MSN", self.aeth.map(|a| a.msn)),
+        ] {
+            if let Some(v) = v.filter(|v| v & !0xFF_FFFF != 0) {
+                return Err(WireError::Range {
+                    what,
+                    value: u64::from(v),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<'a> Packet<&'a [u8]> {
     /// The packet a frame holds, checked throughout: lengths of every layer, the IPv4
     /// checksum, UDP port 4791, a known opcode with exactly its headers, the pad, the ICRC.
-    pub fn decode(frame: &[u8]) -> Result<Packet, WireError> {
+    /// The payload is borrowed from `frame`.
+    pub fn parse(frame: &'a [u8]) -> Result<Packet<&'a [u8]>, WireError> {
         let eth = EthHeader::decode(frame)?;
         let v6 = match eth.ethertype {
             ETHERTYPE_IPV4 => false,
@@ -207,7 +309,7 @@ impl Packet {
             ieth: ieth
                 .map(|at| ext::decode_u32(body, at, "IETH"))
                 .transpose()?,
-            payload: Vec::new(),
+            payload: &[][..],
         };
         let rest = body.get(at..).unwrap_or_default();
         let len = rest.len().checked_sub(pad).ok_or(WireError::Pad {
@@ -230,61 +332,27 @@ impl Packet {
         if found != computed {
             return Err(WireError::Icrc { found, computed });
         }
-        packet.payload = rest[..len].to_vec();
+        packet.payload = &rest[..len];
         Ok(packet)
     }
 
-    /// Bytes of the extended headers present.
-    fn ext_len(&self) -> usize {
-        let n = |present: bool, len: usize| if present { len } else { 0 };
-        n(self.deth.is_some(), ext::DETH_LEN)
-            + n(self.xrc_srqn.is_some(), ext::XRCETH_LEN)
-            + n(self.reth.is_some(), ext::RETH_LEN)
-            + n(self.atomic_eth.is_some(), ext::ATOMIC_ETH_LEN)
-            + n(self.aeth.is_some(), ext::AETH_LEN)
-            + n(self.atomic_ack.is_some(), ext::ATOMIC_ACK_ETH_LEN)
-            + n(self.imm.is_some(), ext::IMM_LEN)
-            + n(self.ieth.is_some(), ext::IETH_LEN)
-    }
-
-    /// The headers present are exactly the opcode's, and a payload only where it has one.
-    fn check_headers(&self, layout: &Layout) -> Result<(), WireError> {
-        let opcode = self.bth.opcode.name();
-        let checks = [
-            ("DETH", layout.deth, self.deth.is_some()),
-            ("XRCETH", layout.xrceth, self.xrc_srqn.is_some()),
-            ("RETH", layout.reth, self.reth.is_some()),
-            ("AtomicETH", layout.atomic_eth, self.atomic_eth.is_some()),
-            ("AETH", layout.aeth, self.aeth.is_some()),
-            ("AtomicAckETH", layout.atomic_ack, self.atomic_ack.is_some()),
-            ("ImmDt", layout.imm, self.imm.is_some()),
-            ("IETH", layout.ieth, self.ieth.is_some()),
-        ];
-        for (header, wanted, present) in checks {
-            match (wanted, present) {
-                (true, false) => return Err(WireError::MissingHeader { opcode, header }),
-                (false, true) => return Err(WireError::ExtraHeader { opcode, header }),
-                _ => {}
-            }
+    /// The packet with its payload copied out (to keep it beyond the frame).
+    pub fn owned(&self) -> Packet {
+        Packet {
+            src_mac: self.src_mac,
+            dst_mac: self.dst_mac,
+            net: self.net,
+            udp_src_port: self.udp_src_port,
+            bth: self.bth,
+            deth: self.deth,
+            xrc_srqn: self.xrc_srqn,
+            reth: self.reth,
+            atomic_eth: self.atomic_eth,
+            aeth: self.aeth,
+            atomic_ack: self.atomic_ack,
+            imm: self.imm,
+            ieth: self.ieth,
+            payload: self.payload.to_vec(),
         }
-        if !layout.payload && !self.payload.is_empty() {
-            return Err(WireError::UnexpectedPayload {
-                opcode,
-                len: self.payload.len(),
-            });
-        }
-        for (what, v) in [
-            ("DETH source QPN", self.deth.map(|d| d.src_qpn)),
-            ("XRC SRQ number", self.xrc_srqn),
-            ("AETH MSN", self.aeth.map(|a| a.msn)),
-        ] {
-            if let Some(v) = v.filter(|v| v & !0xFF_FFFF != 0) {
-                return Err(WireError::Range {
-                    what,
-                    value: u64::from(v),
-                });
-            }
-        }
-        Ok(())
     }
 }

@@ -95,6 +95,15 @@ impl LinkEnd {
         self.state.lock().unwrap().kept.len()
     }
 
+    /// The frames kept by `hold` so far, decoded (those that decode).
+    pub fn kept_packets(&self) -> Vec<Packet> {
+        let st = self.state.lock().unwrap();
+        st.kept
+            .iter()
+            .filter_map(|f| Packet::decode(f).ok())
+            .collect()
+    }
+
     /// Passes frames again, after delivering those kept by `hold`.
     pub fn release(&self) {
         let kept = {
@@ -104,7 +113,7 @@ impl LinkEnd {
         };
         let (switch, port) = self.peer.get().expect("joined");
         for f in kept {
-            switch.receive(*port, &f);
+            switch.receive_owned(*port, f);
         }
     }
 
@@ -123,6 +132,10 @@ impl Port for LinkEnd {
     }
 
     fn transmit(&self, frame: &[u8]) {
+        self.transmit_owned(frame.to_vec());
+    }
+
+    fn transmit_owned(&self, frame: Vec<u8>) {
         let out = {
             let mut st = self.state.lock().unwrap();
             let i = self.impair;
@@ -130,17 +143,17 @@ impl Port for LinkEnd {
             let stopped = st.stopped;
             match stopped {
                 Some(Stop::Cut) => st.lost += 1,
-                Some(Stop::Hold) => st.kept.push(frame.to_vec()),
+                Some(Stop::Hold) => st.kept.push(frame),
                 None if Self::roll(&mut st, i.loss) => st.lost += 1,
                 // This frame overtakes nothing now: the next one goes first.
                 None if Self::roll(&mut st, i.reorder) && st.held.is_none() => {
-                    st.held = Some(frame.to_vec())
+                    st.held = Some(frame)
                 }
                 None => {
-                    out.push(frame.to_vec());
                     if Self::roll(&mut st, i.dup) {
-                        out.push(frame.to_vec());
+                        out.push(frame.clone());
                     }
+                    out.push(frame);
                     out.extend(st.held.take());
                 }
             }
@@ -148,7 +161,7 @@ impl Port for LinkEnd {
         };
         let (switch, port) = self.peer.get().expect("joined");
         for f in out {
-            switch.receive(*port, &f);
+            switch.receive_owned(*port, f);
         }
     }
 }

@@ -2,17 +2,16 @@
 
 use crate::guest_memory::{DmaError, RamSnapshot};
 
-/// The bytes of `pieces`, in order; None if they do not add up to `len` or the memory
-/// cannot be read.
-pub fn gather(mem: &RamSnapshot, pieces: &[(u64, u64)], len: u32) -> Option<Vec<u8>> {
-    let mut out = vec![0u8; len as usize];
+/// Fills `out` with the bytes of `pieces`, in order; None if they do not add up to its
+/// length or the memory cannot be read.
+pub fn gather(mem: &RamSnapshot, pieces: &[(u64, u64)], out: &mut [u8]) -> Option<()> {
     let mut at = 0usize;
     for &(addr, n) in pieces {
         let end = at.checked_add(usize::try_from(n).ok()?)?;
         mem.read(addr, out.get_mut(at..end)?).ok()?;
         at = end;
     }
-    (at == out.len()).then_some(out)
+    (at == out.len()).then_some(())
 }
 
 /// Writes `bytes` into `pieces` from their start; an error if they hold fewer bytes

@@ -88,7 +88,7 @@ pub fn rnr_retry(rnic: &Rnic, st: &RnicState, qpn: u32) {
 }
 
 /// A frame that reached QP `qpn`'s engines.
-pub fn received(rnic: &Rnic, st: &RnicState, qpn: u32, packet: &Packet) {
+pub fn received(rnic: &Rnic, st: &RnicState, qpn: u32, packet: &Packet<&[u8]>) {
     let bytes = packet.payload.len() as u64;
     each(
         rnic,

@@ -68,23 +68,20 @@ pub fn send(wire: &WireDevice, rnic: &Rnic, s: &Send, psn: u32) -> Response {
     p.imm = s.imm;
     p.payload = payload;
     match p.encode() {
-        Ok(frame) => {
-            wire.port.send(&frame);
-            super::tap_frames(rnic, &[frame]);
-        }
+        Ok(frame) => super::send_all(wire, rnic, vec![frame]),
         Err(e) => datagram::dropped(rnic, &format!("not encodable: {e}"), dg.dest_qpn),
     }
     Response::Done
 }
 
 /// Whether a received packet is a datagram (UD transport) for `receive`.
-pub fn is_datagram(p: &Packet) -> bool {
+pub fn is_datagram(p: &Packet<&[u8]>) -> bool {
     p.bth.opcode.transport == Transport::Ud
 }
 
 /// Delivers the UD packet `p` (decoded, its ICRC checked) at `rnic`. Takes the device
 /// lock itself: called with no lock held.
-pub fn receive(rnic: &Rnic, p: &Packet) {
+pub fn receive(rnic: &Rnic, p: &Packet<&[u8]>) {
     let Some(dg) = received(p) else {
         datagram::dropped(rnic, "malformed UD packet", p.bth.dest_qpn);
         return;
@@ -94,7 +91,7 @@ pub fn receive(rnic: &Rnic, p: &Packet) {
         len: p.payload.len() as u64,
         imm: p.imm,
         solicited: p.bth.solicited,
-        payload: Payload::Bytes(&p.payload),
+        payload: Payload::Bytes(p.payload),
     };
     datagram::deliver(rnic, &send);
 }
@@ -102,7 +99,7 @@ pub fn receive(rnic: &Rnic, p: &Packet) {
 /// The datagram `p` carries as its receiver sees it, or None for one no UD QP may take:
 /// not a SEND Only, no DETH, a P_Key other than the default (full or limited), or a
 /// payload over the datagram limit.
-fn received(p: &Packet) -> Option<Datagram> {
+fn received(p: &Packet<&[u8]>) -> Option<Datagram> {
     let op = p.bth.opcode.op;
     let deth = p.deth?;
     if !matches!(op, Op::SendOnly | Op::SendOnlyImm)
@@ -183,7 +180,7 @@ mod tests {
 
     #[test]
     fn a_gsi_mad_from_the_wire_names_its_sender_by_deth_and_ipv4_mapped_gids() {
-        let dg = received(&packet(Op::SendOnly, DEFAULT_PKEY)).unwrap();
+        let dg = received(&packet(Op::SendOnly, DEFAULT_PKEY).view()).unwrap();
         assert_eq!(
             (dg.dest_qpn, dg.src_qpn, dg.qkey),
             (1, 1, vrnic_hw::GSI_QKEY)
@@ -193,17 +190,17 @@ mod tests {
         assert_eq!(grh.dgid, Gid::from_ipv4([10, 0, 0, 2]));
         assert_eq!(grh.network_type(), vrnic_hw::NetworkType::Ipv4);
         // the limited membership form of the default P_Key is a member too
-        assert!(received(&packet(Op::SendOnly, 0x7FFF)).is_some());
+        assert!(received(&packet(Op::SendOnly, 0x7FFF).view()).is_some());
     }
 
     #[test]
     fn a_ud_packet_with_another_pkey_no_deth_or_over_the_limit_is_refused() {
-        assert!(received(&packet(Op::SendOnly, 0x8001)).is_none());
+        assert!(received(&packet(Op::SendOnly, 0x8001).view()).is_none());
         let mut p = packet(Op::SendOnlyImm, DEFAULT_PKEY);
         p.deth = None;
-        assert!(received(&p).is_none());
+        assert!(received(&p.view()).is_none());
         let mut big = packet(Op::SendOnly, DEFAULT_PKEY);
         big.payload = vec![0; vrnic_hw::UD_MAX_PAYLOAD as usize + 1];
-        assert!(received(&big).is_none());
+        assert!(received(&big.view()).is_none());
     }
 }

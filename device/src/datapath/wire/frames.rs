@@ -83,20 +83,26 @@ impl Path {
         }
     }
 
-    /// The frame of `out` with its payload bytes `payload`.
-    pub fn frame(&self, out: &Outgoing, payload: Vec<u8>) -> Result<Vec<u8>, WireError> {
+    /// The frame of `out` into `buf`, its payload (`out.payload`'s length) written in
+    /// place by `fill` straight from where it lives (`Packet::encode_with`).
+    pub fn frame_with(
+        &self,
+        out: &Outgoing,
+        buf: &mut Vec<u8>,
+        fill: impl FnOnce(&mut [u8]) -> Result<(), WireError>,
+    ) -> Result<(), WireError> {
         let p = out.packet(
             self.src_mac,
             self.dst_mac,
             self.net,
             self.udp_src_port,
-            payload,
+            Vec::new(),
         );
-        p.encode()
+        p.encode_with(buf, out.payload.len() as usize, fill)
     }
 
     /// Whether `p` came from the far end of this path (its source and destination IPs).
-    pub fn answers(&self, p: &Packet) -> bool {
+    pub fn answers(&self, p: &Packet<&[u8]>) -> bool {
         match (self.net, p.net) {
             (Network::V4 { src, dst, .. }, Network::V4 { src: s, dst: d, .. }) => {
                 s == dst && d == src
@@ -120,9 +126,10 @@ pub enum Dropped {
     UnknownQp(u32),
 }
 
-/// The packet a received frame holds, or why it is dropped.
-pub fn classify(frame: &[u8]) -> Result<Packet, Dropped> {
-    Packet::decode(frame).map_err(|e| match e {
+/// The packet a received frame holds (its payload borrowed from the frame), or why it is
+/// dropped.
+pub fn classify(frame: &[u8]) -> Result<Packet<&[u8]>, Dropped> {
+    Packet::parse(frame).map_err(|e| match e {
         WireError::Icrc { .. } => Dropped::Icrc(e),
         e => Dropped::Malformed(e),
     })
@@ -192,16 +199,18 @@ mod tests {
         .unwrap();
         let mut actions = Vec::new();
         let out = rq.poll_transmit(Instant::now(), &mut actions).unwrap();
-        let frame = path.frame(&out, b"hello".to_vec()).unwrap();
+        let mut frame = Vec::new();
+        path.frame_with(&out, &mut frame, |room| {
+            room.copy_from_slice(b"hello");
+            Ok(())
+        })
+        .unwrap();
         let p = classify(&frame).unwrap();
         assert_eq!(
             (p.bth.opcode.transport, p.bth.opcode.op),
             (Transport::Rc, Op::SendOnly)
         );
-        assert_eq!(
-            (p.bth.dest_qpn, p.payload.as_slice()),
-            (0x22, &b"hello"[..])
-        );
+        assert_eq!((p.bth.dest_qpn, p.payload), (0x22, &b"hello"[..]));
         let back = Path::new(B, A, v4(2), v4(1), 0x22, 0x11, (0, 0, 0));
         assert!(back.answers(&p));
         assert!(!path.answers(&p));

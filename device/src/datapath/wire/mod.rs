@@ -115,6 +115,7 @@ use crate::rnic::{Rnic, RnicState};
 use crate::transport::requester::Action;
 use crate::transport::responder::Received;
 use crate::transport::{Payload, Requester};
+use crate::wire::WireError;
 use engines::{requester_config, responder_config, QpEngines, WireQps};
 use frames::{classify, Dropped, Path};
 use port::WirePort;
@@ -279,22 +280,24 @@ fn transmit(
             break;
         };
         sent += 1;
-        let payload = match out.payload {
-            Payload::Memory { va, rkey, len } => {
-                match receive::read_memory(rnic, st, mem, qpn, va, rkey, len) {
-                    Ok(bytes) => bytes,
-                    Err(why) => {
-                        e.responder.refuse_read(out.psn(), why);
-                        continue;
-                    }
+        let mut refused = None;
+        let mut frame = Vec::new();
+        let built = e
+            .path
+            .frame_with(&out, &mut frame, |room| match out.payload {
+                Payload::Memory { va, rkey, .. } => {
+                    receive::read_memory(rnic, st, mem, qpn, va, rkey, room).map_err(|why| {
+                        refused = Some(why);
+                        WireError::PayloadUnreadable
+                    })
                 }
-            }
-            _ => Vec::new(),
-        };
-        let bytes = payload.len();
-        if let Ok(f) = e.path.frame(&out, payload) {
-            count::sent(rnic, st, qpn, &out, bytes, false);
-            frames.push(f);
+                _ => Ok(()),
+            });
+        if let Some(why) = refused {
+            e.responder.refuse_read(out.psn(), why);
+        } else if built.is_ok() {
+            count::sent(rnic, st, qpn, &out, out.payload.len() as usize, false);
+            frames.push(frame);
         }
     }
     let QpEngines {
@@ -313,33 +316,31 @@ fn transmit(
         };
         sent += 1;
         let resent = rq.stats().retransmitted != before;
-        let payload = match out.payload {
-            Payload::Wqe { wqe, offset, len } => {
-                let kept = kept.iter_mut().find(|k| k.index == wqe.0);
-                let bytes = kept.as_ref().filter(|k| !k.fault).and_then(|k| {
-                    let pieces = k.local.resolve(&st.objects, offset, u64::from(len))?;
-                    bytes::gather(mem, &pieces, len)
-                });
-                match bytes {
-                    Some(bytes) => bytes,
-                    None => {
-                        // Its local buffers are gone (deregistered, unmapped): nothing
-                        // of it leaves, and it ends LOC_PROT_ERR.
-                        if let Some(k) = kept {
-                            k.fault = true;
-                        }
-                        let why = VendorErr::DmaFault;
-                        rq.abort(wqe, WcStatus::LocProtErr, why, now, actions);
-                        continue;
-                    }
-                }
+        let mut frame = Vec::new();
+        let built = path.frame_with(&out, &mut frame, |room| match out.payload {
+            Payload::Wqe { wqe, offset, len } => kept
+                .iter()
+                .find(|k| k.index == wqe.0 && !k.fault)
+                .and_then(|k| k.local.resolve(&st.objects, offset, u64::from(len)))
+                .and_then(|pieces| bytes::gather(mem, &pieces, room))
+                .ok_or(WireError::PayloadUnreadable),
+            _ => Ok(()),
+        });
+        match (built, out.payload) {
+            (Ok(()), _) => {
+                count::sent(rnic, st, qpn, &out, out.payload.len() as usize, resent);
+                frames.push(frame);
             }
-            _ => Vec::new(),
-        };
-        let bytes = payload.len();
-        if let Ok(f) = path.frame(&out, payload) {
-            count::sent(rnic, st, qpn, &out, bytes, resent);
-            frames.push(f);
+            // Its local buffers are gone (deregistered, unmapped): nothing of it leaves,
+            // and it ends LOC_PROT_ERR.
+            (Err(WireError::PayloadUnreadable), Payload::Wqe { wqe, .. }) => {
+                if let Some(k) = kept.iter_mut().find(|k| k.index == wqe.0) {
+                    k.fault = true;
+                }
+                let why = VendorErr::DmaFault;
+                rq.abort(wqe, WcStatus::LocProtErr, why, now, actions);
+            }
+            (Err(_), _) => {}
         }
     }
     sent
@@ -364,13 +365,13 @@ fn take_turn(
 }
 
 /// Sends the frames with no device lock held.
-fn send_all(wire: &WireDevice, rnic: &Rnic, frames: Vec<Vec<u8>>) {
+pub(super) fn send_all(wire: &WireDevice, rnic: &Rnic, frames: Vec<Vec<u8>>) {
     let burst = &wire.port.counters.tx_burst_max;
     burst.fetch_max(frames.len() as u64, Relaxed);
-    for f in &frames {
+    tap_frames(rnic, &frames);
+    for f in frames {
         wire.port.send(f);
     }
-    tap_frames(rnic, &frames);
 }
 
 /// The device's packet tap, while on, gets the frames it sent as they left (decoded again:
@@ -378,7 +379,10 @@ fn send_all(wire: &WireDevice, rnic: &Rnic, frames: Vec<Vec<u8>>) {
 /// `poll` decodes them.
 pub fn tap_frames(rnic: &Rnic, frames: &[Vec<u8>]) {
     if crate::wire::tap::any_on() && rnic.tap.is_on() {
-        let packets = frames.iter().filter_map(|f| classify(f).ok()).collect();
+        let packets = frames
+            .iter()
+            .filter_map(|f| classify(f).ok().map(|p| p.owned()))
+            .collect();
         rnic.tap.record(&Arc::new(packets));
     }
 }
@@ -450,7 +454,7 @@ fn handle(
     mem: &RamSnapshot,
     e: &mut QpEngines,
     qpn: u32,
-    packet: &crate::wire::Packet,
+    packet: &crate::wire::Packet<&[u8]>,
     now: Instant,
     frames: &mut Vec<Vec<u8>>,
 ) -> bool {
@@ -484,7 +488,7 @@ fn handle(
             e,
             qpn,
             &mut actions,
-            Some(&packet.payload),
+            Some(packet.payload),
             now,
         );
     }
@@ -509,12 +513,13 @@ pub fn poll(peers: &dyn Peers, rnic: &Arc<Rnic>, now: Instant) -> Progress {
     // A capture gets what came in as decoded (before any check but the frame's own).
     let tapping = crate::wire::tap::any_on() && rnic.tap.is_on();
     let mut tapped = Vec::new();
-    for f in wire.port.take(RX_BATCH) {
+    let taken = wire.port.take(RX_BATCH);
+    for f in &taken {
         progress.worked = true;
-        match classify(&f) {
+        match classify(f) {
             Ok(p) => {
                 if tapping {
-                    tapped.push(p.clone());
+                    tapped.push(p.owned());
                 }
                 match datagram::is_datagram(&p) {
                     true => datagram::receive(rnic, &p),

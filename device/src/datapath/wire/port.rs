@@ -107,9 +107,9 @@ impl WirePort {
     }
 
     /// Sends one frame (call with no device lock held: the switch delivers it inline).
-    pub fn send(&self, frame: &[u8]) {
+    pub fn send(&self, frame: Vec<u8>) {
         self.counters.tx_frames.fetch_add(1, Relaxed);
-        self.egress.receive(self.id, frame);
+        self.egress.receive_owned(self.id, frame);
     }
 
     /// Up to `max` queued frames, oldest first.
@@ -141,6 +141,10 @@ impl Port for WirePort {
     }
 
     fn transmit(&self, frame: &[u8]) {
+        self.transmit_owned(frame.to_vec());
+    }
+
+    fn transmit_owned(&self, frame: Vec<u8>) {
         self.counters.rx_frames.fetch_add(1, Relaxed);
         {
             let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
@@ -148,7 +152,7 @@ impl Port for WirePort {
                 self.counters.rx_queue_full.fetch_add(1, Relaxed);
                 return;
             }
-            q.push_back(frame.to_vec());
+            q.push_back(frame);
         }
         (self.wake)();
     }
@@ -181,11 +185,11 @@ mod tests {
         sw.receive(7, &udp4(A.0, B, 4791)); // no port 7: ignored
         assert!(!port.pending());
         let other = WirePort::attach(&sw, "dev1", Mac(B), Box::new(|| {})).unwrap();
-        other.send(&udp4(A.0, B, 4791));
+        other.send(udp4(A.0, B, 4791));
         // Not RoCEv2: not steered; A is unknown to the switch, so it floods, but a wire
         // port takes no floods (nor broadcasts).
-        other.send(&udp4(A.0, B, 4790));
-        other.send(&udp4([0xff; 6], B, 4791));
+        other.send(udp4(A.0, B, 4790));
+        other.send(udp4([0xff; 6], B, 4791));
         assert_eq!(woken.load(Relaxed), 1);
         let got = port.take(10);
         assert_eq!(got, [udp4(A.0, B, 4791)]);
@@ -199,7 +203,7 @@ mod tests {
         let port = WirePort::attach(&sw, "dev0", A, Box::new(|| {})).unwrap();
         let peer = WirePort::attach(&sw, "dev1", Mac(B), Box::new(|| {})).unwrap();
         for _ in 0..RX_QUEUE + 3 {
-            peer.send(&udp4(A.0, B, 4791));
+            peer.send(udp4(A.0, B, 4791));
         }
         assert_eq!(port.counters.rx_queue_full.load(Relaxed), 3);
         assert_eq!(port.take(usize::MAX).len(), RX_QUEUE);

@@ -26,7 +26,7 @@ pub fn execute(
     mem: &RamSnapshot,
     qpn: u32,
     ex: &Execute,
-    packet: &Packet,
+    packet: &Packet<&[u8]>,
 ) -> Outcome {
     let Some(qp) = st.objects.qp(qpn) else {
         return Outcome::Refused(Refusal::RemoteOperational);
@@ -79,9 +79,7 @@ pub fn execute(
         Ok(acc) => {
             let placed = match opcode {
                 WrOpcode::RdmaRead => Ok(()),
-                _ => {
-                    scatter(&acc.mem, &acc.pieces, &packet.payload).map_err(|_| Fault::Destination)
-                }
+                _ => scatter(&acc.mem, &acc.pieces, packet.payload).map_err(|_| Fault::Destination),
             };
             complete(rnic, st, &req, acc, placed)
         }
@@ -186,10 +184,10 @@ fn atomic(rnic: &Rnic, st: &mut RnicState, mem: &RamSnapshot, qpn: u32, ex: &Exe
     }
 }
 
-/// `len` bytes at `va` of the MR (or window) `rkey` names at QP `qpn`: a READ response,
-/// checked as the READ was (`responder::read_response`) and read now. Refused (the key
-/// no longer allows it, or its memory is gone): the QP has moved to ERR, and the NAK the
-/// responder owes the peer instead.
+/// The bytes at `va` of the MR (or window) `rkey` names at QP `qpn` into `out`: a READ
+/// response, checked as the READ was (`responder::read_response`) and read now. Refused
+/// (the key no longer allows it, or its memory is gone): the QP has moved to ERR, and the
+/// NAK the responder owes the peer instead.
 pub fn read_memory(
     rnic: &Rnic,
     st: &mut RnicState,
@@ -197,11 +195,11 @@ pub fn read_memory(
     qpn: u32,
     va: u64,
     rkey: u32,
-    len: u32,
-) -> Result<Vec<u8>, Refusal> {
-    let pieces = read_response(rnic, st, qpn, va, rkey, u64::from(len))
+    out: &mut [u8],
+) -> Result<(), Refusal> {
+    let pieces = read_response(rnic, st, qpn, va, rkey, out.len() as u64)
         .map_err(|_| Refusal::RemoteAccess)?;
-    gather(mem, &pieces, len).ok_or_else(|| {
+    gather(mem, &pieces, out).ok_or_else(|| {
         target_memory_fault(rnic, st, qpn);
         Refusal::RemoteOperational
     })
