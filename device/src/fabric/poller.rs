@@ -114,7 +114,8 @@ pub(super) fn run(fabric: &Fabric, shard: usize, config: PollerConfig) {
         fence(Ordering::SeqCst);
         waker.arm();
         let progress = poll_shard(fabric, shard);
-        match progress.worked {
+        // Woken while busy: more is likely to come soon; poll on for `idle` again.
+        match progress.worked || waker.woken_since() {
             true => waker.disarm(),
             false => waker.sleep(progress.retry_at),
         }

@@ -18,6 +18,13 @@ pub trait Port: Send + Sync {
     fn transmit_owned(&self, frame: Vec<u8>) {
         self.transmit(&frame);
     }
+    /// Frames the switch gives away, in order: a port that can take many at once (one
+    /// system call, one lock, one wake-up) does.
+    fn transmit_batch(&self, frames: Vec<Vec<u8>>) {
+        for f in frames {
+            self.transmit_owned(f);
+        }
+    }
     /// Whether the switch floods broadcast, multicast and unknown unicast here. An RDMA
     /// device's wire engine takes only the RoCEv2 frames steered to it.
     fn takes_floods(&self) -> bool {
@@ -32,5 +39,11 @@ pub trait Ingress: Send + Sync {
     /// `receive` of a frame its sender gives away: a unicast reaches its port uncopied.
     fn receive_owned(&self, from: PortId, frame: Vec<u8>) {
         self.receive(from, &frame);
+    }
+    /// `receive_owned` of frames that came in together, in order.
+    fn receive_batch(&self, from: PortId, frames: Vec<Vec<u8>>) {
+        for f in frames {
+            self.receive_owned(from, f);
+        }
     }
 }

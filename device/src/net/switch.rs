@@ -341,6 +341,41 @@ impl Ingress for Switch {
             Forward::Flood => Self::flood(&ports, from, &frame),
         }
     }
+
+    /// The frames in order, the consecutive ones to one port handed over together.
+    fn receive_batch(&self, from: PortId, frames: Vec<Vec<u8>>) {
+        let ports = self.ports.read().unwrap_or_else(|e| e.into_inner());
+        let mut run: Option<(PortId, Vec<Vec<u8>>)> = None;
+        let hand_over = |run: &mut Option<(PortId, Vec<Vec<u8>>)>| {
+            if let Some((to, frames)) = run.take() {
+                if let Some(slot) = ports.get(to) {
+                    slot.port.transmit_batch(frames);
+                }
+            }
+        };
+        for frame in frames {
+            match self.forward(&ports, from, &frame) {
+                Forward::Drop => {}
+                Forward::To(to) => {
+                    if let Some(slot) = ports.get(to) {
+                        count_tx(slot, &frame);
+                    }
+                    match &mut run {
+                        Some((port, run)) if *port == to => run.push(frame),
+                        _ => {
+                            hand_over(&mut run);
+                            run = Some((to, vec![frame]));
+                        }
+                    }
+                }
+                Forward::Flood => {
+                    hand_over(&mut run);
+                    Self::flood(&ports, from, &frame);
+                }
+            }
+        }
+        hand_over(&mut run);
+    }
 }
 
 #[cfg(test)]
@@ -395,6 +430,34 @@ mod tests {
         assert_eq!((taken(&p[0]), taken(&p[1]), taken(&p[2])), (1, 0, 0));
         sw.receive(0, &udp4(B, A, 1));
         assert_eq!((taken(&p[0]), taken(&p[1]), taken(&p[2])), (0, 1, 0));
+    }
+
+    #[test]
+    fn a_batch_reaches_each_port_in_order_runs_together_and_floods_between() {
+        let sw = Switch::new();
+        let p = sinks(&sw, 3);
+        sw.receive(1, &udp4(A, B, 1)); // B learned on port 1
+        sw.receive(2, &udp4(A, C, 1)); // C learned on port 2
+        for s in &p {
+            taken(s);
+        }
+        let frames = vec![
+            udp4(B, A, 1),
+            udp4(B, A, 2),
+            udp4([0xff; 6], A, 3),
+            udp4(C, A, 4),
+            udp4(B, A, 5),
+            udp4(A, A, 6), // to its own port: dropped
+        ];
+        sw.receive_batch(0, frames.clone());
+        let got = |i: usize| std::mem::take(&mut *p[i].got.lock().unwrap());
+        assert!(got(0).is_empty());
+        let f = |i: &[usize]| i.iter().map(|&i| frames[i].clone()).collect::<Vec<_>>();
+        assert_eq!(got(1), f(&[0, 1, 2, 4]));
+        assert_eq!(got(2), f(&[2, 3]));
+        let stats = sw.stats();
+        assert_eq!((stats[0].1.rx_frames, stats[0].1.dropped), (6, 1));
+        assert_eq!(stats[1].1.tx_frames, 1 + 4);
     }
 
     #[test]

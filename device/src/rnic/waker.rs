@@ -5,13 +5,15 @@ use std::time::Instant;
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
 /// The poller arms it before its last look for work and sleeps only if that look found
-/// none; a wake-up writes the eventfd only while it is armed (the first one, once), so
-/// the work handed to a poller that is busy anyway (a frame, a kick) costs no system
-/// call: the poller finds it in its next pass.
+/// none and nothing woke it since it last slept; a wake-up writes the eventfd only while
+/// it is armed (the first one, once), so the work handed to a poller that is busy anyway
+/// (a frame, a kick) costs no system call: the poller finds it in its next pass, and
+/// polls on for a while rather than sleep (the traffic it says is likely to go on).
 pub struct Waker {
     fd: EventFd,
     stopping: AtomicBool,
     armed: AtomicBool,
+    woken: AtomicBool,
 }
 
 impl Waker {
@@ -20,6 +22,7 @@ impl Waker {
             fd: EventFd::new(EFD_NONBLOCK)?,
             stopping: AtomicBool::new(false),
             armed: AtomicBool::new(false),
+            woken: AtomicBool::new(false),
         })
     }
 
@@ -28,6 +31,7 @@ impl Waker {
     pub fn wake(&self) {
         // With the fence in `arm`: either this sees the poller armed, or the poller's last
         // look sees the work put in place before this call (Dekker's pattern).
+        self.woken.store(true, Ordering::Relaxed);
         fence(Ordering::SeqCst);
         if self.armed.swap(false, Ordering::SeqCst) {
             self.signal();
@@ -61,6 +65,11 @@ impl Waker {
         self.armed.store(false, Ordering::SeqCst);
     }
 
+    /// Whether a wake-up came since the poller last slept (and forgets it).
+    pub fn woken_since(&self) -> bool {
+        self.woken.swap(false, Ordering::Relaxed)
+    }
+
     pub fn stopping(&self) -> bool {
         self.stopping.load(Ordering::SeqCst)
     }
@@ -79,6 +88,7 @@ impl Waker {
         // SAFETY: `pfd` is a valid pollfd for the duration of the call; the count is 1.
         unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
         self.disarm();
+        self.woken.store(false, Ordering::Relaxed);
         let _ = self.fd.read();
     }
 }

@@ -369,8 +369,8 @@ pub(super) fn send_all(wire: &WireDevice, rnic: &Rnic, frames: Vec<Vec<u8>>) {
     let burst = &wire.port.counters.tx_burst_max;
     burst.fetch_max(frames.len() as u64, Relaxed);
     tap_frames(rnic, &frames);
-    for f in frames {
-        wire.port.send(f);
+    if !frames.is_empty() {
+        wire.port.send(frames);
     }
 }
 

@@ -106,10 +106,13 @@ impl WirePort {
         self.id
     }
 
-    /// Sends one frame (call with no device lock held: the switch delivers it inline).
-    pub fn send(&self, frame: Vec<u8>) {
-        self.counters.tx_frames.fetch_add(1, Relaxed);
-        self.egress.receive_owned(self.id, frame);
+    /// Sends frames, in order (call with no device lock held: the switch delivers them
+    /// inline).
+    pub fn send(&self, frames: Vec<Vec<u8>>) {
+        self.counters
+            .tx_frames
+            .fetch_add(frames.len() as u64, Relaxed);
+        self.egress.receive_batch(self.id, frames);
     }
 
     /// Up to `max` queued frames, oldest first.
@@ -145,14 +148,18 @@ impl Port for WirePort {
     }
 
     fn transmit_owned(&self, frame: Vec<u8>) {
-        self.counters.rx_frames.fetch_add(1, Relaxed);
+        self.transmit_batch(vec![frame]);
+    }
+
+    fn transmit_batch(&self, frames: Vec<Vec<u8>>) {
+        let n = frames.len() as u64;
+        self.counters.rx_frames.fetch_add(n, Relaxed);
         {
             let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-            if q.len() >= RX_QUEUE {
-                self.counters.rx_queue_full.fetch_add(1, Relaxed);
-                return;
-            }
-            q.push_back(frame);
+            let room = RX_QUEUE.saturating_sub(q.len());
+            let full = frames.len().saturating_sub(room) as u64;
+            self.counters.rx_queue_full.fetch_add(full, Relaxed);
+            q.extend(frames.into_iter().take(room));
         }
         (self.wake)();
     }
@@ -185,11 +192,11 @@ mod tests {
         sw.receive(7, &udp4(A.0, B, 4791)); // no port 7: ignored
         assert!(!port.pending());
         let other = WirePort::attach(&sw, "dev1", Mac(B), Box::new(|| {})).unwrap();
-        other.send(udp4(A.0, B, 4791));
+        other.send(vec![udp4(A.0, B, 4791)]);
         // Not RoCEv2: not steered; A is unknown to the switch, so it floods, but a wire
         // port takes no floods (nor broadcasts).
-        other.send(udp4(A.0, B, 4790));
-        other.send(udp4([0xff; 6], B, 4791));
+        other.send(vec![udp4(A.0, B, 4790)]);
+        other.send(vec![udp4([0xff; 6], B, 4791)]);
         assert_eq!(woken.load(Relaxed), 1);
         let got = port.take(10);
         assert_eq!(got, [udp4(A.0, B, 4791)]);
@@ -203,7 +210,7 @@ mod tests {
         let port = WirePort::attach(&sw, "dev0", A, Box::new(|| {})).unwrap();
         let peer = WirePort::attach(&sw, "dev1", Mac(B), Box::new(|| {})).unwrap();
         for _ in 0..RX_QUEUE + 3 {
-            peer.send(udp4(A.0, B, 4791));
+            peer.send(vec![udp4(A.0, B, 4791)]);
         }
         assert_eq!(port.counters.rx_queue_full.load(Relaxed), 3);
         assert_eq!(port.take(usize::MAX).len(), RX_QUEUE);

@@ -234,6 +234,55 @@ impl Uplink {
         }
     }
 
+    /// Writes frames, never waiting: a packet socket takes them in as few `sendmmsg`
+    /// calls as it will (a tap, one `write` each).
+    fn send_many(&self, frames: &[Vec<u8>]) {
+        if matches!(self.config.kind, Kind::Tap(_)) {
+            frames.iter().for_each(|f| self.send(f));
+            return;
+        }
+        let fd = self.fd.as_raw_fd();
+        let mut iovs: Vec<libc::iovec> = frames
+            .iter()
+            .map(|f| libc::iovec {
+                iov_base: f.as_ptr() as *mut libc::c_void,
+                iov_len: f.len(),
+            })
+            .collect();
+        // SAFETY: an all-zero mmsghdr is valid (no name, no control data).
+        let mut hdrs: Vec<libc::mmsghdr> = vec![unsafe { std::mem::zeroed() }; frames.len()];
+        for (h, iov) in hdrs.iter_mut().zip(iovs.iter_mut()) {
+            h.msg_hdr.msg_iov = iov;
+            h.msg_hdr.msg_iovlen = 1;
+        }
+        let c = &self.counters;
+        let mut at = 0;
+        while at < hdrs.len() {
+            let left = u32::try_from(hdrs.len() - at).unwrap_or(u32::MAX);
+            // SAFETY: `hdrs[at..]` are initialised headers whose iovecs point into `frames`,
+            // which outlive the call; the fd is ours and open.
+            let n =
+                unsafe { libc::sendmmsg(fd, hdrs[at..].as_mut_ptr(), left, libc::MSG_DONTWAIT) };
+            match usize::try_from(n) {
+                Ok(0) => {
+                    bump(&c.tx_dropped, 1);
+                    at += 1;
+                }
+                Ok(n) => {
+                    let bytes = frames[at..at + n].iter().map(|f| f.len() as u64).sum();
+                    bump(&c.tx_frames, n as u64);
+                    bump(&c.tx_bytes, bytes);
+                    at += n;
+                }
+                // The first frame left was refused: it is dropped, as `send` would.
+                Err(_) => {
+                    self.sent_or_not(-1, &frames[at]);
+                    at += 1;
+                }
+            }
+        }
+    }
+
     /// Writes one frame, never waiting.
     fn send(&self, frame: &[u8]) {
         let fd = self.fd.as_raw_fd();
@@ -246,6 +295,12 @@ impl Uplink {
                 }
             }
         };
+        self.sent_or_not(n, frame);
+    }
+
+    /// Counts `frame` sent (`n`, what the system call returned, is not negative), or
+    /// dropped or failed with the error it left.
+    fn sent_or_not(&self, n: isize, frame: &[u8]) {
         let c = &self.counters;
         if n >= 0 {
             bump(&c.tx_frames, 1);
@@ -399,6 +454,13 @@ impl Port for Uplink {
             }
         } else {
             self.send(frame);
+        }
+    }
+
+    fn transmit_batch(&self, frames: Vec<Vec<u8>>) {
+        match self.impair.is_on() {
+            true => frames.iter().for_each(|f| self.transmit(f)),
+            false => self.send_many(&frames),
         }
     }
 }
