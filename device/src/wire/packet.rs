@@ -61,6 +61,18 @@ impl Packet {
 
     /// The packet with its payload borrowed, as the receive path takes packets.
     pub fn view(&self) -> Packet<&[u8]> {
+        self.with_payload(&self.payload[..])
+    }
+
+    /// The packet a frame holds, checked throughout (`parse`), its payload copied out.
+    pub fn decode(frame: &[u8]) -> Result<Packet, WireError> {
+        Packet::parse(frame).map(|p| p.owned())
+    }
+}
+
+impl<P> Packet<P> {
+    /// The same headers with `payload`.
+    fn with_payload<Q>(&self, payload: Q) -> Packet<Q> {
         Packet {
             src_mac: self.src_mac,
             dst_mac: self.dst_mac,
@@ -75,13 +87,8 @@ impl Packet {
             atomic_ack: self.atomic_ack,
             imm: self.imm,
             ieth: self.ieth,
-            payload: &self.payload,
+            payload,
         }
-    }
-
-    /// The packet a frame holds, checked throughout (`parse`), its payload copied out.
-    pub fn decode(frame: &[u8]) -> Result<Packet, WireError> {
-        Packet::parse(frame).map(|p| p.owned())
     }
 }
 
@@ -338,21 +345,6 @@ impl<'a> Packet<&'a [u8]> {
 
     /// The packet with its payload copied out (to keep it beyond the frame).
     pub fn owned(&self) -> Packet {
-        Packet {
-            src_mac: self.src_mac,
-            dst_mac: self.dst_mac,
-            net: self.net,
-            udp_src_port: self.udp_src_port,
-            bth: self.bth,
-            deth: self.deth,
-            xrc_srqn: self.xrc_srqn,
-            reth: self.reth,
-            atomic_eth: self.atomic_eth,
-            aeth: self.aeth,
-            atomic_ack: self.atomic_ack,
-            imm: self.imm,
-            ieth: self.ieth,
-            payload: self.payload.to_vec(),
-        }
+        self.with_payload(self.payload.to_vec())
     }
 }
