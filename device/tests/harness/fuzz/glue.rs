@@ -3,7 +3,7 @@
 //! server hands it (`connected`, then DMA maps), MSI-X eventfds and the poller thread.
 //! When the device internals move, this file is the one to adapt.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
@@ -11,6 +11,8 @@ use vrnic::addr::Mac;
 use vrnic::fabric::{Fabric, PollerConfig, Pollers};
 use vrnic::guest_memory::{DmaMapRequest, GuestRam};
 use vrnic::model::RnicModel;
+use vrnic::net::port::{Ingress, Port, PortId};
+use vrnic::net::switch::Switch;
 use vrnic::rnic::link::LinkMode;
 use vrnic::rnic::RnicConfig;
 use vrnic::vfio_user::DeviceModel;
@@ -113,8 +115,8 @@ impl Drop for Dev {
 /// cross shards.
 pub struct World {
     pub devs: Vec<Dev>,
-    fabric: Arc<Fabric>,
-    pollers: Option<Pollers>,
+    fabrics: Vec<Arc<Fabric>>,
+    pollers: Vec<Pollers>,
 }
 
 impl World {
@@ -162,8 +164,77 @@ impl World {
         let pollers = poller.then(|| fabric.start_pollers(config).expect("pollers"));
         World {
             devs,
-            fabric,
-            pollers,
+            fabrics: vec![fabric],
+            pollers: pollers.into_iter().collect(),
+        }
+    }
+
+    /// Two RoCE devices, each in a fabric of its own (two hosts), their wire ports on two
+    /// switches joined by a clean cable: what passes between them is RoCEv2 packets
+    /// through the wire engines.
+    pub fn wire_pair(poller: bool) -> Self {
+        let mut hosts = [
+            Self::with_links(vec![roce(0)], poller),
+            Self::with_links(vec![roce(1)], poller),
+        ];
+        let switches = [Switch::new(), Switch::new()];
+        for (host, switch) in hosts.iter().zip(&switches) {
+            host.fabrics[0].attach_wire(switch).expect("wire attached");
+        }
+        let ends = switches
+            .clone()
+            .map(|s| s.attach(|_| Arc::new(Cable::default())));
+        for (i, end) in ends.iter().enumerate() {
+            let other = &switches[1 - i];
+            let port = other.stats().len() - 1;
+            end.peer.set((other.clone(), port)).ok();
+        }
+        let mut world = World {
+            devs: Vec::new(),
+            fabrics: Vec::new(),
+            pollers: Vec::new(),
+        };
+        for host in &mut hosts {
+            world.devs.append(&mut host.devs);
+            world.fabrics.append(&mut host.fabrics);
+            world.pollers.append(&mut host.pollers);
+        }
+        world
+    }
+}
+
+impl World {
+    /// Frames the devices sent on their wire ports so far (0 without a wire).
+    pub fn wire_frames(&self) -> u64 {
+        self.fabrics
+            .iter()
+            .flat_map(|f| f.wires())
+            .map(|(_, w)| w.port.counters.read().tx_frames)
+            .sum()
+    }
+}
+
+/// One end of a clean cable between two switches: what its switch gives it enters the
+/// other switch.
+#[derive(Default)]
+struct Cable {
+    peer: OnceLock<(Arc<Switch>, PortId)>,
+}
+
+impl Port for Cable {
+    fn name(&self) -> &str {
+        "cable"
+    }
+
+    fn transmit(&self, frame: &[u8]) {
+        if let Some((switch, port)) = self.peer.get() {
+            switch.receive(*port, frame);
+        }
+    }
+
+    fn transmit_batch(&self, frames: Vec<Vec<u8>>) {
+        if let Some((switch, port)) = self.peer.get() {
+            switch.receive_batch(*port, frames);
         }
     }
 }
@@ -193,7 +264,7 @@ pub fn is_roce(dev: &mut Dev) -> bool {
 impl Drop for World {
     fn drop(&mut self) {
         self.devs.clear();
-        if let Some(p) = self.pollers.take() {
+        for p in self.pollers.drain(..) {
             p.stop();
         }
     }

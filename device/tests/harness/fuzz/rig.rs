@@ -69,6 +69,11 @@ impl Rig {
         Self::with_world(World::with_links(links, poller))
     }
 
+    /// Two RoCE devices on two hosts joined by a RoCEv2 wire (`World::wire_pair`).
+    pub fn wire_pair(poller: bool) -> Self {
+        Self::with_world(World::wire_pair(poller))
+    }
+
     fn with_world(mut world: World) -> Self {
         let mut rams = Vec::new();
         let mut aqs = Vec::new();

@@ -1,4 +1,5 @@
-//! Target 4: doorbells and WQEs on a live device (the poller runs) with real guest memory.
+//! Target 4: doorbells and WQEs on a live device (the poller runs) with real guest memory,
+//! in IB mode, in RoCE mode, and in RoCE mode across a RoCEv2 wire between two hosts.
 //! Each input sets up a context, PDs, MRs (contiguous, DIRECT, INDIRECT; some over the
 //! read-only or fd-less ranges), CQs, now and then an SRQ its QPs receive from, and two RC,
 //! UC or UD QPs connected in loopback (or across two devices), or an XRC_INI QP connected
@@ -34,23 +35,29 @@ use super::stats;
 use crate::harness::TIMEOUT;
 
 thread_local! {
-    /// Two IB-mode devices, and two RoCE-mode ones: an input's first byte picks the pair.
-    static RIGS: RefCell<[Option<Rig>; 2]> = const { RefCell::new([None, None]) };
+    /// Two IB-mode devices, two RoCE-mode ones, and two RoCE-mode ones on two hosts joined
+    /// by a RoCEv2 wire: an input's first byte picks the pair (bit 0: RoCE; with it, bit
+    /// 1: the wire pair).
+    static RIGS: RefCell<[Option<Rig>; 3]> = const { RefCell::new([None, None, None]) };
 }
 
 /// Runs one input (the function both runners call).
 pub fn run_one(input: &[u8]) {
     RIGS.with(|cell| {
         let mut rigs = cell.borrow_mut();
-        let roce = input.first().is_some_and(|b| b & 1 == 1);
-        let rig = rigs[usize::from(roce)].get_or_insert_with(|| {
-            let links = match roce {
-                true => vec![glue::roce(0), glue::roce(1)],
-                false => vec![glue::ib(0), glue::ib(1)],
-            };
-            Rig::with_links(links, true)
+        let first = input.first().copied().unwrap_or(0);
+        let roce = first & 1 == 1;
+        let which = usize::from(roce) + usize::from(roce && first & 2 != 0);
+        let rig = rigs[which].get_or_insert_with(|| match which {
+            0 => Rig::with_links(vec![glue::ib(0), glue::ib(1)], true),
+            1 => Rig::with_links(vec![glue::roce(0), glue::roce(1)], true),
+            _ => Rig::wire_pair(true),
         });
+        let sent = rig.world.wire_frames();
         run(rig, input.get(1..).unwrap_or_default(), roce);
+        if rig.world.wire_frames() > sent {
+            stats::count("wqe", "an input put frames on the RoCEv2 wire");
+        }
     });
 }
 
@@ -73,6 +80,11 @@ fn gid_of(n: u16) -> [u8; 16] {
     g[11] = 0xff;
     g[12..].copy_from_slice(&[10, 0, 0, n as u8]);
     g
+}
+
+/// RoCE rigs: device `n`'s MAC (`glue::roce(n - 1)`), where a peer's frames go.
+fn mac_of(n: u16) -> [u8; 6] {
+    [0x02, 0xf0, 0, 0, 0, n as u8]
 }
 
 fn is_datagram(kind: QpType) -> bool {
@@ -497,6 +509,11 @@ fn modify_qpn(c: &mut Ctx, qpn: u32, uctx: u32, mask: u32, attr: QpAttr) -> Done
         attr_mask: mask.into(),
         attr,
         uctx: uctx.into(),
+        // RoCE: where the peer's frames go (on a wire pair, its wire port).
+        dmac: match c.roce && mask & QpAttrMask::Av as u32 != 0 {
+            true => mac_of(attr.dlid.to_native()),
+            false => [0; 6],
+        },
         ..Default::default()
     };
     c.aq.run(c.dev, c.aqram, &cmd)
@@ -1031,6 +1048,7 @@ fn ud_av(inp: &mut Input, (dlid, qpn): (u16, u32), roce: bool) -> UdAv {
     };
     if global && roce {
         av.dgid = gid_of(dlid);
+        av.dmac = mac_of(dlid);
     } else if global {
         av.dgid[0] = 0xfe;
         av.dgid[1] = 0x80;
