@@ -43,23 +43,22 @@
 //!   `DEVICE_PACKETS_PER_PASS` (the QPs take turns), so the device lock is held, and the
 //!   frames of a pass take memory, in proportion to those and not to a length a guest or
 //!   a peer chose; the rest goes in the next passes (`Progress::worked`).
-//! - **Receiving**. The poll drains the port's queue: `wire::Packet::decode` (a bad ICRC
-//!   or any malformed frame is dropped and counted), the destination QPN names the QP (an
+//! - **Receiving**. The poll drains the port's queue: `wire::Packet::parse` (a bad ICRC or
+//!   any malformed frame is dropped and counted), the destination QPN names the QP (an
 //!   unknown QP, or one that is not a wire QP of that peer: dropped and counted). A
-//!   response goes to the requester engine: `Place` writes READ data into the kept
-//!   buffers (resolved now), `Complete` becomes `complete_send` (in order; an error status moves the QP to ERR),
-//!   `RnrWait` fills `Qp::waiting`. A request goes to the responder engine; its `Execute`
-//!   is one packet accepted, placed and completed by today's responder helpers (rkey check
-//!   at the first packet, receive WQE claimed at a SEND's first packet, CQE at the last,
-//!   COMM_EST in RTR), with the payload taken from the frame instead of the requester's
-//!   guest memory; READ responses (`Payload::Memory`) are checked again as the READ was
-//!   (`responder::read_response`: key state, PD, REMOTE_READ, bounds) and read from the
-//!   responder's MR as each goes out, a duplicate's too; refused, the engine sends a NAK
-//!   instead (`Responder::refuse_read`) and the QP moves to ERR.
-//!   An atomic is checked by the same steps and executed once on the word
-//!   (`atomic::read_modify_write`); its duplicates are answered from the engine's
-//!   resources (`Outcome::Atomic`). A SEND with invalidate invalidates its R_Key and
-//!   completes IB_WC_WITH_INVALIDATE, as in-process.
+//!   response goes to the requester engine: `Place` writes READ data into the kept buffers
+//!   (resolved now), `Complete` becomes `complete_send` (in order; an error status moves
+//!   the QP to ERR), `RnrWait` fills `Qp::waiting`. A request goes to the responder engine;
+//!   its `Execute` is one packet accepted, placed and completed by today's responder
+//!   helpers (rkey check at the first packet, receive WQE claimed at a SEND's first packet,
+//!   CQE at the last, COMM_EST in RTR), with the payload taken from the frame instead of
+//!   the requester's guest memory; READ responses (`Payload::Memory`) are checked again as
+//!   the READ was (`responder::read_response`: key state, PD, REMOTE_READ, bounds) and read
+//!   from the responder's MR as each goes out, a duplicate's too; refused, the engine sends
+//!   a NAK instead (`Responder::refuse_read`) and the QP moves to ERR. An atomic is checked
+//!   by the same steps and executed once on the word (`atomic::read_modify_write`); its
+//!   duplicates are answered from the engine's resources (`Outcome::Atomic`). A SEND with
+//!   invalidate invalidates its R_Key and completes IB_WC_WITH_INVALIDATE, as in-process.
 //! - **Datagrams** (`datagram`). A UD or GSI send WQE whose AV's GID no device of this
 //!   process holds leaves as one UD SEND Only packet (DETH: Q_Key, source QPN; QP1 for a
 //!   GSI QP) to the AV's `dmac`, sent from the requester's `carry_out` with no lock held.
