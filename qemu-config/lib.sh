@@ -12,6 +12,23 @@ note() { [[ -n ${VRNIC_QUIET:-} ]] || log "$@"; } # routine news, hidden when VR
 die() { printf '[vrnic] ERROR: %s\n' "$*" >&2; exit 1; }
 [[ $(id -u) == 0 ]] || die "run as root (debootstrap, chroot and mounts need it)"
 
+# The Debian archive the roots are built from: $VRNIC_DEBIAN_MIRROR, or else the one this
+# host's apt already uses (its first source ending in /debian, so not a security archive).
+debian_mirror() {
+  if [[ -n ${VRNIC_DEBIAN_MIRROR:-} ]]; then
+    echo "${VRNIC_DEBIAN_MIRROR%/}"
+    return
+  fi
+  local uri
+  uri=$({
+    sed -n 's/^URIs:[[:space:]]*//p' /etc/apt/sources.list.d/*.sources 2>/dev/null | tr ' ' '\n'
+    sed -nE 's/^deb[[:space:]]+(\[[^]]*\][[:space:]]+)?([^[:space:]]+).*/\2/p' \
+      /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null
+  } | grep -E '/debian/?$' | head -n 1) || true
+  [[ -n $uri ]] || die "no Debian archive in this host's apt sources: set VRNIC_DEBIAN_MIRROR"
+  echo "${uri%/}"
+}
+
 # --- locking (flock, held until the script exits)
 lock() { # lock FILE [-s]: exclusive, or shared with -s
   local f=$1 fd; shift

@@ -7,6 +7,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 REV=2 # bump to force a rebuild of every part after changing how parts are made
+DEBIAN_MIRROR=$(debian_mirror)
 
 host_tools() {
   local missing=() t
@@ -33,7 +34,7 @@ apt_in() { # apt_in ROOT ARGS...: apt-get inside a root, quiet and without recom
 
 # Plain minbase root; every other root starts as a copy of it.
 base_root() {
-  local stamp="base $DEBIAN_SUITE $DEBIAN_MIRROR rev=$REV" b=$CACHE/base-root.new
+  local stamp="base $DEBIAN_SUITE rev=$REV" b=$CACHE/base-root.new
   is_fresh base-root "$stamp" && return 0
   log "debootstrap $DEBIAN_SUITE (minbase) -> $CACHE/base-root"
   safe_rm "$b"
