@@ -329,17 +329,7 @@ impl Ingress for Switch {
     }
 
     fn receive_owned(&self, from: PortId, frame: Vec<u8>) {
-        let ports = self.ports.read().unwrap_or_else(|e| e.into_inner());
-        match self.forward(&ports, from, &frame) {
-            Forward::Drop => {}
-            Forward::To(to) => {
-                if let Some(slot) = ports.get(to) {
-                    count_tx(slot, &frame);
-                    slot.port.transmit_owned(frame);
-                }
-            }
-            Forward::Flood => Self::flood(&ports, from, &frame),
-        }
+        self.receive_batch(from, vec![frame]);
     }
 
     /// The frames in order, the consecutive ones to one port handed over together.
